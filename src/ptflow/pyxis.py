@@ -11,9 +11,9 @@
   failures, each with ``--exclude`` of every node blamed so far; a training error stops at once.
 
 Why a ptflow-side loop and not Snakemake's ``retries``: Snakemake retries every failure the same number of times
-(a Python traceback would be resubmitted 10 times, each waiting in a 4-hour-partition queue), it cannot read log
-lines (a bad GPU that makes the job *fail* rather than NODE_FAIL gets no ``--exclude``), and its exclusions do not
-accumulate over attempts. A node failure kills the rule's own allocation, so the loop must run outside the
+(a Python traceback would be resubmitted 10 times, each waiting in a 4-hour-partition queue) and it cannot read log
+lines: plugin 2.8.0 does exclude nodes of NODE_FAIL jobs from later submissions, but a bad GPU that makes the job
+*fail* gets no ``--exclude``. A node failure kills the rule's own allocation, so the loop must run outside the
 training allocation: it submits the GPU job with sbatch and watches it (from a light supervising process).
 """
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from ptflow.config import SCHEMA_DIR, ConfigError
+from ptflow.preempt import signal_option
 
 STAGES = ("cache", "image", "preprocess", "train", "evaluate", "aggregate", "runtime_server")
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
@@ -42,6 +43,16 @@ class Site:
     @property
     def env(self) -> dict:
         return self.raw.get("env", {})
+
+    def supervises(self, stage: str) -> dict | None:
+        """What the login-node supervisor of ``stage`` needs (ptflow.supervise), or None: only ``train``, and only
+        on Slurm sites with ``infra_retries``."""
+        if stage != "train" or self.scheduler != "slurm" or self.raw.get("infra_retries") is None:
+            return None
+        return {
+            "max_retries": self.raw["infra_retries"],
+            "internal_timeout_fraction": self.raw.get("internal_timeout_fraction"),
+        }
 
     def request(self, stage: str, agent=None) -> dict:
         """The merged request of a stage: default, then the stage, then (train only) the agent kind and id."""
@@ -88,13 +99,17 @@ class Site:
             extra.append(f"--tmp={request['tmp_mb']}M")
         if self.raw.get("requeue"):
             extra.append("--requeue")
+        if request.get("warn_seconds"):
+            extra.append(signal_option(request["warn_seconds"]))
         if request.get("extra"):
             extra.append(request["extra"])
         if extra:
             out["slurm_extra"] = " ".join(extra)
-        if request.get("nodes", 1) > 1:
-            # Multi-node: one task per node, and no inner srun so the rule body can spread processes itself.
-            out["tasks"] = request["nodes"] * request.get("tasks_per_node", 1)
+        if request.get("nodes", 1) > 1 or request.get("warn_seconds"):
+            # Multi-node, or warned before the end: one task per node and no inner srun, so the rule body runs in
+            # the batch step and spreads processes itself. The time-limit warning (no B:) reaches only job steps:
+            # the trainer's, never the Snakemake running the rule (Python dies of an unhandled USR1).
+            out["tasks"] = request.get("nodes", 1) * request.get("tasks_per_node", 1)
             out["mpi"] = "srun"
             if request.get("gpus"):
                 # The plugin turns `tasks` of a GPU job into --ntasks-per-gpu unless tasks_per_gpu is set; 0 keeps
@@ -153,6 +168,14 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
         cause = exc.__context__ if hasattr(exc.__context__, "absolute_path") else None
         msg = explain_schema_error(cause) if cause is not None else str(exc)
         raise ConfigError(msg.replace("config error", f"site error in {path}", 1)) from None
+    requests = [(f"resources.{k}", v) for k, v in raw["resources"].items()]
+    requests += [(f"agent_resources.{k}", v) for k, v in raw.get("agent_resources", {}).items()]
+    for where, req in requests:
+        if "--signal" in req.get("extra", ""):
+            raise ConfigError(
+                f"site error in {path} at {where}.extra: {req['extra']!r} sets --signal by hand; use "
+                "warn_seconds: N instead, so the trainer knows to save on the warning"
+            )
     for stage, req in raw["resources"].items():
         part = req.get("partition")
         if part and raw.get("partitions") and part not in raw["partitions"]:

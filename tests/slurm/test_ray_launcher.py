@@ -22,6 +22,7 @@ from tests.e2e.smk import REPO, snakemake
 
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
 PROBE = REPO / "tests" / "slurm" / "ray_probe.py"
+RESUMABLE = REPO / "tests" / "slurm" / "resumable_probe.py"
 WORK_ROOT = Path("/var/lib/ptflow-tests")
 
 
@@ -55,12 +56,13 @@ def work():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def sbatch_ray(cluster, work: Path, *launcher_args: str, hold: float = 0) -> str:
+def sbatch_ray(cluster, work: Path, *launcher_args: str, hold: float = 0, driver: str | None = None) -> str:
     """The launcher as a plain `sbatch -N2` job (how a user runs it without Snakemake)."""
     py = sys.executable
+    driver = driver or f"{PROBE} {work}/probe.json {hold}"
     wrap = (
         f"{py} -m ptflow.launch.ray --log-dir {work} --cpus-per-node 2 --ready-timeout 600 {' '.join(launcher_args)} "
-        f"-- {py} {PROBE} {work}/probe.json {hold}"
+        f"-- {py} {driver}"
     )
     out = cluster.run(
         [
@@ -157,3 +159,39 @@ def test_scancel_mid_run_leaves_no_ray_process_on_either_node(slurm_cluster, wor
     assert wait_gone(job_id) == []
     assert not (work / "probe.json").exists()
     assert not list(Path("/tmp").glob(f"ptr{job_id}r*"))  # node-local temp dirs removed on both nodes
+
+
+def wait_for_line(path: Path, text: str, cluster, job_id: str, seconds: float = 600) -> str:
+    deadline = time.monotonic() + seconds
+    while not (path.is_file() and text in (content := path.read_text())):
+        assert time.monotonic() < deadline, f"{text!r} never appeared in {path}"
+        assert job_state(cluster, job_id)[0] in ("PENDING", "RUNNING", "REQUEUED", ""), f"job ended before {text!r}"
+        time.sleep(2)
+    return content
+
+
+def test_time_limit_warning_saves_and_requeued_job_resumes(slurm_cluster, work):
+    """Slurm's warning (what --signal=USR1@N sends: USR1 to every job step, not the batch shell) reaches the
+    driver, whose Ray nodes ignore it and keep working; the driver saves; the requeued job starts a second Ray
+    cluster (restart 1) whose driver resumes from the saved step and finishes with the full result."""
+    total = 45
+    job_id = sbatch_ray(slurm_cluster, work, driver=f"{RESUMABLE} {work}/ckpt {total} {work}/result.json")
+    first = work / f"{job_id}-0-logs" / "driver.log"
+    wait_for_line(first, "step 3\n", slurm_cluster, job_id)
+    # scancel --signal without --batch/--full signals the job steps only: Slurm's own delivery of the warning.
+    slurm_cluster.run(["scancel", "--signal=USR1", job_id], check=True)
+    text = wait_for_line(first, "time-limit warning: saved step", slurm_cluster, job_id)
+    saved = int(re.search(r"saved step (\d+)", text).group(1))
+    # the Ray cluster survived the warning: later steps still run on it
+    wait_for_line(first, f"step {saved + 2}\n", slurm_cluster, job_id)
+    assert (work / "ckpt" / f"step_{saved}" / "state.json").is_file()
+    slurm_cluster.run(["scontrol", "requeue", job_id], check=True)
+    state, code = wait_job(slurm_cluster, job_id)
+    assert state == "COMPLETED", (state, code, (work / "job.out").read_text()[-3000:])
+    second = (work / f"{job_id}-1-logs" / "driver.log").read_text()
+    assert f"resumed from step {saved}" in second, second[-2000:]
+    assert f"step {saved + 1}\n" in second and "step 1\n" not in second
+    result = json.loads((work / "result.json").read_text())
+    assert result == {"state": result["expected"], "expected": total * (total + 1) // 2, "resumed_from": saved}
+    assert (work / f"{job_id}-0-logs" / "ENDED").is_file() and (work / f"{job_id}-1-logs" / "ENDED").is_file()
+    assert wait_gone(job_id) == []

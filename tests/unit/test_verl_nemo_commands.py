@@ -182,3 +182,4 @@ def test_dry_run_plans_multi_node_verl_train_jobs_on_alps(tmp_path):
         res = b.split("resources:")[1].splitlines()[0]
         for want in ("gres=gpu:4", "mpi=srun", "nodes=2", "runtime=60", "slurm_partition=normal", "tasks=2"):
             assert want in res, res
+        assert "slurm_extra=--signal=USR1@600" in res, res  # the time-limit warning (ptflow.preempt)

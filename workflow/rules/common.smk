@@ -48,6 +48,11 @@ def get_threads(stage):
     return threads
 
 
+def is_supervised(stage):
+    """Sites with infra_retries run the stage's rule on the login node as a supervisor (ptflow.supervise)."""
+    return SITE.supervises(stage) is not None
+
+
 def get_resources(stage):
     """Snakemake/slurm-plugin resources of a stage; keys are the union over agents, values per job."""
     agents = list(CFG.agents.values()) if stage == "train" else [None]
@@ -154,9 +159,16 @@ def get_train_params(wildcards):
         "config_hash": CFG.training_hash(_cell(wildcards)),
         "hf_home": HF_HOME,
         **_runtime_param("train", wildcards),
+        **_supervise_param("train"),
         **_agent_param(agent, wildcards),
         **_skyrl_param(agent, wildcards),
     }
+
+
+def _supervise_param(stage):
+    """Only on supervised sites, so other sites' params (and outputs) stay as they were."""
+    spec = SITE.supervises(stage)
+    return {"supervise": spec} if spec else {}
 
 
 def _skyrl_param(agent, wildcards):

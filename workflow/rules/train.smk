@@ -8,6 +8,8 @@ rule train:
         L.manifest("{model}", "{eval}", "{agent}"),
     log:
         L.log("train", "{model}", "{eval}", "{agent}"),
+    # on sites with infra_retries: a login-node supervisor that submits and resubmits the GPU job itself
+    localrule: is_supervised("train")
     conda:
         CONDA_ENV
     threads: get_threads("train")

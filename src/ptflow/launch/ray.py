@@ -157,6 +157,9 @@ class RayJob:
     tmp_base: str = "/tmp"
     head_args: list[str] = field(default_factory=list)
     worker_args: list[str] = field(default_factory=list)
+    # False for trainers without a USR1 hook (verl, NeMo-RL): the driver ignores Slurm's warning instead of dying
+    # of it, and saves by the deadline given in its own settings (ptflow.preempt.deadline_settings).
+    driver_handles_warning: bool = True
 
     @property
     def job_dir(self) -> Path:
@@ -261,6 +264,7 @@ def render(job: RayJob) -> Path:
         head_grace=job.head_grace,
         driver=[*job.runtime.prefix, *job.driver],
         workdir=job.workdir,
+        driver_handles_warning=job.driver_handles_warning,
     )
     job.job_dir.mkdir(parents=True, exist_ok=True)
     launcher = job.job_dir / "launcher.sh"

@@ -52,6 +52,7 @@ def config_values(
     variant: str = "full",
     settings: dict | None = None,
     checkout: str | None = None,
+    must_save_by: str | None = None,
 ) -> dict:
     if variant not in VARIANTS:
         raise ValueError(f"nemo-distill variant {variant!r} is unknown; known: {', '.join(VARIANTS)}")
@@ -81,6 +82,7 @@ def config_values(
         "log_dir": log_dir,
         "num_nodes": num_nodes,
         "gpus_per_node": gpus_per_node,
+        "must_save_by": must_save_by,
     }
 
 
@@ -150,11 +152,21 @@ def default_checkout(runtime: dict | None) -> str | None:
     return str(Path(venv).parent) if venv and Path(venv).name == ".venv" else None
 
 
-def train_nemo(cell: str, start_model: str, out: Path, *, params: dict, runtime: dict | None, log=print) -> dict:
+def train_nemo(
+    cell: str,
+    start_model: str,
+    out: Path,
+    *,
+    params: dict,
+    runtime: dict | None,
+    warn_seconds: int | None = None,
+    log=print,
+) -> dict:
     """On-policy distillation on a Ray cluster over this job's allocation, then the student's newest step converted
     to HF format in ``out``. Needs GPUs and a NeMo-RL checkout: it does not run on the CPU test machine."""
     from ptflow import slurm
     from ptflow.launch.ray import Runtime, job_from_allocation, run, run_step
+    from ptflow.preempt import deadline_settings, job_deadline, stopped_by_deadline
 
     checkout = params.get("checkout") or default_checkout(runtime)
     if not checkout:
@@ -165,9 +177,11 @@ def train_nemo(cell: str, start_model: str, out: Path, *, params: dict, runtime:
         raise ValueError("nemo-distill needs params.teacher (the teacher model)")
     rt = Runtime.from_site(runtime)
     state = state_dir(Path(out))
-    job = job_from_allocation([], state / "logs", runtime=rt, workdir=checkout)
+    job = job_from_allocation([], state / "logs", runtime=rt, workdir=checkout, driver_handles_warning=False)
     nnodes, cpus, gpus = slurm.job_per_node(str(job.job_id))
     job.cpus_per_node, job.gpus_per_node = cpus, gpus
+    deadline_obj = job_deadline(str(job.job_id), warn_seconds)
+    _, deadline = deadline_settings("nemo", deadline_obj)
     values = config_values(
         cell=cell,
         student=start_model,
@@ -182,6 +196,7 @@ def train_nemo(cell: str, start_model: str, out: Path, *, params: dict, runtime:
             **({"save_period": params["save_freq"]} if "save_freq" in params else {}),
         },
         checkout=checkout,
+        must_save_by=deadline.get("checkpoint_must_save_by"),
     )
     config = render_config(values, job.job_dir / "distillation.yaml")
     uv = str(Path(checkout) / ".venv" / "bin" / "uv") if (Path(checkout) / ".venv" / "bin" / "uv").exists() else "uv"
@@ -190,5 +205,10 @@ def train_nemo(cell: str, start_model: str, out: Path, *, params: dict, runtime:
     if rc != 0:
         raise RuntimeError(f"NeMo-RL distillation exited with {rc}; logs in {job.job_dir}")
     step = newest_step(values["checkpoint_dir"])
+    if stopped_by_deadline(deadline_obj):
+        raise RuntimeError(
+            f"NeMo-RL stopped at its save deadline ({values['must_save_by']} into the loop) with {step.name} saved; "
+            "the retry or requeue of this job resumes from it"
+        )
     run_step(job, ["bash", "-c", f'cd {checkout} && exec "$@"', "convert", *convert_argv(step, out, uv=uv)], log=log)
     return {"step": int(step.name.split("_")[1]), "train_loss": None}

@@ -71,6 +71,7 @@ def _run_trainer(
     runtime=None,
     cell=None,
     agent: dict | None = None,
+    warn_seconds: int | None = None,
 ) -> dict:
     if kind == "trl-sft":
         from ptflow.train.sft import train_sft
@@ -83,11 +84,15 @@ def _run_trainer(
     if kind == "verl":  # multi-node: a Ray cluster over the job's allocation (ptflow.launch.ray)
         from ptflow.train.verl import train_verl
 
-        return train_verl(start_model, train_parquet, out, params=params, runtime=runtime, log=log)
+        return train_verl(
+            start_model, train_parquet, out, params=params, runtime=runtime, warn_seconds=warn_seconds, log=log
+        )
     if kind == "nemo-distill":
         from ptflow.train.nemo import train_nemo
 
-        return train_nemo(str(cell), start_model, out, params=params, runtime=runtime, log=log)
+        return train_nemo(
+            str(cell), start_model, out, params=params, runtime=runtime, warn_seconds=warn_seconds, log=log
+        )
     if kind == "cli-agent":  # a coding agent under a time budget (PostTrainBench); ptflow.train.agent_cell
         from ptflow.train.agent_cell import train_agent_cell
 
@@ -114,8 +119,10 @@ def train_cell(
     log=print,
     runtime: dict | None = None,
     agent: dict | None = None,
+    warn_seconds: int | None = None,
 ) -> dict:
-    """Train one cell and write its manifest; returns the manifest."""
+    """Train one cell and write its manifest; returns the manifest. ``warn_seconds``: the job's time-limit warning
+    (ptflow.preempt), for trainers that save before the end."""
     if threads:
         import torch
 
@@ -126,7 +133,7 @@ def train_cell(
     staging.parent.mkdir(parents=True, exist_ok=True)
     log(f"training {cell} kind={kind} params={json.dumps(params, sort_keys=True)} from {start_model}")
     started = time.time()
-    result = _run_trainer(kind, start_model, train_parquet, staging, params, log, runtime, cell, agent)
+    result = _run_trainer(kind, start_model, train_parquet, staging, params, log, runtime, cell, agent, warn_seconds)
     seconds = time.time() - started
     # Swap the finished model in: a crash before this leaves only the .partial dir, which the next run clears.
     shutil.rmtree(ckpt, ignore_errors=True)

@@ -27,6 +27,7 @@ MANAGED = (
     "trainer.default_local_dir",
     "trainer.save_freq",
     "trainer.resume_mode",
+    "trainer.esi_redundant_time",
 )
 
 # verl's GSM8K PPO quickstart (docs "Quickstart: PPO training on GSM8K"), sized for the node count given.
@@ -117,6 +118,7 @@ def trainer_overrides(
     checkpoint_dir: str,
     save_freq: int = 10,
     overrides: dict | None = None,
+    deadline: dict | None = None,
 ) -> list[str]:
     """verl's Hydra overrides (``key=value``) for one cell: the variant's recipe, the agent's overrides, then
     what ptflow manages (data from the preprocessing rule, model from the HF cache, allocation, scratch)."""
@@ -139,6 +141,7 @@ def trainer_overrides(
         "trainer.default_local_dir": checkpoint_dir,  # scratch: ~47 GB per checkpoint, never $HOME
         "trainer.save_freq": save_freq,
         "trainer.resume_mode": "auto",  # a requeued job resumes from the newest checkpoint
+        **(deadline or {}),  # save before the job's end (ptflow.preempt.deadline_settings)
     }
     if variant == "ppo-gsm8k":
         managed["critic.model.path"] = model_path
@@ -192,12 +195,20 @@ def state_dir(out: Path) -> Path:
 
 
 def train_verl(
-    start_model: str, train_parquet: str, out: Path, *, params: dict, runtime: dict | None, log=print
+    start_model: str,
+    train_parquet: str,
+    out: Path,
+    *,
+    params: dict,
+    runtime: dict | None,
+    warn_seconds: int | None = None,
+    log=print,
 ) -> dict:
     """Run the verl trainer on a Ray cluster over this job's allocation, then merge its newest checkpoint into
     ``out`` (HF format). Needs GPUs and verl: it does not run on the CPU test machine."""
     from ptflow import slurm
     from ptflow.launch.ray import Runtime, job_from_allocation, run, run_step
+    from ptflow.preempt import deadline_settings, job_deadline
 
     variant = params.get("variant", "ppo-gsm8k")
     if variant not in VARIANTS:
@@ -206,9 +217,13 @@ def train_verl(
     state = state_dir(Path(out))
     ckpts = state / "checkpoints"
     ckpts.mkdir(parents=True, exist_ok=True)
-    job = job_from_allocation([], state / "logs", runtime=rt, workdir=params.get("checkout"))
+    job = job_from_allocation(
+        [], state / "logs", runtime=rt, workdir=params.get("checkout"), driver_handles_warning=False
+    )
     nnodes, cpus, gpus = slurm.job_per_node(str(job.job_id))
     job.cpus_per_node, job.gpus_per_node = cpus, gpus
+    env, deadline = deadline_settings("verl", job_deadline(str(job.job_id), warn_seconds))
+    job.env.update(env)
     overrides = trainer_overrides(
         variant=variant,
         model_path=start_model,
@@ -219,6 +234,7 @@ def train_verl(
         checkpoint_dir=str(ckpts),
         save_freq=params.get("save_freq", 10),
         overrides=params.get("overrides"),
+        deadline=deadline,
     )
     job.driver = driver_argv(rt.python, variant, overrides)
     rc = run(job, log=log)

@@ -1,0 +1,147 @@
+"""Time-limit warnings (sbatch --signal) and the deadline settings of verl and NeMo-RL (ptflow.preempt)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptflow import preempt
+from ptflow.config import ConfigError
+from ptflow.sites import load_site
+from ptflow.train import nemo, verl
+from tests.conftest import REPO
+
+SITES = REPO / "config" / "sites"
+
+
+def test_signal_option_and_reading_it_back():
+    assert preempt.signal_option(600) == "--signal=USR1@600"
+    assert preempt.warning_seconds("--tmp=10M --signal=USR1@600") == 600
+    assert preempt.warning_seconds("--tmp=10M") is None and preempt.warning_seconds(None) is None
+    with pytest.raises(ValueError, match="warn_seconds"):
+        preempt.warning_seconds("--signal=B:TERM@60")
+    with pytest.raises(ValueError, match="at least 1"):
+        preempt.signal_option(0)
+
+
+def test_site_warning_asks_slurm_and_runs_the_rule_in_the_batch_step(tmp_path):
+    site = load_site("alps", SITES)
+    from ptflow.config import Agent
+
+    res = site.snakemake_resources(site.request("train", Agent("verl-dapo", "verl")))
+    assert "--signal=USR1@600" in res["slurm_extra"]
+    assert res["mpi"] == "srun" and res["tasks"] == 2  # no inner srun: Snakemake is not in a signalled step
+    one = tmp_path / "one.yaml"
+    one.write_text(
+        "name: one\nscheduler: slurm\nresources:\n  default: {threads: 2}\n  train: {gpus: 4, warn_seconds: 300}\n"
+    )
+    single = load_site(str(one), SITES)
+    res = single.snakemake_resources(single.request("train"))
+    assert res["slurm_extra"] == "--signal=USR1@300" and res["mpi"] == "srun" and res["tasks"] == 1
+
+
+def test_hand_written_signal_is_refused(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\nscheduler: slurm\nresources:\n  default: {extra: '--signal=B:USR1@60'}\n")
+    with pytest.raises(ConfigError, match=r"at resources.default.extra: .* use warn_seconds"):
+        load_site(str(bad), SITES)
+
+
+def test_deadline_settings_for_verl_and_nemo():
+    d = preempt.Deadline(end=10_000.0, warn_seconds=600)
+    env, settings = preempt.deadline_settings("verl", d)
+    assert env == {"MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP": "10000"}
+    assert settings == {"trainer.esi_redundant_time": 600}
+    _, settings = preempt.deadline_settings("nemo", d, now=10_000 - 600 - 90061)
+    assert settings == {"checkpoint_must_save_by": "01:01:01:01"}
+    assert preempt.deadline_settings("verl", None) == ({}, {})
+    assert not preempt.stopped_by_deadline(d, now=10_000 - 1300) and preempt.stopped_by_deadline(d, now=9_000)
+
+
+def test_verl_overrides_carry_the_deadline_and_refuse_it_from_the_agent():
+    args = dict(
+        variant="ppo-gsm8k",
+        model_path="/m",
+        train_files="/t",
+        val_files="/v",
+        nnodes=2,
+        gpus_per_node=4,
+        checkpoint_dir="/s/ck",
+    )
+    out = verl.trainer_overrides(**args, deadline={"trainer.esi_redundant_time": 600})
+    assert "trainer.esi_redundant_time=600" in out and "trainer.resume_mode=auto" in out
+    with pytest.raises(ValueError, match="esi_redundant_time"):
+        verl.trainer_overrides(**args, overrides={"trainer.esi_redundant_time": 1})
+
+
+def test_nemo_config_carries_must_save_by(tmp_path):
+    base = dict(
+        cell="c",
+        student="/s",
+        teacher="/t",
+        checkpoint_dir="/ck",
+        log_dir="/l",
+        num_nodes=2,
+        gpus_per_node=4,
+        checkout="/p/nemo-rl",
+    )
+    cfg = yaml.safe_load(
+        nemo.render_config(nemo.config_values(**base, must_save_by="00:05:50:00"), tmp_path / "a").read_text()
+    )
+    assert cfg["checkpointing"]["checkpoint_must_save_by"] == "00:05:50:00"
+    cfg = yaml.safe_load(nemo.render_config(nemo.config_values(**base), tmp_path / "b").read_text())
+    assert cfg["checkpointing"]["checkpoint_must_save_by"] is None
+
+
+def test_save_on_warning_sets_a_flag_and_restores_the_handler():
+    before = signal.getsignal(signal.SIGUSR1)
+    with preempt.SaveOnWarning() as warning:
+        assert not warning.requested
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert warning.requested and warning.received_at is not None
+    assert signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_newest_step_ignores_partial_and_foreign_dirs(tmp_path):
+    assert preempt.newest_step(tmp_path) is None
+    for name in ("step_2", "step_10", ".step_11.partial", "step_x"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "step_12").write_text("a file, not a checkpoint")
+    assert preempt.newest_step(tmp_path) == (10, tmp_path / "step_10")
+
+
+def test_launcher_driver_ignores_the_warning_when_it_cannot_save_on_it(tmp_path):
+    """What the rendered driver line does, run for real: a USR1 to the wrapped driver does not kill it."""
+    from ptflow.launch import ray as L
+    from tests.unit.test_launcher_render import job
+
+    text = L.render(job(tmp_path, driver_handles_warning=False)).read_text()
+    line = next(x for x in text.splitlines() if "main_ppo" in x and "--nodelist" in x)
+    assert 'bash -c \'trap "" USR1; exec "$@"\' driver /venv/bin/python -m verl.trainer.main_ppo' in line
+    assert 'trap "" USR1' not in L.render(job(tmp_path / "b")).read_text().split("All nodes joined")[1]
+    code = "import os, signal, time; os.kill(os.getpid(), signal.SIGUSR1); time.sleep(0.2); print('alive')"
+    out = subprocess.run(
+        ["bash", "-c", 'trap "" USR1; exec "$@"', "driver", sys.executable, "-c", code], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "alive"
+    unwrapped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert unwrapped.returncode == -signal.SIGUSR1  # why the wrapper exists
+
+
+def test_ray_node_script_ignores_the_warning():
+    text = (REPO / "workflow" / "templates" / "ray_node.sh").read_text()
+    assert "trap '' USR1" in text.split("mkdir -p")[0]
+
+
+def test_job_deadline_needs_a_warning():
+    assert preempt.job_deadline("123", None) is None
+
+
+def test_resumable_probe_is_named_a_stand_in():
+    assert "stand-in" in (Path(REPO) / "tests" / "slurm" / "resumable_probe.py").read_text().splitlines()[0]
