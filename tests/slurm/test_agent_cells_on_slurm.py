@@ -29,7 +29,8 @@ def done(slurm_cluster):
     root.mkdir(parents=True, exist_ok=True)
     work = root / f"agents-{uuid.uuid4().hex[:8]}"
     work.mkdir()
-    targets = [str(CELLS / a / name) for a in ("baseline", "scripted") for name in ("eval.json", "judge.json")]
+    targets = [str(CELLS / "baseline" / "eval.json"), str(CELLS / "scripted" / "eval.json")]
+    targets.append(str(CELLS / "scripted" / "judge.json"))
     proc = snakemake(
         work,
         "--configfile",
