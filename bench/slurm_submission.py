@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -40,7 +41,10 @@ def run_snakemake(work: Path, env: dict, *args: str, background: bool = False):
         str(REPO / "profiles" / "slurm"),
         *args,
     ]
-    kw = dict(cwd=work, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Output to a file, never an unread pipe: a full pipe blocks Snakemake's logging, and with it every submission
+    # (what limited an earlier attempt of this bench to 30 jobs).
+    out = open(work / "snakemake.out", "w")  # noqa: SIM115 - closed with the process
+    kw = dict(cwd=work, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, text=True)
     return subprocess.Popen(cmd, **kw) if background else subprocess.run(cmd, **kw)
 
 
@@ -79,6 +83,9 @@ def submission(env: dict) -> None:
         "--config",
         f"site={site_file}",
         f"sites_dir={REPO / 'config' / 'sites'}",
+        # held jobs never end: above the profile's 250 (224 train + 28 baseline evaluate) so all can be queued
+        "--jobs",
+        "500",
         background=True,
     )
     n = len(cfg.training_cells())
@@ -91,8 +98,12 @@ def submission(env: dict) -> None:
             run_id = m.group(1)
         if run_id:
             submits = [stamp for rule, stamp in slurm_jobs(env, run_id) if rule == "train"]
-    proc.terminate()
-    proc.wait()
+    proc.send_signal(signal.SIGINT)  # Snakemake waits for a job event after SIGTERM; SIGINT stops it
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
     if run_id:
         subprocess.run(["scancel", "--name", run_id], env={**os.environ, **env})
     if len(submits) < n:
