@@ -316,6 +316,18 @@ def run_two_job(
             env[URL_ENV] = url
             _write_json(coord.root / "trainer.json", {"argv": trainer_argv, "runtime_url": url, "server_job": job_id})
             rc = run_trainer(trainer_argv, env, coord, job_id, log=log)
+            if rc != 0 and job_id:
+                # A trainer failing at the moment its server dies sees the symptom (a killed command, a refused
+                # connection) before this launcher sees the job end: name the cause when the job ended.
+                for _ in range(15):
+                    alive, state = server_alive(job_id)
+                    if not alive:
+                        raise SkyRLError(
+                            f"runtime server job {job_id} ended ({state}) while training ran; the trainer failed "
+                            f"with exit {rc} as a consequence. Server log {coord.server_log}:\n"
+                            f"{_tail(coord.server_log)}\nTrainer log {coord.trainer_log}:\n{_tail(coord.trainer_log)}"
+                        )
+                    time.sleep(1)
             if rc != 0:
                 raise SkyRLError(
                     f"trainer {shlex.join(trainer_argv[:4])}… exited {rc}; its log {coord.trainer_log} ends with:\n"
