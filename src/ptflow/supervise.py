@@ -89,7 +89,7 @@ def supervise(
     script: str,
     *,
     resources: Mapping,
-    threads: int,
+    cpus: int,
     job_name: str,
     results_dir: str | Path,
     max_retries: int,
@@ -104,7 +104,7 @@ def supervise(
     jobs_dir.mkdir(parents=True, exist_ok=True)
     internal = internal_timeout_seconds(resources.get("runtime"), internal_timeout_fraction)
     batch = render_batch_script(jobs_dir / "train.sbatch", script, internal_timeout=internal)
-    options = sbatch_options(resources, threads, job_name=job_name, output=str(jobs_dir / "train-%j.out"))
+    options = sbatch_options(resources, cpus, job_name=job_name, output=str(jobs_dir / "train-%j.out"))
     log(f"supervising {job_name}: sbatch {shlex.join(options)} {batch} (up to {max_retries} resubmissions)")
 
     def log_of(job_id: str) -> str:

@@ -258,6 +258,7 @@ def test_supervised_train_is_submitted_by_the_login_node_rule(slurm_cluster, mat
     work, _, _ = matrix_done
     site = yaml.safe_load(SITE.read_text())
     site.update(name="supervised", infra_retries=2, internal_timeout_fraction=0.95)
+    site["resources"]["train"]["threads"] = 2  # the submitted job's CPUs; the login-node supervisor itself takes 1
     site_file = tmp_path / "supervised.yaml"
     site_file.write_text(yaml.safe_dump(site))
     cell = work / "results" / "cells" / "ptflow--tiny-llama-h64" / "sub" / "sft"
@@ -274,6 +275,7 @@ def test_supervised_train_is_submitted_by_the_login_node_rule(slurm_cluster, mat
     request = load_site(str(site_file), REPO / "config" / "sites").request("train")
     assert job["JobName"] == "ptflow-train-ptflow--tiny-llama-h64-sub-sft"
     assert job["Partition"] == request["partition"] and job["TimeLimit"] == f"00:{request['runtime']}:00"
+    assert job["NumCPUs"] == "2", job
     assert "gres/gpu:h100=1" in job.get("TRES", job.get("ReqTRES", "")) or "gpu:h100:1" in job.get("TresPerNode", "")
     batch = (cell / "slurm" / "train.sbatch").read_text()
     assert f"timeout --signal=TERM --kill-after=60 {int(request['runtime'] * 60 * 0.95)} " in batch

@@ -43,6 +43,10 @@ def _agent_of(wildcards):
 
 def get_threads(stage):
     def threads(wildcards):
+        if is_supervised(stage):
+            # a login-node supervisor: one thread (Snakemake would cap more at --local-cores and run fewer at once);
+            # the job it submits gets the site's CPUs (_supervise_param)
+            return 1
         return SITE.request(stage, _agent_of(wildcards)).get("threads", 1)
 
     return threads
@@ -159,16 +163,19 @@ def get_train_params(wildcards):
         "config_hash": CFG.training_hash(_cell(wildcards)),
         "hf_home": HF_HOME,
         **_runtime_param("train", wildcards),
-        **_supervise_param("train"),
+        **_supervise_param("train", wildcards),
         **_agent_param(agent, wildcards),
         **_skyrl_param(agent, wildcards),
     }
 
 
-def _supervise_param(stage):
+def _supervise_param(stage, wildcards):
     """Only on supervised sites, so other sites' params (and outputs) stay as they were."""
     spec = SITE.supervises(stage)
-    return {"supervise": spec} if spec else {}
+    if not spec:
+        return {}
+    cpus = SITE.request(stage, _agent_of(wildcards)).get("threads", 1)
+    return {"supervise": {**spec, "cpus": cpus}}
 
 
 def _skyrl_param(agent, wildcards):

@@ -17,7 +17,6 @@ def supervise_this_job(job, log) -> None:
     supervise.supervise(
         sys.argv[0],
         resources=resources,
-        threads=snakemake.threads,
         job_name=f"ptflow-train-{snakemake.wildcards.model}-{snakemake.wildcards.eval}-{snakemake.wildcards.agent}",
         results_dir=Path(snakemake.output[0]).parent,
         log=log,
@@ -50,7 +49,7 @@ with rule_log(snakemake.log[0]) as log:
         config_hash=job["config_hash"],
         manifest_path=snakemake.output[0],
         parent_manifest=parent,
-        threads=snakemake.threads,
+        threads=job.get("supervise", {}).get("cpus", snakemake.threads),  # supervised: the site's CPUs
         runtime=job.get("runtime"),
         agent=job.get("agent"),
         warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),
