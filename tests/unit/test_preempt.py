@@ -14,8 +14,9 @@ import yaml
 from ptflow import preempt
 from ptflow.config import ConfigError
 from ptflow.sites import load_site
-from ptflow.train import nemo, verl
+from ptflow.train import nemo
 from tests.conftest import REPO
+from tests.unit.test_verl_nemo_commands import overrides, values
 
 SITES = REPO / "config" / "sites"
 
@@ -65,37 +66,16 @@ def test_deadline_settings_for_verl_and_nemo():
 
 
 def test_verl_overrides_carry_the_deadline_and_refuse_it_from_the_agent():
-    args = dict(
-        variant="ppo-gsm8k",
-        model_path="/m",
-        train_files="/t",
-        val_files="/v",
-        nnodes=2,
-        gpus_per_node=4,
-        checkpoint_dir="/s/ck",
-    )
-    out = verl.trainer_overrides(**args, deadline={"trainer.esi_redundant_time": 600})
-    assert "trainer.esi_redundant_time=600" in out and "trainer.resume_mode=auto" in out
+    out = overrides("ppo-gsm8k", deadline={"trainer.esi_redundant_time": 600})
+    assert out["trainer.esi_redundant_time"] == "600" and out["trainer.resume_mode"] == "auto"
     with pytest.raises(ValueError, match="esi_redundant_time"):
-        verl.trainer_overrides(**args, overrides={"trainer.esi_redundant_time": 1})
+        overrides("ppo-gsm8k", overrides={"trainer.esi_redundant_time": 1})
 
 
 def test_nemo_config_carries_must_save_by(tmp_path):
-    base = dict(
-        cell="c",
-        student="/s",
-        teacher="/t",
-        checkpoint_dir="/ck",
-        log_dir="/l",
-        num_nodes=2,
-        gpus_per_node=4,
-        checkout="/p/nemo-rl",
-    )
-    cfg = yaml.safe_load(
-        nemo.render_config(nemo.config_values(**base, must_save_by="00:05:50:00"), tmp_path / "a").read_text()
-    )
+    cfg = yaml.safe_load(nemo.render_config(values(must_save_by="00:05:50:00"), tmp_path / "a").read_text())
     assert cfg["checkpointing"]["checkpoint_must_save_by"] == "00:05:50:00"
-    cfg = yaml.safe_load(nemo.render_config(nemo.config_values(**base), tmp_path / "b").read_text())
+    cfg = yaml.safe_load(nemo.render_config(values(), tmp_path / "b").read_text())
     assert cfg["checkpointing"]["checkpoint_must_save_by"] is None
 
 

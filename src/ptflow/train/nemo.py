@@ -12,7 +12,6 @@ NeMo-RL cannot run on this machine (no GPU, no checkout): the config and command
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import jinja2
@@ -116,12 +115,12 @@ def driver_argv(config: str | Path, values: dict, uv: str = "uv") -> list[str]:
 
 
 def newest_step(checkpoint_dir: str | Path) -> Path:
-    steps = [
-        (int(m.group(1)), p) for p in Path(checkpoint_dir).glob("step_*") if (m := re.fullmatch(r"step_(\d+)", p.name))
-    ]
-    if not steps:
+    from ptflow.preempt import newest_step as newest
+
+    found = newest(checkpoint_dir)
+    if found is None:
         raise FileNotFoundError(f"NeMo-RL wrote no checkpoint under {checkpoint_dir} (no step_*): lower save_period")
-    return max(steps)[1]
+    return found[1]
 
 
 def convert_argv(step_dir: str | Path, target_dir: str | Path, uv: str = "uv") -> list[str]:
