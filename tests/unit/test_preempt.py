@@ -125,3 +125,11 @@ def test_job_deadline_needs_a_warning():
 
 def test_resumable_probe_is_named_a_stand_in():
     assert "stand-in" in (Path(REPO) / "tests" / "slurm" / "resumable_probe.py").read_text().splitlines()[0]
+
+
+def test_nemo_newest_step_names_what_to_change_when_none(tmp_path):
+    (tmp_path / "step_3").mkdir()
+    (tmp_path / "step_12").mkdir()
+    assert nemo.newest_step(tmp_path) == tmp_path / "step_12"
+    with pytest.raises(FileNotFoundError, match="no step_.*lower save_period"):
+        nemo.newest_step(tmp_path / "empty")
