@@ -41,8 +41,8 @@ DEFAULTS = {
 def _step(kind: str, kw: dict) -> dict:
     """Run one step in this process (the child side)."""
     if kind == "data":
-        from ptflow.data.synthetic import generate_arithmetic
-        from ptflow.data.verl_format import to_verl_frame, write_parquet
+        from ptflow.stages.data.synthetic import generate_arithmetic
+        from ptflow.stages.data.verl_format import to_verl_frame, write_parquet
 
         d = kw["data"]
         for op in kw["evals"]:
@@ -51,20 +51,20 @@ def _step(kind: str, kw: dict) -> dict:
                 write_parquet(to_verl_frame(recs, f"synthetic/{op}", split), f"{kw['dir']}/{op}_{split}.parquet")
         return {}
     if kind == "create":
-        from ptflow.models.tiny import build_char_tokenizer, create_tiny_llama
+        from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
 
         create_tiny_llama(kw["out"], build_char_tokenizer([]), **kw["spec"])
         return {}
     if kind == "sft":
-        from ptflow.train.sft import train_sft
+        from ptflow.stages.train.sft import train_sft
 
         return train_sft(kw["model"], kw["train"], kw["out"], log=lambda s: None, **kw["hp"])
     if kind == "grpo":
-        from ptflow.train.grpo import train_grpo
+        from ptflow.stages.train.grpo import train_grpo
 
         return train_grpo(kw["model"], kw["train"], kw["out"], log=lambda s: None, **kw["hp"])
     if kind == "eval":
-        from ptflow.evaluate.inspect_eval import metrics_from_log, run_inspect_eval
+        from ptflow.stages.evaluate.inspect_eval import metrics_from_log, run_inspect_eval
 
         t = time.perf_counter()
         log = run_inspect_eval(kw["model"], kw["test"], kw["log_dir"], task_name=kw["task"], **kw["hp"])
@@ -121,7 +121,9 @@ def main() -> None:
         return out
 
     imports = {
-        "ptflow.scoring+data": "import ptflow.scoring, ptflow.data.synthetic, ptflow.data.verl_format",
+        "ptflow.stages.scoring+data": (
+            "import ptflow.stages.scoring, ptflow.stages.data.synthetic, ptflow.stages.data.verl_format"
+        ),
         "trl SFTTrainer": "from trl import SFTTrainer",
         "trl GRPOTrainer": "from trl import GRPOTrainer",
         "inspect_ai+hf provider": "import inspect_ai, inspect_ai.model._providers.hf",

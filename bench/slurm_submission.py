@@ -50,7 +50,7 @@ def run_snakemake(work: Path, env: dict, *args: str, background: bool = False):
 
 def prepare(work: Path, cfg, site: dict) -> Path:
     """Cache markers and data exist already: the bench DAG is train + evaluate only."""
-    from ptflow.layout import Layout
+    from ptflow.config.layout import Layout
 
     lay = Layout.from_config(cfg.raw)
     for m in cfg.models:
@@ -66,7 +66,7 @@ def prepare(work: Path, cfg, site: dict) -> Path:
 
 
 def submission(env: dict) -> None:
-    from ptflow.config import load_config
+    from ptflow.config.model import load_config
 
     cfg = load_config(REPO / "config" / "config.yaml", REPO / "config" / "posttrainbench.yaml")
     work = Path(tempfile.mkdtemp(prefix="bench-submit-", dir="/var/lib/ptflow-tests"))
@@ -137,7 +137,7 @@ def slurm_jobs(env: dict, run_id: str) -> list[tuple[str, datetime]]:
 
 
 def latency(env: dict, cells: int, settings: list[str], label: str) -> None:
-    from ptflow.config import build_config
+    from ptflow.config.model import build_config
 
     raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     raw["agents"] = [{"id": "baseline", "kind": "baseline"}] + [
@@ -184,7 +184,7 @@ def main() -> int:
     parser.add_argument("--cells", type=int, default=12)
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "src"))
-    from ptflow.testing.local_slurm import LocalSlurmCluster
+    from tests.support.local_slurm import LocalSlurmCluster
 
     Path("/var/lib/ptflow-tests").mkdir(parents=True, exist_ok=True)
     cluster = LocalSlurmCluster()

@@ -1,3 +1,14 @@
-"""ptflow: LLM post-training benchmark matrices as a Snakemake workflow."""
+"""ptflow: LLM post-training benchmark matrices as a Snakemake workflow on Slurm clusters.
 
-__version__ = "0.1.0"
+Layers, each importing only those before it (``tests/unit/test_architecture.py`` keeps it so):
+
+- foundation — ``files`` (atomic writes, hashes), ``keys`` (secret names), ``templates`` (what we render),
+  ``jobenv`` (a job's environment and rule log);
+- ``config``  — the validated configuration: models, evals, agents, cells, agent kinds, sites, paths;
+- ``cluster`` — the machine: Slurm commands, preflight, supervision and infra retries, container runtimes and
+  images, the shared HF cache and private views of it, time-limit warnings, multi-node helpers;
+- ``launch``  — programs spread over an allocation: the Ray launcher, SkyRL's two-job coordination;
+- ``stages``  — what each rule calls: cache, data, train (one module per agent kind), evaluate, judge, report;
+- ``standins`` — programs that stand in for what cannot run here, selectable on purpose (the scripted agent);
+- ``ops``     — the ``ptflow`` command: plan, status, cancel, logs, remote.
+"""

@@ -26,6 +26,14 @@ def command(workdir: Path, *args: str, profile: str = "profiles/local", snakefil
     ]
 
 
+def job_env(extra: dict | None = None) -> dict:
+    """The environment of a test's Snakemake run: this checkout's root importable, so jobs can run the stand-ins
+    that live under tests/support (``python -m tests.support.fake_judge``)."""
+    env = {**os.environ, **(extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
 def snakemake(
     workdir: Path,
     *args: str,
@@ -35,7 +43,7 @@ def snakemake(
     snakefile: Path | None = None,
 ) -> subprocess.CompletedProcess:
     cmd = command(workdir, *args, profile=profile, snakefile=snakefile)
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=job_env(env))
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"

@@ -1,9 +1,10 @@
 """PostTrainBench agent cells, run for real on the local profile with our scripted agent.
 
-The scripted agent (``python -m ptflow.agents.scripted``) is a real program standing in for claude/codex/gemini (no
-agent API is reachable here); the judge is ``python -m ptflow.agents.fake_judge``, a stand-in for an LLM judge that
-flags traces reading ``test.parquet``. Everything else is the production path: task dir in node-local tmp, private
-HF cache view, ``timeout --signal=TERM --kill-after=30s``, trace, final_model copy, evaluation, judge, leaderboard.
+The scripted agent (``python -m ptflow.standins.scripted_agent``) is a real program standing in for
+claude/codex/gemini (no agent API is reachable here); the judge is ``python -m tests.support.fake_judge``, a
+stand-in for an LLM judge that flags traces reading ``test.parquet``. Everything else is the production path: task
+dir in node-local tmp, private HF cache view, ``timeout --signal=TERM --kill-after=30s``, trace, final_model copy,
+evaluation, judge, leaderboard.
 Matrix: one tiny model x eval ``add`` x {baseline, scripted, scripted-overrun, scripted-nomodel}.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ptflow.evaluate.run import validate_eval_json
+from ptflow.stages.evaluate.run import validate_eval_json
 from tests.e2e.smk import REPO, snakemake
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]

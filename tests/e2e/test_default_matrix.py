@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ptflow.evaluate.run import validate_eval_json
+from ptflow.stages.evaluate.run import validate_eval_json
 from tests.e2e.smk import REPO, plan, snakemake
 
 # The fixture runs the whole default matrix: minutes on 2 cores, longer when the machine is shared.
@@ -65,7 +65,7 @@ def test_leaderboard_shows_learning(done):
 
 
 def test_checkpoints_on_scratch_with_manifest(done):
-    from ptflow.train.run import verify_checkpoint
+    from ptflow.stages.train.cell import verify_checkpoint
 
     for m in MODELS:
         for e in EVALS:

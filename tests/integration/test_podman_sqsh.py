@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow import images
+from ptflow.cluster import images
 from tests.conftest import REPO
 from tests.e2e.smk import snakemake
 

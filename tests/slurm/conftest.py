@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.testing.local_slurm import DEFAULT_WORKDIR, LocalSlurmCluster, SlurmClusterError
+from tests.support.local_slurm import DEFAULT_WORKDIR, LocalSlurmCluster, SlurmClusterError
 
 HERE = Path(__file__).parent
 

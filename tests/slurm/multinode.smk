@@ -1,11 +1,11 @@
 # A multi-node stage on its own: one allocation over two nodes; the rule body runs once, on the first node, reads
-# the node list back from Slurm and spreads one process per node with srun (ptflow.multinode).
+# the node list back from Slurm and spreads one process per node with srun (ptflow.cluster.multinode).
 import os
 import socket
 import subprocess
 
-from ptflow.multinode import allocation_nodes, srun_argv
-from ptflow.sites import load_site
+from ptflow.cluster.multinode import allocation_nodes, srun_argv
+from ptflow.config.sites import load_site
 
 SITE = load_site(config["site"], os.path.dirname(config["site"]))
 RESOURCES = SITE.snakemake_resources(

@@ -4,7 +4,7 @@ import os
 import sys
 
 from ptflow.launch.ray import Runtime, run_ray_job
-from ptflow.sites import load_site
+from ptflow.config.sites import load_site
 
 SITE = load_site(config["site"], os.path.dirname(config["site"]))
 RESOURCES = SITE.snakemake_resources(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import ray
 
-from ptflow.preempt import SaveOnWarning, newest_step
+from ptflow.cluster.preempt import SaveOnWarning, newest_step
 
 ckpt_dir, total, out = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 

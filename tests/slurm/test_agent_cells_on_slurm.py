@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.evaluate.run import validate_eval_json
+from ptflow.stages.evaluate.run import validate_eval_json
 from tests.e2e.smk import REPO, snakemake
 
 pytestmark = pytest.mark.timeout(1500)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.remote import EXCLUDES
-from ptflow.testing.sshd import LoopbackSshd, SshdError
+from ptflow.ops.remote import EXCLUDES
 from tests.e2e.smk import REPO
+from tests.support.sshd import LoopbackSshd, SshdError
 
 WORK_ROOT = Path("/var/lib/ptflow-tests")
 PTFLOW = str(Path(sys.executable).with_name("ptflow"))

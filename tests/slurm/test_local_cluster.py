@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.testing.local_slurm import LocalSlurmCluster
+from tests.support.local_slurm import LocalSlurmCluster
 
 
 def sbatch(cluster: LocalSlurmCluster, *args: str) -> str:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from ptflow import pyxis, slurm
+from ptflow.cluster import infra_retry as pyxis
+from ptflow.cluster import slurm
 
 BASE = Path("/var/lib/ptflow-tests/skyrl-pyxis")
 REPO = Path(__file__).resolve().parents[2]
@@ -169,7 +170,7 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
                                         stdin=subprocess.DEVNULL, stdout=out, stderr=out)  # fmt: skip
             restarted["pid"] = proc.pid
             # keep the cluster's own record right, so its status/down find the new slurmd (pid + start time)
-            from ptflow.testing.local_slurm import _proc_start_time
+            from tests.support.local_slurm import _proc_start_time
 
             state = json.loads(STATE.read_text())
             state["procs"]["slurmd-2"] = [proc.pid, _proc_start_time(proc.pid)]

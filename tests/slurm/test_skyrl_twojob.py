@@ -1,6 +1,6 @@
-"""SkyRL two-job training on the shared test cluster: a REAL runtime server job (ptflow.agents.runtime_server) on
-partition ``cpu``, and the trainer STAND-IN (ptflow.agents.skyrl_standin — SkyRL itself needs GPUs) calling it from
-this process, which runs the launcher (ptflow.skyrl) as the train rule does. Run with PTFLOW_SLURM_EXISTING=1."""
+"""SkyRL two-job training on the shared test cluster: a REAL runtime server job (ptflow.launch.skyrl_server) on
+partition ``cpu``, and the trainer STAND-IN (ptflow.standins.skyrl_trainer — SkyRL itself needs GPUs) calling it from
+this process, which runs the launcher (ptflow.launch.skyrl) as the train rule does. Run with PTFLOW_SLURM_EXISTING=1."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ptflow import skyrl, slurm
+from ptflow.cluster import slurm
+from ptflow.launch import skyrl
 
 BASE = Path("/var/lib/ptflow-tests/skyrl-pyxis")
 SITE = {
@@ -29,7 +30,7 @@ SITE = {
 
 
 def _standin(out: Path, calls: int, interval: float) -> list[str]:
-    return [sys.executable, "-m", "ptflow.agents.skyrl_standin", "--out", str(out), "--calls", str(calls),
+    return [sys.executable, "-m", "ptflow.standins.skyrl_trainer", "--out", str(out), "--calls", str(calls),
             "--interval", str(interval)]  # fmt: skip
 
 
@@ -112,7 +113,7 @@ def test_runtime_url_reuses_running_server(slurm_cluster, tmp_path):
     """runtime_url: no job submitted; the stand-in uses the given server (a local one of ours)."""
     coord = BASE / f"reuse-{uuid.uuid4().hex[:8]}"
     srv = skyrl.make_coord(coord / "srv")
-    proc = subprocess.Popen([sys.executable, "-m", "ptflow.agents.runtime_server", "--coord", str(srv.root),
+    proc = subprocess.Popen([sys.executable, "-m", "ptflow.launch.skyrl_server", "--coord", str(srv.root),
                              "--host", "127.0.0.1", "--advertise", "127.0.0.1", "--poll", "0.2"])  # fmt: skip
     try:
         for _ in range(100):
@@ -170,7 +171,7 @@ def test_train_cell_dispatches_skyrl_kind(slurm_cluster):
     the stand-in's "checkpoint" is a copy of the start model (it learns nothing)."""
     import json
 
-    from ptflow.train.run import train_cell
+    from ptflow.stages.train.cell import train_cell
 
     d = BASE / f"cell-{uuid.uuid4().hex[:8]}"
     start = d / "start"

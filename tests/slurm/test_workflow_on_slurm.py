@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from ptflow.config import build_config
-from ptflow.report import SUMMARY_COLUMNS
-from ptflow.sites import load_site
+from ptflow.config.model import build_config
+from ptflow.config.sites import load_site
+from ptflow.stages.report import SUMMARY_COLUMNS
 from tests.e2e.smk import REPO, command, plan, snakemake
 
 # The module's fixture runs the whole default matrix through Slurm: minutes on 2 cores.
@@ -254,7 +254,7 @@ def test_preflight_rejects_with_nothing_submitted(slurm_cluster, tmp_path, edit,
 
 def test_supervised_train_is_submitted_by_the_login_node_rule(slurm_cluster, matrix_done, tmp_path):
     """A site with infra_retries (pyxis): `train` runs on the login node as a supervisor that sbatches the GPU job
-    with the site's request, waits, and leaves status.json beside the manifest (ptflow.supervise)."""
+    with the site's request, waits, and leaves status.json beside the manifest (ptflow.cluster.supervise)."""
     work, _, _ = matrix_done
     site = yaml.safe_load(SITE.read_text())
     site.update(name="supervised", infra_retries=2, internal_timeout_fraction=0.95)

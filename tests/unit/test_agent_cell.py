@@ -6,13 +6,12 @@ import sys
 
 import pytest
 
-from ptflow import images
-from ptflow.agents.fake_judge import verdict
-from ptflow.judge import JudgeError, judge_cell, parse_verdict, readable_trace
-from ptflow.report import aggregate
-from ptflow.runtime import AGENT_HOME
-from ptflow.sites import load_site
-from ptflow.train.agent_cell import (
+from ptflow.cluster import images
+from ptflow.cluster.runtime import AGENT_HOME
+from ptflow.config.sites import load_site
+from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
+from ptflow.stages.report import aggregate
+from ptflow.stages.train.agent_cell import (
     DEFAULT_COMMANDS,
     AgentCellError,
     agent_command,
@@ -21,6 +20,7 @@ from ptflow.train.agent_cell import (
     timeout_argv,
 )
 from tests.conftest import REPO
+from tests.support.fake_judge import verdict
 
 SITES = REPO / "config" / "sites"
 VALUES = {"model": "claude-opus-4-6", "task_dir": "/tmp/t", "hours": "10", "prompt": "P", "prompt_file": "/tmp/t/p",
@@ -125,7 +125,7 @@ def _trace(tmp_path, text):
 
 def test_judge_cell_judged_and_skipped(tmp_path):
     cell = {"model": "m", "eval": "add", "agent": "a"}
-    judge = {"cli": ["{python}", "-m", "ptflow.agents.fake_judge", "--model", "{model}"], "model": "fake"}
+    judge = {"cli": ["{python}", "-m", "tests.support.fake_judge", "--model", "{model}"], "model": "fake"}
     manifest = _trace(tmp_path, "pd.read_parquet('test.parquet')\n")
     data = judge_cell(cell=cell, manifest=manifest, judge=judge, judge_json=str(tmp_path / "judge.json"))
     assert data["status"] == "judged" and data["flagged"] is True and data["contamination"] is True
@@ -177,8 +177,8 @@ def test_report_marks_flagged_no_model_and_unjudged(tmp_path):
 
 
 def test_preflight_agent_budget_and_judge_keys(monkeypatch):
-    from ptflow.config import load_config
-    from ptflow.preflight import check_agent_budgets, check_secrets
+    from ptflow.cluster.preflight import check_agent_budgets, check_secrets
+    from ptflow.config.model import load_config
 
     cfg = load_config(REPO / "config" / "config.yaml", REPO / "config" / "posttrainbench.yaml")
     generic = load_site("generic", SITES)  # cli-agent train jobs: 720 min >= 10 h + 5 min

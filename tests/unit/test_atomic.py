@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from ptflow.atomic import atomic_path, write_json_atomic
+from ptflow.files import atomic_path, write_json_atomic
 
 
 def test_failed_write_leaves_old_content_and_no_temp(tmp_path):

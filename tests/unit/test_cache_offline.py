@@ -4,10 +4,11 @@ import json
 
 import pytest
 
-from ptflow import cache, hfcache
-from ptflow.config import build_config
-from ptflow.layout import Layout
-from ptflow.preflight import check_hf_cache
+from ptflow.cluster import hfcache
+from ptflow.cluster.preflight import check_hf_cache
+from ptflow.config.layout import Layout
+from ptflow.config.model import build_config
+from ptflow.stages import cache
 
 
 @pytest.fixture

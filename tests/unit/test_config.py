@@ -2,7 +2,7 @@
 
 import pytest
 
-from ptflow.config import Cell, ConfigError, build_config, load_config
+from ptflow.config.model import Cell, ConfigError, build_config, load_config
 from tests.conftest import REPO
 
 

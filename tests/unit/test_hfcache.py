@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ptflow import hfcache
+from ptflow.cluster import hfcache
 
 
 def make_repo(tmp_path, content=b"weights"):

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from ptflow import hfcache, hfview
+from ptflow.cluster import hfcache, hfview
 
 
 @pytest.fixture
@@ -15,6 +15,11 @@ def shared(tmp_path):
     home = tmp_path / "shared_hf"
     hfcache.publish_local_repo(home, "org/m", "model", src)
     return home
+
+
+def _has_fuse_overlayfs(tool):
+    """As if fuse-overlayfs were installed, so the device check is what decides (it may be absent here)."""
+    return f"/usr/bin/{tool}" if tool == "fuse-overlayfs" else shutil.which(tool)
 
 
 def _check_private(view, shared):
@@ -37,7 +42,9 @@ def test_overlay_when_fuse_usable(shared, tmp_path):
 
 def test_copy_when_fuse_not_usable(shared, tmp_path):
     lines = []
-    with hfview.hf_view(shared, tmp_path / "job", fuse_device=tmp_path / "no-fuse", log=lines.append) as view:
+    with hfview.hf_view(
+        shared, tmp_path / "job", fuse_device=tmp_path / "no-fuse", which=_has_fuse_overlayfs, log=lines.append
+    ) as view:
         assert view.method == "copy" and "no-fuse does not exist" in view.reason
         _check_private(view, shared)
     assert any("HF cache view: copy of" in line and "no overlay" in line for line in lines)
@@ -52,4 +59,11 @@ def test_copy_when_fuse_overlayfs_missing(shared, tmp_path):
 
 def test_overlay_required_but_unusable_is_an_error(shared, tmp_path):
     with pytest.raises(RuntimeError, match="hf_view = overlay but .*does not exist"):
-        hfview.open_view(shared, tmp_path / "job", method="overlay", fuse_device=tmp_path / "nope", log=print)
+        hfview.open_view(
+            shared,
+            tmp_path / "job",
+            method="overlay",
+            fuse_device=tmp_path / "nope",
+            which=_has_fuse_overlayfs,
+            log=print,
+        )

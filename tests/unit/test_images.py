@@ -4,8 +4,8 @@ import tomllib
 
 import pytest
 
-from ptflow import images
-from ptflow.sites import load_site
+from ptflow.cluster import images
+from ptflow.config.sites import load_site
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"

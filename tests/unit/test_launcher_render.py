@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
+from ptflow.cluster.slurm import NodeAddress
 from ptflow.launch import ray as L
-from ptflow.slurm import NodeAddress
 from tests.conftest import REPO
 
 NODES = [NodeAddress("nid001", "10.0.0.1", "nid001"), NodeAddress("nid002", "10.0.0.2", "nid002")]

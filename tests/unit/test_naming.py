@@ -1,6 +1,6 @@
 import pytest
 
-from ptflow import naming
+from ptflow.config import naming
 
 
 @pytest.mark.parametrize(

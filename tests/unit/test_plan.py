@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow import planning
-from ptflow.config import build_config
-from ptflow.sites import load_site
+from ptflow.config.model import build_config
+from ptflow.config.sites import load_site
+from ptflow.ops import plan as planning
 from tests.e2e.smk import REPO
 from tests.e2e.smk import plan as e2e_plan
 
@@ -108,7 +108,7 @@ rule train:
 
 
 def _touch_done(work: Path, cell_key: str) -> None:
-    from ptflow.config import Cell
+    from ptflow.config.model import Cell
     from tests.unit.test_status import eval_json
 
     model, ev, agent = cell_key.split("/")

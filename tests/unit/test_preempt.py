@@ -1,4 +1,4 @@
-"""Time-limit warnings (sbatch --signal) and the deadline settings of verl and NeMo-RL (ptflow.preempt)."""
+"""Time-limit warnings (sbatch --signal) and the deadline settings of verl and NeMo-RL (ptflow.cluster.preempt)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow import preempt
-from ptflow.config import ConfigError
-from ptflow.sites import load_site
-from ptflow.train import nemo
+from ptflow import templates
+from ptflow.cluster import preempt
+from ptflow.config.model import ConfigError
+from ptflow.config.sites import load_site
+from ptflow.stages.train import nemo
 from tests.conftest import REPO
 from tests.unit.test_verl_nemo_commands import overrides, values
 
@@ -33,7 +34,7 @@ def test_signal_option_and_reading_it_back():
 
 def test_site_warning_asks_slurm_and_runs_the_rule_in_the_batch_step(tmp_path):
     site = load_site("alps", SITES)
-    from ptflow.config import Agent
+    from ptflow.config.model import Agent
 
     res = site.snakemake_resources(site.request("train", Agent("verl-dapo", "verl")))
     assert "--signal=USR1@600" in res["slurm_extra"]
@@ -115,7 +116,7 @@ def test_launcher_driver_ignores_the_warning_when_it_cannot_save_on_it(tmp_path)
 
 
 def test_ray_node_script_ignores_the_warning():
-    text = (REPO / "workflow" / "templates" / "ray_node.sh").read_text()
+    text = templates.path("ray_node.sh").read_text()
     assert "trap '' USR1" in text.split("mkdir -p")[0]
 
 

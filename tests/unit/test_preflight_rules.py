@@ -1,10 +1,10 @@
 """Preflight rules on given cluster facts; the same checks against the live test cluster are in tests/slurm."""
 
-from ptflow.config import build_config
-from ptflow.layout import Layout
-from ptflow.preflight import check_cluster, check_paths, check_secrets
-from ptflow.sites import load_site
-from ptflow.slurm import ClusterInfo, PartitionInfo
+from ptflow.cluster.preflight import check_cluster, check_paths, check_secrets
+from ptflow.cluster.slurm import ClusterInfo, PartitionInfo
+from ptflow.config.layout import Layout
+from ptflow.config.model import build_config
+from ptflow.config.sites import load_site
 from tests.conftest import REPO
 
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
@@ -56,7 +56,7 @@ def test_home_forbidden_where_site_says_so():
 
 
 def test_missing_agent_key_names_it():
-    from ptflow.config import load_config
+    from ptflow.config.model import load_config
 
     cfg = load_config(REPO / "config" / "config.yaml", REPO / "config" / "posttrainbench.yaml")
     problems = check_secrets(cfg, env={"OPENAI_API_KEY": "x", "HF_TOKEN": "t"})

@@ -1,5 +1,6 @@
-"""ptflow.pyxis: rendezvous env, the pyxis srun command line (checked as text: no pyxis here), status.json,
-failure classification and the resubmission policy. Real-cluster proof: tests/slurm/test_pyxis_env_and_retry.py."""
+"""ptflow.cluster.infra_retry: rendezvous env, the pyxis srun command line (checked as text: no pyxis here),
+status.json, failure classification and the resubmission policy.
+Real-cluster proof: tests/slurm/test_pyxis_env_and_retry.py."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import json
 
 import pytest
 
-from ptflow import pyxis, slurm
-from ptflow.sites import load_site
+from ptflow.cluster import infra_retry as pyxis
+from ptflow.cluster import slurm
+from ptflow.config.sites import load_site
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"

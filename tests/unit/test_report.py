@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from ptflow.report import aggregate
+from ptflow.stages.report import aggregate
 
 
 def write_cell(root, model, ev, agent, acc):

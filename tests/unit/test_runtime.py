@@ -2,10 +2,10 @@
 
 import pytest
 
-from ptflow import images
-from ptflow.config import Agent
-from ptflow.runtime import AGENT_HOME, check_runtime_tool, runtime_argv
-from ptflow.sites import load_site
+from ptflow.cluster import images
+from ptflow.cluster.runtime import AGENT_HOME, check_runtime_tool, runtime_argv
+from ptflow.config.model import Agent
+from ptflow.config.sites import load_site
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
@@ -127,7 +127,7 @@ def test_job_reruns_itself_in_site_venv_with_private_hf_view(tmp_path):
     script = tmp_path / "job.py"
     script.write_text(
         "import os, sys\n"
-        "from ptflow.runtime import reexec_in_runtime\n"
+        "from ptflow.cluster.runtime import reexec_in_runtime\n"
         f"reexec_in_runtime({spec!r}, log=lambda m: print(m, flush=True))\n"
         f"open({str(out)!r}, 'w').write('\\n'.join([sys.executable, os.environ['HF_HOME'], "
         "os.environ['HF_HUB_OFFLINE'], str(os.path.isdir(os.environ['HF_HOME'] + '/hub'))]))\n"

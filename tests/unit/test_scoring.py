@@ -1,6 +1,6 @@
 import pytest
 
-from ptflow.scoring import CLIP_CHARS, extract_answer, gsm8k_score
+from ptflow.stages.scoring import CLIP_CHARS, extract_answer, gsm8k_score
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_gsm8k_score(completion, gt, score):
 
 
 def test_grpo_reward_reads_conversational_completions():
-    from ptflow.train.grpo import gsm8k_reward
+    from ptflow.stages.train.grpo import gsm8k_reward
 
     conv = [[{"role": "assistant", "content": "3 + 4 = 7\n#### 7"}], [{"role": "assistant", "content": "#### 8"}]]
     assert gsm8k_reward(prompts=[None, None], completions=conv, ground_truth=["7", "7"]) == [1.0, 0.0]

@@ -1,7 +1,7 @@
 import pytest
 
-from ptflow.config import Agent, ConfigError
-from ptflow.sites import load_site
+from ptflow.config.model import Agent, ConfigError
+from ptflow.config.sites import load_site
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"

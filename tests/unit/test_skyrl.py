@@ -1,4 +1,4 @@
-"""ptflow.skyrl (coordination dir, server sbatch argv, rendered job script) and the REAL runtime server / trainer
+"""ptflow.launch.skyrl (coordination dir, server sbatch argv, rendered job script) and the REAL runtime server / trainer
 stand-in processes, run locally. The two-job flow on Slurm is in tests/slurm/test_skyrl_twojob.py."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import urllib.request
 import pytest
 import yaml
 
-from ptflow import skyrl
-from ptflow.config import build_config
-from ptflow.sites import load_site
+from ptflow.config.model import build_config
+from ptflow.config.sites import load_site
+from ptflow.launch import skyrl
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
@@ -62,7 +62,7 @@ def test_server_script_shellcheck_clean_site_env_no_secret(tmp_path, podman):
     script = skyrl.render_server_script(site, coord, {"podman_socket": podman, "sandbox_image": "sbx:1"})
     text = script.read_text()
     assert "export FI_PROVIDER=tcp" in text and "set -euo pipefail" in text
-    assert "/n/holylabs/alice/ptflow/.venv/bin/python -m ptflow.agents.runtime_server" in text
+    assert "/n/holylabs/alice/ptflow/.venv/bin/python -m ptflow.launch.skyrl_server" in text
     assert ("podman system service" in text) is podman
     assert coord.key() not in text
     proc = subprocess.run([str(SHELLCHECK), str(script)], capture_output=True, text=True)
@@ -76,7 +76,7 @@ def test_secret_looking_site_env_refused(tmp_path):
 
 
 def _start_server(coord: skyrl.Coord) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "ptflow.agents.runtime_server", "--coord", str(coord.root),
+    proc = subprocess.Popen([sys.executable, "-m", "ptflow.launch.skyrl_server", "--coord", str(coord.root),
                              "--host", "127.0.0.1", "--advertise", "127.0.0.1", "--poll", "0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     for _ in range(100):
@@ -125,7 +125,7 @@ def test_standin_fails_clearly_when_server_is_gone(tmp_path):
     proc.kill()
     proc.wait()
     env = {**os.environ, "SKYRL_RUNTIME_URL": url, "SKYRL_API_KEY": coord.key()}
-    res = subprocess.run([sys.executable, "-m", "ptflow.agents.skyrl_standin", "--out", str(tmp_path / "o")],
+    res = subprocess.run([sys.executable, "-m", "ptflow.standins.skyrl_trainer", "--out", str(tmp_path / "o")],
                          env=env, capture_output=True, text=True)  # fmt: skip
     assert res.returncode == 3
     assert f"runtime server at {url}/health stopped answering" in res.stderr

@@ -1,7 +1,7 @@
 import pytest
 
-from ptflow import slurm
-from ptflow.multinode import srun_argv
+from ptflow.cluster import slurm
+from ptflow.cluster.multinode import srun_argv
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow import slurm, status
-from ptflow.config import Cell, build_config
-from ptflow.layout import Layout
+from ptflow.cluster import slurm
+from ptflow.config.layout import Layout
+from ptflow.config.model import Cell, build_config
+from ptflow.ops import status
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_ID = "7216d423-b607-4ce1-b341-af9060442c05"

@@ -1,12 +1,12 @@
-"""The login-node supervisor of train jobs (ptflow.supervise): sbatch flags from the plugin's resource names, the
-batch script it submits, and which sites use it."""
+"""The login-node supervisor of train jobs (ptflow.cluster.supervise): sbatch flags from the plugin's resource
+names, the batch script it submits, and which sites use it."""
 
 from __future__ import annotations
 
 import subprocess
 
-from ptflow import supervise
-from ptflow.sites import load_site
+from ptflow.cluster import supervise
+from ptflow.config.sites import load_site
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from ptflow.data.synthetic import generate_arithmetic, space_size, split_disjoint
+from ptflow.stages.data.synthetic import generate_arithmetic, space_size, split_disjoint
 
 _Q = re.compile(r"^What is (\d+) ([+-]) (\d+)\?$")
 
@@ -47,7 +47,7 @@ def test_split_disjoint():
 
 
 def test_digitwise_has_no_carries_and_keeps_every_digit():
-    from ptflow.data.synthetic import generate_digitwise
+    from ptflow.stages.data.synthetic import generate_digitwise
 
     for op in ("add", "sub"):
         recs = generate_digitwise(op, 2, 500, seed=3)

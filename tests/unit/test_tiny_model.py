@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from ptflow.data.verl_format import INSTRUCTION
-from ptflow.models.tiny import build_char_tokenizer, create_tiny_llama
+from ptflow.stages.data.verl_format import INSTRUCTION
+from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
 
 MSGS = [
     {"role": "user", "content": "What is 3 + 4? " + INSTRUCTION},

@@ -6,12 +6,12 @@ models *generalise* (held-out problems) is checked end to end on the default con
 Slow-ish (~40 s on 2 CPU cores) but the only test proving the agents actually learn.
 """
 
-from ptflow.data.synthetic import generate_arithmetic
-from ptflow.data.verl_format import to_verl_frame, write_parquet
-from ptflow.evaluate.inspect_eval import metrics_from_log, run_inspect_eval
-from ptflow.models.tiny import build_char_tokenizer, create_tiny_llama
-from ptflow.train.grpo import train_grpo
-from ptflow.train.sft import train_sft
+from ptflow.stages.data.synthetic import generate_arithmetic
+from ptflow.stages.data.verl_format import to_verl_frame, write_parquet
+from ptflow.stages.evaluate.inspect_eval import metrics_from_log, run_inspect_eval
+from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
+from ptflow.stages.train.grpo import train_grpo
+from ptflow.stages.train.sft import train_sft
 
 
 def test_sft_learns_and_grpo_keeps_it(tmp_path):

@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
-from ptflow.data.synthetic import generate_arithmetic
-from ptflow.data.verl_format import (
+from ptflow.stages.data.synthetic import generate_arithmetic
+from ptflow.stages.data.verl_format import (
     INSTRUCTION,
     VERL_COLUMNS,
     ground_truth_of,

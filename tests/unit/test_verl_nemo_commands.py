@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow.config import Agent
-from ptflow.sites import load_site
-from ptflow.train import nemo, verl
+from ptflow.config.model import Agent
+from ptflow.config.sites import load_site
+from ptflow.stages.train import nemo, verl
 from tests.conftest import REPO
 
 
@@ -182,4 +182,4 @@ def test_dry_run_plans_multi_node_verl_train_jobs_on_alps(tmp_path):
         res = b.split("resources:")[1].splitlines()[0]
         for want in ("gres=gpu:4", "mpi=srun", "nodes=2", "runtime=60", "slurm_partition=normal", "tasks=2"):
             assert want in res, res
-        assert "slurm_extra=--signal=USR1@600" in res, res  # the time-limit warning (ptflow.preempt)
+        assert "slurm_extra=--signal=USR1@600" in res, res  # the time-limit warning (ptflow.cluster.preempt)

@@ -4,12 +4,14 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from ptflow import images, naming
-from ptflow.config import Cell, ConfigError, build_config
+from ptflow.cluster import images
+
+from ptflow.config import naming
+from ptflow.config.model import Cell, ConfigError, build_config
 from ptflow.jobenv import apply_site_env
-from ptflow.layout import Layout
-from ptflow.preflight import PreflightError, ensure_ok
-from ptflow.sites import load_site
+from ptflow.config.layout import Layout
+from ptflow.cluster.preflight import PreflightError, ensure_ok
+from ptflow.config.sites import load_site
 
 try:
     CFG = build_config(config)
@@ -53,7 +55,7 @@ def get_threads(stage):
 
 
 def is_supervised(stage):
-    """Sites with infra_retries run the stage's rule on the login node as a supervisor (ptflow.supervise)."""
+    """Sites with infra_retries run the stage's rule on the login node as a supervisor (ptflow.cluster.supervise)."""
     return SITE.supervises(stage) is not None
 
 

@@ -1,7 +1,7 @@
 """Adapter: rule aggregate -> ptflow.report.aggregate."""
 
-from ptflow.joblog import rule_log
-from ptflow.report import aggregate
+from ptflow.jobenv import rule_log
+from ptflow.stages.report import aggregate
 
 with rule_log(snakemake.log[0]) as log:
     aggregate(

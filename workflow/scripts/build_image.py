@@ -2,8 +2,8 @@
 
 import tempfile
 
-from ptflow import images
-from ptflow.joblog import rule_log
+from ptflow.cluster import images
+from ptflow.jobenv import rule_log
 
 with rule_log(snakemake.log[0]) as log:
     site = snakemake.params.site

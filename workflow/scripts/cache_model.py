@@ -1,7 +1,7 @@
 """Adapter: rule cache_model -> ptflow.cache.cache_model."""
 
-from ptflow.cache import cache_model
-from ptflow.joblog import rule_log
+from ptflow.jobenv import rule_log
+from ptflow.stages.cache import cache_model
 
 with rule_log(snakemake.log[0]) as log:
     cache_model(

@@ -1,8 +1,8 @@
 """Adapter: rule edf -> ptflow.images.render_edf (CSCS EDF TOML naming the image and the site's mounts)."""
 
-from ptflow.atomic import write_text_atomic
-from ptflow.images import render_edf
-from ptflow.joblog import rule_log
+from ptflow.cluster.images import render_edf
+from ptflow.files import write_text_atomic
+from ptflow.jobenv import rule_log
 
 with rule_log(snakemake.log[0]) as log:
     text = render_edf(

@@ -3,11 +3,11 @@
 import json
 from pathlib import Path
 
-from ptflow import hfcache
-from ptflow.evaluate.run import evaluate_cell, no_model_eval
-from ptflow.joblog import rule_log
-from ptflow.runtime import reexec_in_runtime
-from ptflow.train.run import verify_checkpoint
+from ptflow.cluster import hfcache
+from ptflow.cluster.runtime import reexec_in_runtime
+from ptflow.jobenv import rule_log
+from ptflow.stages.evaluate.run import evaluate_cell, no_model_eval
+from ptflow.stages.train.cell import verify_checkpoint
 
 with rule_log(snakemake.log[0]) as log:
     job = snakemake.params.job

@@ -1,7 +1,7 @@
 """Adapter: rule hf_cache -> ptflow.cache.combine_markers."""
 
-from ptflow.cache import combine_markers
-from ptflow.joblog import rule_log
+from ptflow.jobenv import rule_log
+from ptflow.stages.cache import combine_markers
 
 with rule_log(snakemake.log[0]) as log:
     marker = combine_markers(snakemake.params.hf_home, list(snakemake.input), snakemake.output[0])

@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
-from ptflow.joblog import rule_log
-from ptflow.judge import judge_cell
+from ptflow.jobenv import rule_log
+from ptflow.stages.judge import judge_cell
 
 with rule_log(snakemake.log[0]) as log:
     job = snakemake.params.job

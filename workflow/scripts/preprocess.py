@@ -1,11 +1,11 @@
-"""Adapter: rule preprocess -> ptflow.data.preprocess."""
+"""Adapter: rule preprocess -> ptflow.stages.data.preprocess."""
 
 import json
 from pathlib import Path
 
-from ptflow import hfcache
-from ptflow.data.preprocess import preprocess_gsm8k
-from ptflow.joblog import rule_log
+from ptflow.cluster import hfcache
+from ptflow.jobenv import rule_log
+from ptflow.stages.data.preprocess import preprocess_gsm8k
 
 with rule_log(snakemake.log[0]) as log:
     spec = snakemake.params.spec

@@ -4,11 +4,11 @@ import json
 import sys
 from pathlib import Path
 
-from ptflow import hfcache, supervise
-from ptflow.joblog import rule_log
-from ptflow.preempt import warning_seconds
-from ptflow.runtime import reexec_in_runtime
-from ptflow.train.run import train_cell, verify_checkpoint
+from ptflow.cluster import hfcache, supervise
+from ptflow.cluster.preempt import warning_seconds
+from ptflow.cluster.runtime import reexec_in_runtime
+from ptflow.jobenv import rule_log
+from ptflow.stages.train.cell import train_cell, verify_checkpoint
 
 
 def supervise_this_job(job, log) -> None:

@@ -33,12 +33,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2
+from ptflow import templates
+from ptflow.cluster import slurm
 
-from ptflow import slurm
-
-REPO = Path(__file__).resolve().parents[3]
-TEMPLATES = REPO / "workflow" / "templates"
 READY_SCRIPT = Path(__file__).with_name("ray_ready.py")
 
 PORT_FLOOR = 10000
@@ -238,18 +235,9 @@ def render(job: RayJob) -> Path:
     _env_check(job.env)
     if not job.nodes:
         raise LaunchError("a Ray job needs at least one node")
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        comment_start_string="{##",  # bash's ${#array[@]} would open a jinja comment
-        comment_end_string="##}",
-    )
-    env.filters["q"] = lambda v: shlex.quote(str(v))
     nodes = job.ray_nodes()
-    text = env.get_template("ray_launcher.sh.j2").render(
+    text = templates.render(
+        "ray_launcher.sh.j2",
         job_id=job.job_id,
         restart=job.restart,
         job_dir=str(job.job_dir),
@@ -271,7 +259,7 @@ def render(job: RayJob) -> Path:
     tmp = launcher.with_suffix(".sh.partial")
     tmp.write_text(text)
     os.replace(tmp, launcher)
-    shutil.copyfile(TEMPLATES / "ray_node.sh", job.job_dir / "ray_node.sh")
+    shutil.copyfile(templates.path("ray_node.sh"), job.job_dir / "ray_node.sh")
     shutil.copyfile(READY_SCRIPT, job.job_dir / "ray_ready.py")
     return launcher
 
@@ -279,7 +267,7 @@ def render(job: RayJob) -> Path:
 def job_from_allocation(driver: list[str], log_dir: str | Path, job_id: str | None = None, **kw) -> RayJob:
     """A RayJob over the current allocation: nodes read back from Slurm, the batch host's node first if it is
     in the list (``scontrol show hostnames`` sorts; the head is the first node of the allocation as Slurm lists it)."""
-    from ptflow.multinode import allocation_nodes
+    from ptflow.cluster.multinode import allocation_nodes
 
     job_id = job_id or os.environ.get("SLURM_JOB_ID")
     if not job_id:

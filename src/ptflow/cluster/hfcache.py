@@ -1,0 +1,130 @@
+"""The Hugging Face hub cache under HF_HOME, and the marker that says what a workflow needs from it.
+
+Layout (as huggingface_hub writes it): ``$HF_HOME/hub/<type>s--<org>--<name>/{blobs,refs,snapshots}``; each
+snapshot file is a relative symlink to a content-addressed blob, ``refs/<revision>`` holds the commit.
+Repos that this workflow *creates* (the embedded default's tiny models and datasets) are published into the same
+layout, so everything downstream loads them through the ordinary hub API with ``HF_HUB_OFFLINE=1``. Their commit
+id is a SHA-1 over the file contents, computed here: it is not a hub commit, and the marker says so
+(``source: local``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ptflow.files import write_json_atomic
+
+REPO_TYPES = ("model", "dataset")
+
+
+def hub_dir(hf_home: str | Path) -> Path:
+    return Path(hf_home) / "hub"
+
+
+def repo_folder(hf_home: str | Path, repo_id: str, repo_type: str) -> Path:
+    return hub_dir(hf_home) / f"{repo_type}s--{repo_id.replace('/', '--')}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def publish_local_repo(
+    hf_home: str | Path, repo_id: str, repo_type: str, src_dir: str | Path, revision: str = "main"
+) -> str:
+    """Publish the files of ``src_dir`` as ``repo_id@revision`` in the hub cache layout; return the commit id.
+
+    Blobs and the snapshot are written before ``refs/<revision>`` is (atomically) updated, so a crash leaves the
+    cache as it was for every reader.
+    """
+    if repo_type not in REPO_TYPES:
+        raise ValueError(f"repo_type must be one of {REPO_TYPES}, not {repo_type!r}")
+    src = Path(src_dir)
+    files = sorted(p for p in src.rglob("*") if p.is_file())
+    if not files:
+        raise ValueError(f"nothing to publish: {src} holds no files")
+    digests = {p.relative_to(src).as_posix(): _sha256(p) for p in files}
+    commit = hashlib.sha1("".join(f"{k}\0{v}\n" for k, v in sorted(digests.items())).encode()).hexdigest()
+
+    folder = repo_folder(hf_home, repo_id, repo_type)
+    blobs = folder / "blobs"
+    blobs.mkdir(parents=True, exist_ok=True)
+    for rel, digest in digests.items():
+        blob = blobs / digest
+        if not blob.exists():
+            tmp = blobs / f".{digest}.{os.getpid()}.tmp"
+            shutil.copyfile(src / rel, tmp)
+            os.replace(tmp, blob)
+
+    snapshot = folder / "snapshots" / commit
+    if not snapshot.exists():
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{commit}.", dir=snapshot.parent))
+        for rel, digest in digests.items():
+            link = staging / rel
+            link.parent.mkdir(parents=True, exist_ok=True)
+            # Relative link, as huggingface_hub makes it, so the cache can be moved or mounted elsewhere.
+            link.symlink_to(os.path.relpath(blobs / digest, snapshot / Path(rel).parent))
+        try:
+            os.rename(staging, snapshot)
+        except OSError:  # another writer published the same content first
+            shutil.rmtree(staging, ignore_errors=True)
+
+    refs = folder / "refs"
+    refs.mkdir(exist_ok=True)
+    tmp_ref = refs / f".{revision}.{os.getpid()}.tmp"
+    tmp_ref.write_text(commit)
+    os.replace(tmp_ref, refs / revision)
+    return commit
+
+
+def snapshot_path(hf_home: str | Path, repo_id: str, repo_type: str, revision: str = "main") -> Path:
+    """Local snapshot of a cached repo, resolved by huggingface_hub without the network."""
+    from huggingface_hub import snapshot_download
+
+    return Path(
+        snapshot_download(
+            repo_id,
+            repo_type=repo_type,
+            revision=revision,
+            cache_dir=str(hub_dir(hf_home)),
+            local_files_only=True,
+        )
+    )
+
+
+def describe_repo(hf_home: str | Path, repo_id: str, repo_type: str, revision: str, source: str) -> dict:
+    """Marker entry for one repo: revision, resolved commit, files and bytes, read back from the cache."""
+    snap = snapshot_path(hf_home, repo_id, repo_type, revision)
+    files = []
+    for p in sorted(snap.rglob("*")):
+        if p.is_file():
+            files.append({"path": p.relative_to(snap).as_posix(), "bytes": p.stat().st_size})
+    return {
+        "repo": repo_id,
+        "repo_type": repo_type,
+        "revision": revision,
+        "commit": snap.name,
+        "source": source,
+        "files": files,
+        "bytes": sum(f["bytes"] for f in files),
+        "snapshot": str(snap),
+    }
+
+
+def write_marker(path: str | Path, hf_home: str | Path, repos: list[dict]) -> dict:
+    marker = {
+        "hf_home": str(Path(hf_home).resolve()),
+        "repos": repos,
+        "bytes": sum(r["bytes"] for r in repos),
+    }
+    write_json_atomic(path, marker)
+    return marker

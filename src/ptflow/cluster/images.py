@@ -1,0 +1,430 @@
+"""Container images as files: build plans for ``.sif`` (apptainer) and ``.sqsh`` (enroot) images.
+
+A site's ``runtime.images`` maps an image name to where it comes from:
+
+- ``recipe: envs/<name>.def``         -> ``apptainer build [--fakeroot] <name>.sif <recipe>`` (PostTrainBench)
+- ``recipe: envs/<name>.Dockerfile``  -> ``podman build`` then ``enroot import podman://...`` in ONE job, podman's
+  storage in ``/dev/shm/$USER`` (CSCS Alps: that storage vanishes with the job); without enroot the same image is
+  turned into the same kind of file with ``podman create/export`` + ``mksquashfs`` (what enroot does inside).
+- ``source: <registry URI>``          -> ``enroot import -o <name>.sqsh docker://registry#image:tag`` (pyxis/TAO) or
+  ``apptainer build <name>.sif docker://...``.
+
+Images are cached by name and recipe: :func:`image_digest` (recipe bytes, source, arch, builder) goes into the
+rule's params, so Snakemake rebuilds an image only when its recipe changes. A ``:latest`` source is re-converted
+only when ``runtime.force_reconvert_latest`` is set. Everything here builds argv lists; nothing runs a command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONTAINER_KINDS = ("apptainer", "enroot-edf", "pyxis")
+SUFFIX = {"apptainer": "sif", "enroot-edf": "sqsh", "pyxis": "sqsh"}
+MACHINE_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+# enroot's own default squash options are "-comp lzo -noD"; gzip is readable by every squashfs reader.
+MKSQUASHFS_OPTS = ["-noappend", "-all-root", "-comp", "gzip", "-no-progress"]
+
+
+class ImageError(RuntimeError):
+    """An image cannot be planned or built; the message names the setting and what to do."""
+
+
+class MissingToolError(ImageError):
+    """A tool the site's runtime needs is not on PATH."""
+
+
+def runtime_of(site_raw: dict) -> dict:
+    return site_raw.get("runtime") or {"kind": "venv"}
+
+
+def needs_images(site_raw: dict) -> bool:
+    return runtime_of(site_raw)["kind"] in CONTAINER_KINDS
+
+
+def image_suffix(site_raw: dict) -> str:
+    kind = runtime_of(site_raw)["kind"]
+    if kind not in SUFFIX:
+        raise ImageError(f"site runtime.kind = {kind!r} runs no container image; images need apptainer/enroot/pyxis")
+    return SUFFIX[kind]
+
+
+def images_dir(site_raw: dict, default: str = "images") -> str:
+    return str(runtime_of(site_raw).get("images_dir") or default)
+
+
+def image_spec(site_raw: dict, name: str) -> dict:
+    images = runtime_of(site_raw).get("images") or {}
+    if name not in images:
+        raise ImageError(
+            f"site {site_raw.get('name')}: image {name!r} is not under runtime.images "
+            f"(known: {', '.join(sorted(images)) or 'none'}); add it with a recipe or a source URI"
+        )
+    spec = images[name]
+    if bool(spec.get("recipe")) == bool(spec.get("source")):
+        raise ImageError(
+            f"site {site_raw.get('name')} runtime.images.{name}: give exactly one of recipe (envs/...) or "
+            "source (a registry URI)"
+        )
+    return spec
+
+
+def image_for(site_raw: dict, stage: str, agent=None) -> str | None:
+    """Which image a stage (and, for train, an agent) runs in: ``runtime.use`` by agent id, kind, then stage.
+
+    None on venv sites: the local default needs no image at all.
+    """
+    if not needs_images(site_raw):
+        return None
+    use = runtime_of(site_raw).get("use") or {}
+    keys = ([agent.id, agent.kind] if agent is not None and stage == "train" else []) + [stage]
+    for key in keys:
+        if key in use:
+            return use[key]
+    return None
+
+
+# ---- registry URIs (pyxis/enroot form) ----
+
+
+def enroot_uri(source: str) -> str:
+    """``docker://registry#image:tag`` (enroot/pyxis form) from the forms TAO accepts.
+
+    ``registry#image:tag``, ``docker://registry#image:tag`` and a plain ``registry/image:tag`` (its first part is a
+    registry when it holds a dot, a colon or is ``localhost``); a bare ``image:tag`` is a Docker Hub image.
+    """
+    if source.startswith("docker://") or source.startswith("podman://") or source.startswith("dockerd://"):
+        return source
+    if "#" in source:
+        return f"docker://{source}"
+    first, _, rest = source.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return f"docker://{first}#{rest}"
+    return f"docker://{source}"
+
+
+def is_latest(source: str) -> bool:
+    """A source that names no fixed version: tag ``latest`` or no tag (and no digest)."""
+    ref = source.split("://", 1)[-1].replace("#", "/")
+    if "@sha256:" in ref:
+        return False
+    last = ref.rsplit("/", 1)[-1]
+    return ":" not in last or last.rsplit(":", 1)[1] == "latest"
+
+
+# ---- cache key ----
+
+
+def builder_of(site_raw: dict, spec: dict) -> str:
+    """apptainer-def | apptainer-uri | podman (Dockerfile -> sqsh) | enroot-uri."""
+    suffix = image_suffix(site_raw)
+    if spec.get("recipe"):
+        recipe = str(spec["recipe"])
+        is_def = recipe.endswith(".def")
+        if suffix == "sif":
+            if not is_def:
+                raise ImageError(
+                    f"site {site_raw.get('name')} builds .sif images (runtime.kind apptainer) but recipe {recipe!r} "
+                    "is not an apptainer .def file; give a .def recipe or a docker:// source"
+                )
+            return "apptainer-def"
+        if is_def:
+            raise ImageError(
+                f"site {site_raw.get('name')} builds .sqsh images (runtime.kind {runtime_of(site_raw)['kind']}) but "
+                f"recipe {recipe!r} is an apptainer .def; give a Dockerfile recipe or a registry source"
+            )
+        return "podman"
+    return "apptainer-uri" if suffix == "sif" else "enroot-uri"
+
+
+def image_digest(site_raw: dict, name: str, spec: dict, recipe_root: str | Path = ".") -> str:
+    """Hash of what defines an image: recipe bytes (or source URI), arch and builder. A new value rebuilds it."""
+    h = hashlib.sha256()
+    rt = runtime_of(site_raw)
+    meta = {"name": name, "arch": rt.get("arch"), "builder": builder_of(site_raw, spec), "source": spec.get("source")}
+    h.update(json.dumps(meta, sort_keys=True).encode())
+    if spec.get("recipe"):
+        recipe = Path(recipe_root) / spec["recipe"]
+        if not recipe.is_file():
+            raise ImageError(
+                f"site {site_raw.get('name')} runtime.images.{name}.recipe: {str(recipe)!r} does not exist; "
+                "fix the path (relative to the workflow directory)"
+            )
+        h.update(recipe.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def reconvert_token(site_raw: dict, spec: dict, run_token: str) -> str | None:
+    """A value that changes every run only for ``:latest`` sources under ``force_reconvert_latest``."""
+    if spec.get("source") and is_latest(spec["source"]) and runtime_of(site_raw).get("force_reconvert_latest"):
+        return run_token
+    return None
+
+
+# ---- tools ----
+
+
+def require_tool(tool: str, why: str, which=shutil.which) -> str:
+    path = which(tool)
+    if not path:
+        raise MissingToolError(
+            f"{tool} not found on PATH, but {why}; load or install {tool} on the build/compute node "
+            "(e.g. `module load`) or change that site setting"
+        )
+    return path
+
+
+def check_arch(site_raw: dict, machine: str | None = None) -> None:
+    """Images are built natively: an arm64 site (Alps) must build on its arm64 nodes, never under emulation."""
+    want = runtime_of(site_raw).get("arch")
+    have = MACHINE_ARCH.get((machine or platform.machine()).lower(), machine or platform.machine())
+    if want and want != have:
+        raise ImageError(
+            f"site {site_raw.get('name')} runtime.arch = {want!r} but this build node is {have}; run the image rule "
+            f"on the site's {want} nodes (resources.image) — most public images are amd64 only, so {want} rebuilds"
+        )
+
+
+# ---- build plans ----
+
+
+@dataclass
+class BuildPlan:
+    name: str
+    builder: str
+    output: Path
+    tmp_output: Path  # built here, then renamed onto output (a failed build leaves no image)
+    steps: list[list[str]]
+    cleanup: list[list[str]] = field(default_factory=list)  # always run, errors ignored
+    env: dict[str, str] = field(default_factory=dict)  # added to the environment of every step
+    files: dict[str, str] = field(default_factory=dict)  # written before the steps (storage.conf)
+    extract: tuple[Path, Path] | None = None  # (tar, dir): unpack between steps (mksquashfs route)
+    tools: dict[str, str] = field(default_factory=dict)  # tool -> why it is needed (for the error message)
+    cwd: str | None = None  # apptainer resolves %files relative to it
+
+    def record(self) -> dict:
+        return {"name": self.name, "builder": self.builder, "output": str(self.output), "steps": self.steps}
+
+
+def _why(site_raw: dict, setting: str) -> str:
+    return f"site {site_raw.get('name')} sets {setting}"
+
+
+def podman_storage_conf(storage: str | Path, additional_stores: list[str] = ()) -> str:
+    """storage.conf for podman in node-local memory (Alps: /users is not writable by rootless podman)."""
+    text = f'[storage]\ndriver = "overlay"\nrunroot = "{storage}/runroot"\ngraphroot = "{storage}/root"\n'
+    if additional_stores:
+        text += "[storage.options]\nadditionalimagestores = [" + ", ".join(f'"{s}"' for s in additional_stores) + "]\n"
+    return text
+
+
+def plan_build(
+    site_raw: dict,
+    name: str,
+    output: str | Path,
+    *,
+    digest: str,
+    recipe_root: str | Path = ".",
+    workdir: str | Path,
+    which=shutil.which,
+    euid: int | None = None,
+    user: str | None = None,
+) -> BuildPlan:
+    """The commands that make ``output`` for image ``name`` on this site. ``workdir`` holds the job's scratch."""
+    spec = image_spec(site_raw, name)
+    rt = runtime_of(site_raw)
+    build = rt.get("build") or {}
+    builder = builder_of(site_raw, spec)
+    output = Path(output)
+    tmp = output.with_name(f".{output.stem}.{os.getpid()}.tmp{output.suffix}")  # must not exist (enroot refuses)
+    workdir = Path(workdir)
+    euid = os.geteuid() if euid is None else euid
+    user = user or os.environ.get("USER") or "ptflow"
+    kind_setting = f"runtime.kind = {rt['kind']} and runtime.images.{name}"
+
+    if builder in ("apptainer-def", "apptainer-uri"):
+        fakeroot = build.get("fakeroot", euid != 0) and builder == "apptainer-def"
+        src = str(Path(recipe_root) / spec["recipe"]) if builder == "apptainer-def" else _apptainer_uri(spec["source"])
+        argv = ["apptainer", "build"] + (["--fakeroot"] if fakeroot else []) + [str(tmp), src]
+        return BuildPlan(
+            name, builder, output, tmp, [argv], tools={"apptainer": _why(site_raw, kind_setting)}, cwd=str(recipe_root)
+        )
+
+    if builder == "enroot-uri":
+        argv = ["enroot", "import", "-o", str(tmp), enroot_uri(spec["source"])]
+        return BuildPlan(name, builder, output, tmp, [argv], tools={"enroot": _why(site_raw, kind_setting)})
+
+    # podman build + conversion, in one job: podman's storage lives in /dev/shm and dies with the job.
+    storage = Path(str(build.get("podman_storage") or f"/dev/shm/{user}")) / f"ptflow-{name}-{os.getpid()}"
+    conf = workdir / "storage.conf"
+    tag = f"localhost/ptflow/{name}:{digest}"
+    recipe = Path(recipe_root) / spec["recipe"]
+    context = Path(recipe_root) / spec.get("context", str(Path(spec["recipe"]).parent))
+    arch = rt.get("arch")
+    build_argv = ["podman", "build"] + list(build.get("podman_args") or [])
+    build_argv += [f"--platform=linux/{arch}"] if arch else []
+    build_argv += ["-f", str(recipe), "-t", tag, str(context)]
+    tools = {"podman": _why(site_raw, f"{kind_setting}.recipe = {spec['recipe']} (a Dockerfile, built with podman)")}
+    converter = build.get("converter", "auto")
+    if converter == "auto":
+        converter = "enroot" if which("enroot") else "mksquashfs"
+    plan = BuildPlan(name, f"podman+{converter}", output, tmp, [build_argv], env={"CONTAINERS_STORAGE_CONF": str(conf)})
+    plan.files[str(conf)] = podman_storage_conf(storage, build.get("additional_image_stores") or [])
+    plan.tools = tools
+    if converter == "enroot":
+        plan.steps.append(["enroot", "import", "-x", "mount", "-o", str(tmp), f"podman://{tag}"])
+        plan.tools["enroot"] = _why(site_raw, "runtime.build.converter = enroot")
+    else:
+        cname = f"ptflow-export-{name}-{os.getpid()}"
+        tar, rootfs = workdir / "rootfs.tar", workdir / "rootfs"
+        plan.steps += [
+            ["podman", "create", "--name", cname, tag, "/bin/sh"],
+            ["podman", "export", "-o", str(tar), cname],
+            ["podman", "rm", "-f", cname],
+            ["mksquashfs", str(rootfs), str(tmp)] + MKSQUASHFS_OPTS,
+        ]
+        plan.extract = (tar, rootfs)
+        plan.cleanup.append(["podman", "rm", "-f", cname])
+        plan.tools["mksquashfs"] = _why(
+            site_raw, f"{kind_setting} (no enroot on PATH: podman export + mksquashfs make the same .sqsh)"
+        )
+    plan.cleanup.append(["podman", "rmi", "-f", tag])
+    # Rootless podman's files belong to sub-uids: only `podman unshare` can remove them.
+    plan.cleanup.append(["rm", "-rf", str(storage)] if euid == 0 else ["podman", "unshare", "rm", "-rf", str(storage)])
+    return plan
+
+
+def _apptainer_uri(source: str) -> str:
+    if "://" in source and not source.startswith("docker://"):
+        return source
+    uri = enroot_uri(source)  # docker://registry#image:tag -> apptainer wants docker://registry/image:tag
+    return uri.replace("#", "/", 1)
+
+
+def check_tools(plan: BuildPlan, which=shutil.which) -> None:
+    """Fail at once, before any step runs, naming the missing tool and the site setting that chose it."""
+    for tool, why in plan.tools.items():
+        require_tool(tool, why, which)
+
+
+# ---- running a plan (the image job) ----
+
+
+def _run(argv: list[str], env: dict, log, check: bool = True, cwd: str | None = None) -> int:
+    import subprocess
+
+    log("$ " + " ".join(argv))
+    proc = subprocess.run(argv, env=env, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise ImageError(f"image build step failed with exit {proc.returncode}: {' '.join(argv)} (output above)")
+    return proc.returncode
+
+
+def _extract(tar: Path, dest: Path, env: dict, log) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    _run(["tar", "-C", str(dest), "-xf", str(tar)], env, log)
+
+
+def run_build(plan: BuildPlan, record_path: str | Path | None = None, extra_record: dict | None = None, log=print):
+    """Run a plan: check tools, write its files, run its steps, rename the image into place, write the record."""
+    import time
+
+    from ptflow.files import write_json_atomic
+
+    check_tools(plan)
+    env = {**os.environ, **plan.env}
+    for path, text in plan.files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+        log(f"wrote {path}:\n{text.rstrip()}")
+    plan.output.parent.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    try:
+        for argv in plan.steps:
+            if plan.extract and argv[0] == "mksquashfs":
+                _extract(*plan.extract, env, log)
+            _run(argv, env, log, cwd=plan.cwd)
+        if not plan.tmp_output.is_file():
+            raise ImageError(f"image build finished but wrote no {plan.tmp_output}")
+        os.replace(plan.tmp_output, plan.output)
+    finally:
+        for argv in plan.cleanup:
+            _run(argv, env, log, check=False)
+        if plan.tmp_output.exists():
+            plan.tmp_output.unlink()
+        if plan.extract:
+            shutil.rmtree(plan.extract[1], ignore_errors=True)
+            plan.extract[0].unlink(missing_ok=True)
+    record = {
+        **plan.record(),
+        **(extra_record or {}),
+        "bytes": plan.output.stat().st_size,
+        "seconds": round(time.time() - start, 1),
+    }
+    if record_path:
+        write_json_atomic(record_path, record)
+    log(f"image {plan.name}: {plan.output} ({record['bytes']} bytes, {record['seconds']} s, {plan.builder})")
+    return record
+
+
+# ---- paths and what train/evaluate need ----
+
+
+def image_path(site_raw: dict, name: str, default_dir: str = "images") -> str:
+    return f"{images_dir(site_raw, default_dir)}/{name}.{image_suffix(site_raw)}"
+
+
+def edf_path(site_raw: dict, name: str, default_dir: str = "images") -> str:
+    return f"{images_dir(site_raw, default_dir)}/edf/{name}.toml"
+
+
+def image_inputs(site_raw: dict, name: str | None, default_dir: str = "images") -> dict[str, str]:
+    """Files a rule running in image ``name`` depends on (none when it runs without one)."""
+    if not name:
+        return {}
+    image_spec(site_raw, name)  # unknown names fail here, at DAG time, with the list of known ones
+    out = {"image": image_path(site_raw, name, default_dir)}
+    if runtime_of(site_raw)["kind"] == "enroot-edf":
+        out["edf"] = edf_path(site_raw, name, default_dir)
+    return out
+
+
+def runtime_handle(site_raw: dict, name: str, default_dir: str = "images") -> str:
+    """What the runtime is given: the EDF file on enroot-edf sites, else the image file (absolute)."""
+    files = image_inputs(site_raw, name, default_dir)
+    return os.path.abspath(files.get("edf", files["image"]))
+
+
+# ---- CSCS EDF ----
+
+
+def render_edf(
+    name: str, image: str | Path, mounts: list[str], toml_path: str | Path, *, workdir=None, env=None, template=None
+) -> str:
+    """The EDF TOML for ``image`` with the site's mounts; parsed back with tomllib before it is returned."""
+    import tomllib
+
+    from ptflow import templates
+
+    source = Path(template).read_text() if template else templates.path("edf.toml.j2").read_text()
+    text = (
+        templates.environment()
+        .from_string(source)
+        .render(
+            name=name,
+            image=str(Path(image).resolve()),
+            mounts=list(mounts),
+            toml_path=str(toml_path),
+            workdir=workdir,
+            env=env or {},
+        )
+    )
+    parsed = tomllib.loads(text)  # a template bug must fail here, not in srun on the cluster
+    if parsed["image"] != str(Path(image).resolve()):
+        raise ImageError(f"EDF for {name}: rendered image {parsed['image']!r} is not {image!r}")
+    return text

@@ -1,0 +1,224 @@
+"""pyxis container jobs: multi-node rendezvous env, ``status.json``, failure classification and resubmission.
+
+- :func:`rendezvous_env` — per node ``WORLD_SIZE`` (nodes, TAO's convention: torchrun ``--nnodes``),
+  ``MASTER_ADDR`` (NodeAddr of the allocation's first node), ``MASTER_PORT`` (from the job id, below the
+  ephemeral range), ``NODE_RANK`` and ``NUM_GPU_PER_NODE``, from the node list read back from Slurm.
+- :func:`node_argvs` — one ``srun --nodes=1 --nodelist=<node> --export=ALL,<env>`` step per node, through
+  ``ptflow.runtime.runtime_argv`` (``--container-image=… --container-mounts=/lustre…`` on a pyxis site).
+- :func:`write_status` — ``status.json`` in the job's results dir, atomically.
+- :func:`classify` — Slurm state + log lines → ``infra`` (retry elsewhere) / ``training`` (no retry) / ``ok``.
+- :func:`run_with_retries` — a ptflow-side resubmission loop: up to ``max_retries`` (10) resubmissions for infra
+  failures, each with ``--exclude`` of every node blamed so far; a training error stops at once.
+
+Why a ptflow-side loop and not Snakemake's ``retries``: Snakemake retries every failure the same number of times
+(a Python traceback would be resubmitted 10 times, each waiting in a 4-hour-partition queue) and it cannot read log
+lines: plugin 2.8.0 does exclude nodes of NODE_FAIL jobs from later submissions, but a bad GPU that makes the job
+*fail* gets no ``--exclude``. A node failure kills the rule's own allocation, so the loop must run outside the
+training allocation: it submits the GPU job with sbatch and watches it (from a light supervising process).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ptflow.cluster import slurm
+from ptflow.files import write_json_atomic
+
+PORT_FLOOR, PORT_SPAN = 20000, 12000  # MASTER_PORT in 20000..31999: below the ephemeral range (32768)
+MAX_RETRIES = 10
+INFRA_STATES = {"NODE_FAIL": "node failure", "BOOT_FAIL": "node failed to boot"}
+
+# Log lines that show a bad node or GPU (not the training code). Named group `node` where a node can be read.
+INFRA_PATTERNS: list[tuple[str, re.Pattern]] = [
+    (name, re.compile(rx, re.IGNORECASE))
+    for name, rx in (
+        ("Xid error", r"\bNVRM: Xid\b.*|\bXid \d+\b.*"),
+        ("GPU fell off the bus", r"GPU has fallen off the bus"),
+        ("uncorrectable ECC error", r"uncorrectable ECC error|ECC errors? (detected|encountered)"),
+        ("no usable GPU", r"CUDA-capable device\(s\) (is|are) busy or unavailable|No CUDA GPUs are available"),
+        ("NVML failure", r"Failed to initialize NVML|NVML: (Driver/library version mismatch|Unknown Error)"),
+        ("pyxis/enroot failure", r"pyxis: (?:couldn't|failed|error).*|\[ERROR\].*enroot|enroot-.*: error"),
+        ("Slurm node failure", r"srun: error: Node failure on (?P<node>[\w.-]+)|slurmstepd: error: .*node fail"),
+        (
+            "NCCL network failure",
+            r"NCCL WARN .*(unhandled system error|remote process exited|Connection (reset|closed))",
+        ),
+        ("bad node", r"(?:bad|unhealthy) node[: ]+(?P<node>[\w.-]+)"),
+    )
+]
+NODE_IN_LINE = re.compile(r"(?:on (?:host|node)\s+|^srun: error: |host=)(?P<node>[A-Za-z][\w.-]*)")
+
+
+@dataclass
+class Verdict:
+    kind: str  # ok | infra | training
+    reason: str
+    nodes: list[str] = field(default_factory=list)  # nodes to avoid next time (infra only)
+
+    @property
+    def retry(self) -> bool:
+        return self.kind == "infra"
+
+
+def classify(state: str, log_text: str = "", job_nodes: Sequence[str] = ()) -> Verdict:
+    """``state`` is the job's Slurm state (``COMPLETED``, ``FAILED``, ``NODE_FAIL`` …), ``log_text`` its log."""
+    base = (state or "").split()[0] if state else ""
+    if base in INFRA_STATES:
+        return Verdict("infra", f"Slurm state {base} ({INFRA_STATES[base]})", list(job_nodes))
+    for line in log_text.splitlines():
+        for name, rx in INFRA_PATTERNS:
+            m = rx.search(line)
+            if not m:
+                continue
+            node = m.groupdict().get("node")
+            if not node:
+                nm = NODE_IN_LINE.search(line)
+                node = nm.group("node") if nm else None
+            nodes = [node] if node and node in job_nodes or (node and not job_nodes) else list(job_nodes)
+            return Verdict("infra", f"{name}: {line.strip()[:200]}", nodes)
+    if base == "COMPLETED":
+        return Verdict("ok", "completed")
+    return Verdict("training", f"Slurm state {base or 'unknown'} with no sign of a bad node or GPU in the log")
+
+
+# ---- rendezvous env and per-node steps ----
+
+
+def master_port(job_id: int | str) -> int:
+    return PORT_FLOOR + int(job_id) % PORT_SPAN
+
+
+def rendezvous_env(nodes: Sequence[str], addrs: dict[str, str], gpus_per_node: int, job_id: int | str) -> list[dict]:
+    """One env per node (in allocation order; the first node is the master)."""
+    if not nodes:
+        raise ValueError("rendezvous_env: the allocation has no nodes")
+    common = {
+        "WORLD_SIZE": str(len(nodes)),
+        "MASTER_ADDR": addrs.get(nodes[0], nodes[0]),
+        "MASTER_PORT": str(master_port(job_id)),
+        "NUM_GPU_PER_NODE": str(gpus_per_node),
+    }
+    return [{**common, "NODE_RANK": str(i)} for i in range(len(nodes))]
+
+
+def node_argvs(site, nodes: Sequence[str], envs: Sequence[dict], command: list[str], *, image=None, binds=()) -> list:
+    """One srun step per node running ``command`` through the site's runtime with that node's env."""
+    from ptflow.cluster.runtime import runtime_argv
+
+    out = []
+    for node, env in zip(nodes, envs, strict=True):
+        inner = runtime_argv(site, command, image=image, binds=binds)
+        step = ["--nodes=1", f"--nodelist={node}", "--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items())]
+        if inner[0] == "srun":  # pyxis / EDF: runtime_argv already is an srun step
+            argv = [inner[0], *step, *inner[1:]]
+        else:
+            argv = ["srun", "--overlap", "--ntasks=1", *step, *inner]
+        out.append(argv)
+    return out
+
+
+def write_status(results_dir: str | Path, status: str, **fields) -> Path:
+    path = Path(results_dir) / "status.json"
+    write_json_atomic(path, {"status": status, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **fields})
+    return path
+
+
+def run_nodes(site, command: list[str], results_dir: str | Path, *, gpus_per_node: int = 0, image=None, log=print):
+    """Inside an allocation: the rendezvous env on every node, one step each; status.json written. Returns rc."""
+    from ptflow.cluster.multinode import allocation_nodes
+
+    job_id = os.environ.get("SLURM_JOB_ID")
+    nodes = allocation_nodes(job_id)
+    addrs = {n: a.addr for n, a in slurm.node_addresses(nodes).items()}
+    envs = rendezvous_env(nodes, addrs, gpus_per_node, job_id)
+    argvs = node_argvs(site, nodes, envs, command, image=image)
+    write_status(results_dir, "running", job_id=job_id, nodes=nodes, rendezvous=envs[0] | {"NODE_RANK": None})
+    procs = []
+    for argv in argvs:
+        log(f"pyxis step: {' '.join(argv)}")
+        procs.append(subprocess.Popen(argv))
+    rcs = [p.wait() for p in procs]
+    rc = next((r for r in rcs if r != 0), 0)
+    write_status(results_dir, "succeeded" if rc == 0 else "failed", job_id=job_id, nodes=nodes, returncodes=rcs)
+    return rc
+
+
+# ---- resubmission loop ----
+
+
+class TrainingFailed(RuntimeError):
+    pass
+
+
+class RetriesExhausted(RuntimeError):
+    pass
+
+
+def wait_job(job_id: str, poll: float = 3.0, timeout: float | None = None) -> slurm.JobRecord:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        rec = slurm.job_state(job_id)
+        if rec and rec.base_state in slurm.TERMINAL_STATES:
+            return rec
+        if deadline and time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} still {rec.state if rec else 'unknown'} after {timeout:.0f} s")
+        time.sleep(poll)
+
+
+def run_with_retries(
+    submit: Callable[[int, list[str]], str],
+    log_of: Callable[[str], str],
+    results_dir: str | Path,
+    *,
+    max_retries: int = MAX_RETRIES,
+    wait: Callable[[str], slurm.JobRecord] = wait_job,
+    log=print,
+) -> dict:
+    """``submit(attempt, exclude) -> job id``; ``log_of(job id) -> log text``. Returns the final status dict."""
+    exclude: list[str] = []
+    history = []
+    for attempt in range(1, max_retries + 2):
+        job_id = submit(attempt, list(exclude))
+        write_status(results_dir, "running", attempt=attempt, job_id=job_id, exclude=exclude, history=history)
+        rec = wait(job_id)
+        nodes = slurm.hostnames(rec.nodes) if rec.nodes else []
+        verdict = classify(rec.state, log_of(job_id), nodes)
+        history.append(
+            {"attempt": attempt, "job_id": job_id, "state": rec.base_state, "nodes": nodes, **asdict(verdict)}
+        )
+        log(
+            f"pyxis: attempt {attempt} job {job_id} {rec.base_state} on {','.join(nodes)}: "
+            f"{verdict.kind} ({verdict.reason})"
+        )
+        if verdict.kind == "ok":
+            write_status(results_dir, "succeeded", attempt=attempt, job_id=job_id, exclude=exclude, history=history)
+            return {"status": "succeeded", "attempts": attempt, "history": history, "exclude": exclude}
+        if verdict.kind == "training":
+            write_status(results_dir, "failed", failure="training", attempt=attempt, job_id=job_id, history=history)
+            raise TrainingFailed(
+                f"job {job_id} failed in training ({verdict.reason}); not retried — fix the error in its log"
+            )
+        exclude += [n for n in verdict.nodes if n not in exclude]
+    write_status(results_dir, "failed", failure="infra", attempt=max_retries + 1, history=history, exclude=exclude)
+    raise RetriesExhausted(
+        f"{max_retries} resubmissions after infrastructure failures ({history[-1]['reason']}); excluded "
+        f"{','.join(exclude) or 'none'} — check the cluster's node health or raise max_retries"
+    )
+
+
+def sbatch_submitter(script: str | Path, options: Sequence[str], env: dict | None = None):
+    """A ``submit`` for :func:`run_with_retries`: sbatch ``script`` with ``--exclude`` of the blamed nodes and
+    ``PTFLOW_ATTEMPT`` in the job's environment."""
+
+    def submit(attempt: int, exclude: list[str]) -> str:
+        opts = list(options) + ([f"--exclude={','.join(exclude)}"] if exclude else [])
+        job_env = {**(env or os.environ), "PTFLOW_ATTEMPT": str(attempt)}
+        return slurm.submit(slurm.sbatch_argv(str(script), options=opts), env=job_env)
+
+    return submit

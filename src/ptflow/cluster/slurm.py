@@ -1,0 +1,382 @@
+"""The one place that runs Slurm's commands (sinfo, scontrol, sacctmgr, squeue, sacct, scancel).
+
+Each function builds an argv list and returns parsed data; nothing else in ptflow shells out to Slurm.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+LOG = logging.getLogger("ptflow.cluster.slurm")
+
+
+class SlurmUnavailable(RuntimeError):
+    """Slurm's client commands are missing or the controller does not answer."""
+
+
+def _run(argv: list[str], timeout: float = 30) -> str:
+    if shutil.which(argv[0]) is None:
+        raise SlurmUnavailable(f"{argv[0]} not found: this is not a Slurm login node (or Slurm is not on PATH)")
+    LOG.debug("run: %s", argv)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SlurmUnavailable(f"{' '.join(argv)} did not answer within {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        raise SlurmUnavailable(f"{' '.join(argv)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def _fields(line: str) -> dict[str, str]:
+    """``Key=Value Key2=Value two`` (scontrol -o) into a dict; values may contain spaces only at the end."""
+    out = {}
+    for m in re.finditer(r"(\w[\w:/]*)=(.*?)(?=\s+\w[\w:/]*=|$)", line.strip()):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def parse_minutes(value: str) -> int | None:
+    """Slurm time (``UNLIMITED``, ``MM``, ``HH:MM:SS``, ``D-HH:MM:SS``, ``D-HH``) in minutes; None = unlimited."""
+    if value in ("UNLIMITED", "INFINITE", "NONE", ""):
+        return None
+    days = 0
+    if "-" in value:
+        d, value = value.split("-", 1)
+        days = int(d)
+        parts = [int(x) for x in value.split(":")]
+        parts += [0] * (3 - len(parts))
+        h, m, s = parts
+    else:
+        parts = [int(x) for x in value.split(":")]
+        if len(parts) == 1:
+            h, m, s = 0, parts[0], 0
+        elif len(parts) == 2:
+            h, m, s = 0, parts[0], parts[1]
+        else:
+            h, m, s = parts
+    return days * 1440 + h * 60 + m + (1 if s else 0)
+
+
+def gpus_in_gres(gres: str) -> int:
+    """GPU count of a node's Gres string such as ``gpu:h100:4(S:0-1),shard:8``."""
+    total = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts and parts[0] == "gpu":
+            last = parts[-1]
+            total += int(last) if last.isdigit() else 1
+    return total
+
+
+@dataclass
+class PartitionInfo:
+    name: str
+    max_runtime: int | None  # minutes; None = unlimited
+    nodes: list[str] = field(default_factory=list)
+    max_gpus_per_node: int = 0
+    state: str = "UP"
+
+
+@dataclass
+class ClusterInfo:
+    partitions: dict[str, PartitionInfo]
+    accounts: set[str] | None  # None: no accounting, nothing to check
+    user: str
+
+
+def hostnames(nodelist: str) -> list[str]:
+    return _run(["scontrol", "show", "hostnames", nodelist]).split()
+
+
+def read_cluster(user: str) -> ClusterInfo:
+    """Partitions with MaxTime and the GPUs of their nodes, and the user's accounts (when accounting exists)."""
+    node_gpus = {}
+    for line in _run(["scontrol", "show", "node", "-o"]).splitlines():
+        f = _fields(line)
+        if "NodeName" in f:
+            node_gpus[f["NodeName"]] = gpus_in_gres(f.get("Gres", ""))
+    parts = {}
+    for line in _run(["scontrol", "show", "partition", "-o"]).splitlines():
+        f = _fields(line)
+        if "PartitionName" not in f:
+            continue
+        nodes = hostnames(f["Nodes"]) if f.get("Nodes") not in (None, "", "(null)") else []
+        parts[f["PartitionName"]] = PartitionInfo(
+            f["PartitionName"],
+            parse_minutes(f.get("MaxTime", "UNLIMITED")),
+            nodes,
+            max((node_gpus.get(n, 0) for n in nodes), default=0),
+            f.get("State", "UP"),
+        )
+    return ClusterInfo(parts, user_accounts(user), user)
+
+
+def user_accounts(user: str) -> set[str] | None:
+    try:
+        out = _run(["sacctmgr", "-nP", "show", "assoc", f"user={user}", "format=account"])
+    except SlurmUnavailable as exc:
+        if "accounting storage is disabled" in str(exc).lower() or "not found" in str(exc):
+            return None
+        raise
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def job_nodelist(job_id: str) -> str:
+    """The node list of a running job, read back from Slurm (the plugin's job step strips SLURM_JOB_NODELIST)."""
+    out = _run(["squeue", "-j", str(job_id), "-h", "-o", "%N"]).strip()
+    if not out:
+        raise SlurmUnavailable(f"squeue shows no node list for job {job_id}: is it running?")
+    return out
+
+
+# ---- jobs of a run (ptflow status / cancel): one squeue and one sacct call per refresh, never one per job ----
+
+# squeue -o fields, in order; `|` never occurs in job names (run UUIDs), comments (rule_<rule>_wildcards_...) or nodes.
+_SQUEUE_FIELDS = ("id", "name", "state", "reason", "nodes", "elapsed", "comment", "partition")
+_SQUEUE_FORMAT = "%i|%j|%T|%r|%N|%M|%k|%P"
+_SACCT_FIELDS = ("id", "name", "state", "exit_code", "reason", "nodes", "elapsed", "partition", "submit")
+_SACCT_FORMAT = "JobID,JobName,State,ExitCode,Reason,NodeList,Elapsed,Partition,Submit"
+
+
+@dataclass
+class JobRecord:
+    """One Slurm job as squeue and/or sacct report it (squeue's live view wins for state, sacct adds exit code)."""
+
+    id: str
+    name: str = ""
+    state: str = ""
+    reason: str = ""
+    nodes: str = ""
+    elapsed: str = ""
+    comment: str = ""
+    partition: str = ""
+    exit_code: str = ""
+    submit: str = ""
+    sources: tuple[str, ...] = ()
+
+    @property
+    def base_state(self) -> str:
+        """``CANCELLED by 0`` -> ``CANCELLED``."""
+        return self.state.split()[0] if self.state else ""
+
+
+def squeue_argv(names: list[str]) -> list[str]:
+    # -t all: finished jobs too, while slurmctld still holds them (MinJobAge); -a: hidden partitions too.
+    return ["squeue", "-h", "-a", "-t", "all", f"--name={','.join(names)}", "-o", _SQUEUE_FORMAT]
+
+
+def sacct_argv(names: list[str], since: str) -> list[str]:
+    # -X: allocations only (no .batch/.extern steps). --name needs -S, else sacct only looks at today.
+    return ["sacct", "-X", "-n", "-P", f"--name={','.join(names)}", "-S", since, "-o", _SACCT_FORMAT]
+
+
+def parse_squeue(text: str) -> list[JobRecord]:
+    jobs = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != len(_SQUEUE_FIELDS):
+            continue
+        rec = dict(zip(_SQUEUE_FIELDS, parts, strict=True))
+        if rec["reason"] == "None":
+            rec["reason"] = ""
+        jobs.append(JobRecord(**rec, sources=("squeue",)))
+    return jobs
+
+
+def parse_sacct(text: str) -> list[JobRecord]:
+    jobs = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != len(_SACCT_FIELDS) or "." in parts[0]:
+            continue
+        rec = dict(zip(_SACCT_FIELDS, parts, strict=True))
+        if rec["reason"] == "None":
+            rec["reason"] = ""
+        if rec["nodes"] == "None assigned":
+            rec["nodes"] = ""
+        jobs.append(JobRecord(**rec, sources=("sacct",)))
+    return jobs
+
+
+def merge_records(squeue: list[JobRecord], sacct: list[JobRecord]) -> dict[str, JobRecord]:
+    """By job id: sacct's record (exit code, history beyond MinJobAge) overlaid with squeue's live state and comment."""
+    out = {j.id: j for j in sacct}
+    for q in squeue:
+        a = out.get(q.id)
+        if a is None:
+            out[q.id] = q
+            continue
+        out[q.id] = JobRecord(
+            id=q.id,
+            name=q.name or a.name,
+            state=q.state or a.state,
+            reason=q.reason or a.reason,
+            nodes=q.nodes or a.nodes,
+            elapsed=q.elapsed or a.elapsed,
+            comment=q.comment or a.comment,  # sacct has comments only with AccountingStoreFlags=job_comment
+            partition=q.partition or a.partition,
+            exit_code=a.exit_code,
+            submit=a.submit,
+            sources=("squeue", "sacct"),
+        )
+    return out
+
+
+def run_jobs(names: list[str], since: str = "now-7days") -> dict[str, JobRecord]:
+    """Every job whose name is one of ``names`` (the plugin's run UUIDs): one squeue call plus one sacct call.
+
+    sacct is optional (clusters without accounting answer "accounting storage is disabled"): then only what
+    slurmctld still holds is known.
+    """
+    if not names:
+        return {}
+    queued = parse_squeue(_run(squeue_argv(names)))
+    try:
+        accounted = parse_sacct(_run(sacct_argv(names, since)))
+    except SlurmUnavailable as exc:
+        if "accounting storage is disabled" not in str(exc).lower() and "not found" not in str(exc):
+            raise
+        accounted = []
+    return merge_records(queued, accounted)
+
+
+def scancel_argv(job_ids: list[str]) -> list[str]:
+    return ["scancel", *job_ids]
+
+
+def cancel(job_ids: list[str]) -> None:
+    """``scancel`` the given jobs in one call. Jobs that ended meanwhile are no error (Slurm only warns)."""
+    if not job_ids:
+        return
+    argv = scancel_argv(job_ids)
+    LOG.info("run: %s", argv)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60) if shutil.which(argv[0]) else None
+    if proc is None:
+        raise SlurmUnavailable("scancel not found: this is not a Slurm login node (or Slurm is not on PATH)")
+    if proc.returncode != 0:
+        msg = proc.stderr.strip()
+        # "Job has already finished" / "Invalid job id specified" for jobs that ended: cancelling them is done.
+        lines = [
+            ln for ln in msg.splitlines() if ln and "already" not in ln.lower() and "invalid job id" not in ln.lower()
+        ]
+        if lines:
+            raise SlurmUnavailable(f"{' '.join(argv)} failed: {msg}")
+
+
+@dataclass
+class NodeAddress:
+    name: str
+    addr: str  # NodeAddr: the address other nodes reach this one at
+    host: str  # NodeHostname: the machine it runs on (several Slurm nodes may share one, as on the test cluster)
+
+
+def node_addresses(nodes: list[str]) -> dict[str, NodeAddress]:
+    """NodeAddr and NodeHostname of each node, from ``scontrol show node`` (in the order given)."""
+    found = {}
+    for line in _run(["scontrol", "show", "node", "-o", ",".join(nodes)]).splitlines():
+        f = _fields(line)
+        if "NodeName" in f:
+            name = f["NodeName"]
+            found[name] = NodeAddress(name, f.get("NodeAddr") or name, f.get("NodeHostName") or name)
+    missing = [n for n in nodes if n not in found]
+    if missing:
+        raise SlurmUnavailable(f"scontrol show node knows no node {', '.join(missing)}: is the node list right?")
+    return {n: found[n] for n in nodes}
+
+
+def job_fields(job_id: str) -> dict[str, str]:
+    """``scontrol show job -o`` of one job as a dict (Restarts, EndTime, NodeList, ...)."""
+    out = _run(["scontrol", "show", "job", "-o", str(job_id)]).strip()
+    if not out:
+        raise SlurmUnavailable(f"scontrol show job {job_id} printed nothing: is the job still known?")
+    return _fields(out.splitlines()[0])
+
+
+def job_restart_count(job_id: str) -> int:
+    """How often the job was requeued (SLURM_RESTART_COUNT, which the plugin's job step strips)."""
+    return int(job_fields(job_id).get("Restarts", "0") or 0)
+
+
+def job_per_node(job_id: str) -> tuple[int, int, int]:
+    """(nodes, CPUs per node, GPUs per node) a running job was given, from its allocated TRES."""
+    f = job_fields(job_id)
+    tres = dict(item.split("=", 1) for item in f.get("AllocTRES", f.get("TRES", "")).split(",") if "=" in item)
+    nodes = int(tres.get("node") or f.get("NumNodes", "1").split("-")[0])
+    cpus = int(tres.get("cpu") or f.get("NumCPUs", "1"))
+    gpus = int(tres.get("gres/gpu", "0"))  # the total; typed entries (gres/gpu:h100) repeat it
+    return nodes, max(cpus // nodes, 1), gpus // nodes
+
+
+# ---- batch submission and single-job state (SkyRL runtime server, pyxis resubmission loop) ----
+
+TERMINAL_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "REVOKED",
+        "SPECIAL_EXIT",
+        "TIMEOUT",
+    }
+)
+
+
+def sbatch_argv(script: str, *, options: list[str]) -> list[str]:
+    """``sbatch --parsable <options> <script>``; options are already ``--key=value`` strings (no secrets)."""
+    return ["sbatch", "--parsable", *options, str(script)]
+
+
+def submit(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """Run an sbatch argv from :func:`sbatch_argv`; the job id. ``env`` is the environment sbatch exports."""
+    if shutil.which(argv[0]) is None:
+        raise SlurmUnavailable(f"{argv[0]} not found: this is not a Slurm login node (or Slurm is not on PATH)")
+    LOG.info("run: %s", argv)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    if proc.returncode != 0:
+        raise SlurmUnavailable(f"{' '.join(argv)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip().split(";")[0]
+
+
+def job_state(job_id: str) -> JobRecord | None:
+    """One job's state: squeue while slurmctld holds it, else sacct (None if neither knows it yet)."""
+    jid = str(job_id)
+    out = _run(["squeue", "-h", "-a", "-t", "all", "-j", jid, "-o", _SQUEUE_FORMAT], timeout=30)
+    recs = [r for r in parse_squeue(out) if r.id == jid]
+    try:
+        acc = [r for r in parse_sacct(_run(["sacct", "-X", "-n", "-P", "-j", jid, "-o", _SACCT_FORMAT])) if r.id == jid]
+    except SlurmUnavailable:
+        acc = []
+    merged = merge_records(recs, acc)
+    return merged.get(jid)
+
+
+def update_node(node: str, state: str, reason: str | None = None) -> None:
+    """``scontrol update nodename=<node> state=<state> [reason=...]`` (tests restoring the shared cluster)."""
+    argv = ["scontrol", "update", f"nodename={node}", f"state={state}"]
+    if reason:
+        argv.append(f"reason={reason}")
+    LOG.info("run: %s", argv)
+    _run(argv)
+
+
+def node_state(node: str) -> str:
+    """The node's State as ``scontrol show node`` gives it (``IDLE``, ``DOWN*+NOT_RESPONDING`` ...)."""
+    for line in _run(["scontrol", "show", "node", "-o", node]).splitlines():
+        f = _fields(line)
+        if f.get("NodeName") == node:
+            return f.get("State", "")
+    raise SlurmUnavailable(f"scontrol show node {node} printed no such node")
+
+
+def node_running_jobs(node: str) -> list[str]:
+    """Ids of jobs running on ``node`` (squeue -w)."""
+    return _run(["squeue", "-h", "-a", "-t", "running", "-w", node, "-o", "%i"]).split()

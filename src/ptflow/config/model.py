@@ -1,0 +1,413 @@
+"""The validated configuration: models, evals, agents and the matrix of cells.
+
+Validation happens once, at workflow start: the JSON schema (through ``snakemake.utils.validate``) for shape,
+types and unknown keys, then the checks a schema cannot express (ids that exist, no duplicates, no cycles).
+Every error is one line naming the key, the bad value and what to do.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptflow.config import naming
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
+TRAINING_KINDS = ("trl-sft", "trl-grpo")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, described in one line."""
+
+
+@dataclass(frozen=True)
+class Model:
+    id: str
+    source: str
+    revision: str
+    tiny: dict | None
+    gated: bool = False
+
+    @property
+    def name(self) -> str:
+        return naming.model_to_path(self.id)
+
+
+@dataclass(frozen=True)
+class Eval:
+    id: str
+    dataset: dict | None  # None: the inspect task brings its own data
+    task: str
+    max_new_tokens: int
+    preprocess: str
+    retry_max_new_tokens: tuple[int, ...] = ()
+
+    @property
+    def dataset_name(self) -> str | None:
+        return naming.model_to_path(self.dataset["repo"]) if self.dataset else None
+
+    @property
+    def uses_parquet(self) -> bool:
+        return self.task == "ptflow"
+
+
+@dataclass(frozen=True)
+class Agent:
+    id: str
+    kind: str
+    params: dict = field(default_factory=dict)
+    start_from: str | None = None
+    cli: str | None = None
+    model: str | None = None
+    hours: float | None = None
+    keys: tuple[str, ...] = ()
+    command: tuple[str, ...] | None = None  # cli-agent argv template (None: the cli's default)
+    grace_minutes: float = 5.0  # cli-agent: timeout = hours*60 + grace_minutes
+
+    @property
+    def trains(self) -> bool:
+        return self.kind != "baseline"
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str  # model path name (org--name)
+    eval: str
+    agent: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}/{self.eval}/{self.agent}"
+
+
+@dataclass
+class Config:
+    raw: dict
+    models: dict[str, Model]  # by path name
+    evals: dict[str, Eval]
+    agents: dict[str, Agent]
+    cells: list[Cell]
+
+    def model_by_id(self, model_id: str) -> Model:
+        return self.models[naming.model_to_path(model_id)]
+
+    def training_cells(self) -> list[Cell]:
+        """Every (model, eval, agent) whose checkpoint is needed: matrix cells plus their `from` ancestors."""
+        needed: dict[Cell, None] = {}
+        for cell in self.cells:
+            agent = self.agents[cell.agent]
+            while agent.trains:
+                needed[Cell(cell.model, cell.eval, agent.id)] = None
+                if agent.start_from is None:
+                    break
+                agent = self.agents[agent.start_from]
+        return list(needed)
+
+    def training_hash(self, cell: Cell) -> str:
+        """Hash of everything that defines a cell's training; changes here make the checkpoint stale."""
+        agent = self.agents[cell.agent]
+        model = self.models[cell.model]
+        spec = {
+            "model": model.id,
+            "revision": model.revision,
+            "tiny": model.tiny,
+            "eval": cell.eval,
+            "dataset": self.evals[cell.eval].dataset,
+            "agent": {"kind": agent.kind, "params": agent.params, "cli": agent.cli, "model": agent.model},
+            "from": self.training_hash(Cell(cell.model, cell.eval, agent.start_from)) if agent.start_from else None,
+        }
+        if agent.kind == "cli-agent":  # only here, so the hashes (and checkpoints) of other kinds stay as they were
+            spec["agent"].update(hours=agent.hours, command=agent.command, grace_minutes=agent.grace_minutes)
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def canonical(value):
+    """Nested mappings with sorted keys. Snakemake compares params by their text, so without this a config whose
+    keys were merely reordered (an editor, yaml.safe_dump) would look changed and rerun finished trainings."""
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    return value
+
+
+def _where(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def explain_schema_error(err) -> str:
+    """One line from a jsonschema ValidationError: where, what, and what to do."""
+    where = _where(err.absolute_path)
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed))
+        hints = [
+            f"'{k}' (did you mean '{m[0]}'?)" if (m := difflib.get_close_matches(k, allowed, 1)) else f"'{k}'"
+            for k in extra
+        ]
+        return f"config error at {where}: unknown key {', '.join(hints)}; allowed keys: {', '.join(allowed)}"
+    if err.validator == "required":
+        return f"config error at {where}: {err.message}; add it (see config/README.md)"
+    if err.validator in ("minimum", "exclusiveMinimum"):
+        return f"config error at {where}: {err.instance!r} is too small ({err.message}); use a positive number"
+    if err.validator == "enum":
+        allowed = ", ".join(repr(v) for v in err.validator_value)
+        return f"config error at {where}: {err.instance!r} is not one of {allowed}"
+    if err.validator == "minItems":
+        return f"config error at {where}: the list is empty; give at least {err.validator_value} entry"
+    if err.validator == "oneOf":
+        return f"config error at {where}: {err.instance!r} must be 'all' or a non-empty list of ids"
+    return f"config error at {where}: {err.message}"
+
+
+def validate_schema(cfg: dict) -> None:
+    """Shape, types and unknown keys, checked by snakemake.utils.validate against the JSON schema."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    try:
+        validate(cfg, str(CONFIG_SCHEMA))
+    except WorkflowError as exc:
+        cause = exc.__context__ if hasattr(exc.__context__, "absolute_path") else None
+        if cause is None:
+            raise ConfigError(f"config error: {exc}") from None
+        raise ConfigError(explain_schema_error(cause)) from None
+
+
+def _unknown(kind: str, key: str, value: str, known) -> ConfigError:
+    known = list(known)
+    close = difflib.get_close_matches(value, known, 1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return ConfigError(
+        f"config error at {key}: {value!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} id{hint}; "
+        f"known: {', '.join(known)} — fix the spelling or add it under {kind}s"
+    )
+
+
+def _unique(entries: list[dict], section: str) -> None:
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        if entry["id"] in seen:
+            raise ConfigError(
+                f"config error at {section}[{i}].id: duplicate id {entry['id']!r} "
+                f"(also {section}[{seen[entry['id']]}]); give each entry its own id"
+            )
+        seen[entry["id"]] = i
+
+
+def _build_models(entries: list[dict]) -> dict[str, Model]:
+    _unique(entries, "models")
+    models = {}
+    for i, m in enumerate(entries):
+        try:
+            name = naming.model_to_path(m["id"])
+        except naming.NameError_ as exc:
+            raise ConfigError(f"config error at models[{i}].id: {exc}") from None
+        if m["source"] == "local" and not m.get("tiny"):
+            raise ConfigError(
+                f"config error at models[{i}]: source 'local' needs a 'tiny' block (layers, hidden, "
+                "heads, seed) describing the model to create"
+            )
+        if m["source"] == "hub" and not m.get("revision"):
+            raise ConfigError(
+                f"config error at models[{i}].revision: hub model {m['id']!r} needs a pinned revision "
+                "(a commit hash or tag) so runs are reproducible"
+            )
+        tiny = m.get("tiny")
+        if tiny and tiny["hidden"] % tiny["heads"]:
+            raise ConfigError(
+                f"config error at models[{i}].tiny: hidden={tiny['hidden']} is not divisible by "
+                f"heads={tiny['heads']}; choose values where hidden % heads == 0"
+            )
+        models[name] = Model(m["id"], m["source"], m.get("revision", "main"), canonical(tiny), m.get("gated", False))
+    return models
+
+
+def _build_evals(entries: list[dict]) -> dict[str, Eval]:
+    _unique(entries, "evals")
+    evals = {}
+    for i, e in enumerate(entries):
+        ds = e.get("dataset")
+        preprocess = e.get("preprocess", "gsm8k" if ds else "none")
+        try:
+            naming.check_safe_id("eval", e["id"])
+            if ds:
+                naming.check_repo_id(ds["repo"])
+        except naming.NameError_ as exc:
+            raise ConfigError(f"config error at evals[{i}]: {exc}") from None
+        if ds is None:
+            if preprocess != "none" or e["task"] == "ptflow":
+                raise ConfigError(
+                    f"config error at evals[{i}]: eval {e['id']!r} needs a 'dataset' (source, repo) "
+                    "to preprocess or evaluate with task 'ptflow'"
+                )
+        elif ds["source"] == "local" and "generator" not in ds:
+            raise ConfigError(f"config error at evals[{i}].dataset: source 'local' needs a 'generator' block")
+        elif ds["source"] == "hub" and not ds.get("revision"):
+            raise ConfigError(
+                f"config error at evals[{i}].dataset.revision: hub dataset {ds['repo']!r} needs a pinned revision"
+            )
+        if e["task"] == "ptflow" and preprocess == "none":
+            raise ConfigError(
+                f"config error at evals[{i}]: task 'ptflow' evaluates the preprocessed test parquet;"
+                " set preprocess: gsm8k or name an inspect task"
+            )
+        ds = canonical(ds)
+        evals[e["id"]] = Eval(
+            e["id"], ds, e["task"], e["max_new_tokens"], preprocess, tuple(e.get("retry_max_new_tokens", ()))
+        )
+    return evals
+
+
+# Hyperparameters each trainer needs (no silent defaults: a run is described by its config alone).
+REQUIRED_PARAMS = {
+    "trl-sft": ("steps", "batch_size", "learning_rate", "seed"),
+    "trl-grpo": ("steps", "batch_size", "num_generations", "learning_rate", "max_completion_length", "seed"),
+}
+
+
+def _build_agents(entries: list[dict]) -> dict[str, Agent]:
+    _unique(entries, "agents")
+    agents = {}
+    for i, a in enumerate(entries):
+        try:
+            naming.check_safe_id("agent", a["id"])
+        except naming.NameError_ as exc:
+            raise ConfigError(f"config error at agents[{i}].id: {exc}") from None
+        missing = [k for k in REQUIRED_PARAMS.get(a["kind"], ()) if k not in a.get("params", {})]
+        if missing:
+            raise ConfigError(
+                f"config error at agents[{i}].params: a {a['kind']} agent needs {', '.join(missing)}; "
+                "add them (see config/README.md)"
+            )
+        if a["kind"] == "cli-agent":
+            missing = [k for k in ("cli", "model", "hours") if k not in a]
+            if missing:
+                raise ConfigError(f"config error at agents[{i}]: a cli-agent needs {', '.join(missing)}")
+        agents[a["id"]] = Agent(
+            a["id"],
+            a["kind"],
+            canonical(dict(a.get("params", {}))),
+            a.get("from"),
+            a.get("cli"),
+            a.get("model"),
+            a.get("hours"),
+            tuple(a.get("keys", ())),
+            tuple(a["command"]) if "command" in a else None,
+            float(a.get("grace_minutes", 5.0)),
+        )
+    for i, a in enumerate(entries):
+        start = a.get("from")
+        if start is None:
+            continue
+        if start not in agents:
+            raise _unknown("agent", f"agents[{i}].from", start, agents)
+        if not agents[start].trains:
+            raise ConfigError(
+                f"config error at agents[{i}].from: {start!r} trains nothing; omit 'from' to start from the base model"
+            )
+        seen, cur = {a["id"]}, start
+        while cur is not None:
+            if cur in seen:
+                raise ConfigError(
+                    f"config error at agents[{i}].from: 'from' chain of {a['id']!r} loops back to "
+                    f"{cur!r}; break the cycle"
+                )
+            seen.add(cur)
+            cur = agents[cur].start_from
+    return agents
+
+
+def _select(sel, known: dict, key: str, kind: str, to_name=lambda x: x) -> list[str]:
+    if sel == "all":
+        return list(known)
+    out = []
+    for i, value in enumerate(sel):
+        try:
+            name = to_name(value)
+        except naming.NameError_:
+            name = None
+        if name not in known:
+            ids = [m.id for m in known.values()] if kind == "model" else list(known)
+            raise _unknown(kind, f"{key}[{i}]", value, ids)
+        if name in out:
+            raise ConfigError(f"config error at {key}[{i}]: {value!r} is listed twice; list it once")
+        out.append(name)
+    return out
+
+
+def _expand(raw: dict, models, evals, agents) -> list[Cell]:
+    mx = raw["matrix"]
+    to_model = naming.model_to_path
+    chosen_models = _select(mx["models"], models, "matrix.models", "model", to_model)
+    chosen_evals = _select(mx["evals"], evals, "matrix.evals", "eval")
+    chosen_agents = _select(mx["agents"], agents, "matrix.agents", "agent")
+
+    def patterns(key: str) -> list[dict]:
+        out = []
+        for i, pat in enumerate(mx.get(key, [])):
+            p = {}
+            if "model" in pat:
+                p["model"] = _select([pat["model"]], models, f"matrix.{key}[{i}].model", "model", to_model)[0]
+            if "eval" in pat:
+                p["eval"] = _select([pat["eval"]], evals, f"matrix.{key}[{i}].eval", "eval")[0]
+            if "agent" in pat:
+                p["agent"] = _select([pat["agent"]], agents, f"matrix.{key}[{i}].agent", "agent")[0]
+            out.append(p)
+        return out
+
+    def matches(cell: Cell, pat: dict) -> bool:
+        return all(getattr(cell, k) == v for k, v in pat.items())
+
+    excludes, includes = patterns("exclude"), patterns("include")
+    cells: dict[Cell, None] = {}
+    for m in chosen_models:
+        for e in chosen_evals:
+            for a in chosen_agents:
+                cell = Cell(m, e, a)
+                if not any(matches(cell, p) for p in excludes):
+                    cells[cell] = None
+    for pat in includes:
+        for m in [pat["model"]] if "model" in pat else chosen_models:
+            for e in [pat["eval"]] if "eval" in pat else chosen_evals:
+                for a in [pat["agent"]] if "agent" in pat else chosen_agents:
+                    cells[Cell(m, e, a)] = None
+    if not cells:
+        raise ConfigError(
+            "config error at matrix: no cells remain after exclude; select at least one "
+            "(model, eval, agent) or loosen matrix.exclude"
+        )
+    return list(cells)
+
+
+def build_config(raw: dict[str, Any]) -> Config:
+    """Validate a raw config dict (schema, then semantics) and expand its matrix."""
+    validate_schema(raw)
+    models = _build_models(raw["models"])
+    evals = _build_evals(raw["evals"])
+    agents = _build_agents(raw["agents"])
+    cells = _expand(raw, models, evals, agents)
+    return Config(raw, models, evals, agents, cells)
+
+
+def load_config(*paths: str | Path, overrides: dict | None = None) -> Config:
+    """Load YAML files (later ones update earlier ones, as Snakemake's --configfile does) and validate."""
+    import yaml
+
+    raw: dict = {}
+    for p in paths:
+        with open(p) as fh:
+            data = yaml.safe_load(fh) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"config error: {p} does not hold a mapping of keys")
+        raw.update(data)
+    raw.update(overrides or {})
+    return build_config(raw)

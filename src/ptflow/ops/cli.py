@@ -1,0 +1,362 @@
+"""``ptflow``: operate a matrix — plan (with GPU-hours), status per cell, cancel, logs, and remote runs over SSH.
+
+    ptflow plan [--json] [snakemake args]           what the dry-run plans and what it will request
+    ptflow status [-d WORKDIR] [--watch] [--json]    one row per cell: Done, Pending, Running, Error, Canceled, ...
+    ptflow cancel [-d WORKDIR] --cell M/E/A | --agent A | --all
+    ptflow logs [-d WORKDIR] CELL                    paths and tails of every log of a cell
+    ptflow remote {preflight,stage,run,status,cancel,logs,driver} ...   the same on a login node over SSH
+
+The configuration is read the way the workflow reads it (embedded default, --configfile, --config); status,
+cancel and logs take it from the latest Snakemake run in WORKDIR unless given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ptflow.cluster import slurm
+from ptflow.config import naming
+from ptflow.config.layout import Layout
+from ptflow.config.model import Cell, Config, ConfigError, build_config
+from ptflow.config.sites import Site, load_site
+
+REPO = Path(__file__).resolve().parents[2]
+LOG = logging.getLogger("ptflow.ops.cli")
+
+
+# ---- the workflow's configuration, read as Snakemake reads it ----
+
+
+@dataclass
+class SmkArgs:
+    snakefile: Path | None = None
+    directory: Path | None = None
+    configfiles: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()
+    run_dir: Path | None = None  # where relative --configfile paths were typed
+
+
+def parse_smk_args(argv: list[str], run_dir: Path | None = None) -> SmkArgs:
+    """-s/--snakefile, -d/--directory, --configfile(s) and --config of a snakemake command line."""
+    out = SmkArgs(run_dir=run_dir)
+    files: list[str] = []
+    items: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        key, eq, val = arg.partition("=")
+        if key in ("-s", "--snakefile"):
+            out.snakefile = Path(val if eq else argv[i + 1])
+            i += 1 if eq else 2
+        elif key in ("-d", "--directory"):
+            out.directory = Path(val if eq else argv[i + 1])
+            i += 1 if eq else 2
+        elif key in ("--configfile", "--configfiles", "--config", "-C"):
+            target = files if key.startswith("--configfile") else items
+            if eq:
+                target.append(val)
+            i += 1
+            while i < len(argv) and not argv[i].startswith("-"):
+                target.append(argv[i])
+                i += 1
+        else:
+            i += 1
+    out.configfiles, out.config = tuple(files), tuple(items)
+    return out
+
+
+@dataclass
+class Context:
+    cfg: Config
+    site: Site
+    layout: Layout
+    workdir: Path
+    snakefile: Path
+
+
+def _parse_config_items(items) -> dict:
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError(f"config error at --config: {item!r} is not key=value; write e.g. --config site=local")
+        out[key] = yaml.safe_load(value) if value else value
+    return out
+
+
+def load_context(args: SmkArgs) -> Context:
+    from snakemake.utils import update_config
+
+    workdir = (args.directory or Path.cwd()).resolve()
+    snakefile = (args.snakefile or REPO / "Snakefile").resolve()
+    basedir = snakefile.parent
+    base = args.run_dir or Path.cwd()
+    raw = yaml.safe_load((basedir / "config" / "config.yaml").read_text()) or {}
+    for f in args.configfiles:
+        p = Path(f) if Path(f).is_absolute() else base / f
+        update_config(raw, yaml.safe_load(p.read_text()) or {})
+    update_config(raw, _parse_config_items(args.config))
+    cfg = build_config(raw)
+    old = Path.cwd()
+    os.chdir(workdir)  # the workflow runs in its --directory: relative site paths are relative to it
+    try:
+        site = load_site(raw["site"], raw.get("sites_dir", str(basedir / "config" / "sites")))
+    finally:
+        os.chdir(old)
+    layout = Layout.from_config(raw, site.raw)
+    return Context(cfg, site, layout, workdir, snakefile)
+
+
+def context_for_workdir(ns) -> Context:
+    """Config from explicit options, else from the latest run's command line in the working directory."""
+    from ptflow.ops.status import read_run_logs
+
+    workdir = Path(ns.directory).resolve()
+    explicit = parse_smk_args(ns.smk or [])
+    if explicit.configfiles or explicit.config or explicit.snakefile:
+        explicit.directory = workdir
+        return load_context(explicit)
+    runs = read_run_logs(workdir)
+    if runs and runs[-1].command:
+        text = runs[-1].path.read_text(errors="replace")
+        run_dir = next(
+            (Path(ln.split(":", 1)[1].strip()) for ln in text.splitlines() if ln.strip().startswith("Run directory:")),
+            None,
+        )
+        found = parse_smk_args(runs[-1].command[1:], run_dir=run_dir)
+        found.directory = workdir
+        return load_context(found)
+    return load_context(SmkArgs(directory=workdir))
+
+
+def parse_cell(spec: str, cfg: Config) -> Cell:
+    """``model/eval/agent``; model as path name (org--name) or hub id (org/name)."""
+    parts = spec.strip("/").split("/")
+    if len(parts) < 3:
+        raise SystemExit(f"cell {spec!r}: write MODEL/EVAL/AGENT, e.g. {cfg.cells[0].key}")
+    model = "/".join(parts[:-2])
+    model = naming.model_to_path(model) if "/" in model else model
+    cell = Cell(model, parts[-2], parts[-1])
+    if cell not in cfg.cells:
+        raise SystemExit(f"cell {spec!r} is not in the matrix; cells: {', '.join(c.key for c in cfg.cells[:6])} ...")
+    return cell
+
+
+# ---- commands ----
+
+
+def cmd_plan(ns, rest: list[str]) -> int:
+    from ptflow.ops.plan import dry_run, make_plan, render
+
+    smk = parse_smk_args(rest)
+    args = list(rest)
+    if smk.snakefile is None and not (Path(smk.directory or ".") / "Snakefile").is_file():
+        args = ["-s", str(REPO / "Snakefile"), *args]
+        smk.snakefile = REPO / "Snakefile"
+    ctx = load_context(smk)
+    text = dry_run(args)
+    plan = make_plan(ctx.cfg, ctx.layout, ctx.workdir, text)
+    if ns.json:
+        print(json.dumps(plan.to_json(), indent=2))
+    else:
+        print(render(plan))
+    return 0
+
+
+def _snapshot(ctx: Context):
+    from ptflow.ops.status import snapshot
+
+    return snapshot(ctx.cfg, ctx.layout, ctx.workdir)
+
+
+def cmd_status(ns) -> int:
+    from ptflow.ops.status import LIVE, table, write_grid_png
+
+    ctx = context_for_workdir(ns)
+    png = Path(ns.png) if ns.png else ctx.workdir / ctx.layout.results / "status.png"
+    while True:
+        snap = _snapshot(ctx)
+        if not ns.no_png:
+            write_grid_png(snap, png)
+        if ns.json:
+            out = {
+                "cells": [c.to_dict() for c in snap.cells],
+                "counts": snap.counts(),
+                "driver_active": snap.driver_active,
+                "run_ids": snap.run_ids,
+                "slurm_error": snap.slurm_error,
+                "png": None if ns.no_png else str(png),
+            }
+            text = json.dumps(out, indent=2)
+        else:
+            text = table(snap) + ("" if ns.no_png else f"\nstate grid: {png}")
+        if ns.watch:
+            sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%H:%M:%S ") + f"ptflow status {ctx.workdir}\n")
+        print(text, flush=True)
+        if not ns.watch:
+            return 0
+        if not snap.driver_active and not any(c.state in LIVE for c in snap.cells):
+            return 0
+        time.sleep(ns.interval)
+
+
+def cmd_cancel(ns) -> int:
+    from ptflow.ops.status import LIVE, SLURM_STATE_MAP
+
+    ctx = context_for_workdir(ns)
+    snap = _snapshot(ctx)
+    if snap.slurm_error:
+        raise SystemExit(f"cannot read the jobs from Slurm: {snap.slurm_error}")
+    if ns.all:
+        chosen = None
+    else:
+        cells = {parse_cell(c, ctx.cfg) for c in ns.cell or []}
+        for agent in ns.agent or []:
+            if agent not in ctx.cfg.agents:
+                raise SystemExit(f"--agent {agent!r} is not an agent id; known: {', '.join(ctx.cfg.agents)}")
+            cells |= {c for c in ctx.cfg.cells if c.agent == agent}
+        chosen = cells
+    live, ended = [], []
+    for jid, rec in sorted(snap.jobs.items()):
+        if chosen is not None and (jid not in snap.job_cells or snap.job_cells[jid][1] not in chosen):
+            continue
+        (live if SLURM_STATE_MAP.get(rec.base_state) in LIVE else ended).append(jid)
+    slurm.cancel(live)
+    print(f"cancelled {len(live)} job(s){': ' + ' '.join(live) if live else ''}")
+    if ended:
+        print(f"{len(ended)} job(s) of the selection had already ended (counted as done): {' '.join(ended)}")
+    if live and snap.driver_active:
+        print(
+            "note: the Snakemake driver is still running; with --retries it resubmits cancelled jobs — "
+            "stop it (ptflow remote driver --stop, or Ctrl-C in its terminal) to end the run"
+        )
+    return 0
+
+
+def cell_logs(ctx: Context, cell: Cell) -> list[Path]:
+    """Every log the cell produced: rule logs (+ launcher logs beside them), Slurm logs of its jobs."""
+    from ptflow.ops.status import wildcard_str
+
+    found: list[Path] = []
+    for rule in ("train", "evaluate"):
+        rule_log = ctx.workdir / ctx.layout.log(rule, cell.model, cell.eval, cell.agent)
+        if rule_log.is_file():
+            found.append(rule_log)
+        stem = rule_log.with_suffix("")
+        found += sorted(p for p in rule_log.parent.glob(f"{stem.name}.*") if p.is_file() and p != rule_log)
+        if stem.is_dir():  # launcher logs rendered into the job's log dir
+            found += sorted(p for p in stem.rglob("*") if p.is_file())
+        slurm_dir = ctx.workdir / ".snakemake" / "slurm_logs" / f"rule_{rule}" / wildcard_str(cell)
+        found += sorted(slurm_dir.glob("*.log"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0)
+    return found
+
+
+def tail(path: Path, lines: int) -> str:
+    try:
+        data = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"(cannot read: {exc})"
+    return "\n".join(data[-lines:])
+
+
+def cmd_logs(ns) -> int:
+    ctx = context_for_workdir(ns)
+    cell = parse_cell(ns.cell, ctx.cfg)
+    logs = cell_logs(ctx, cell)
+    if not logs:
+        print(f"no logs yet for {cell.key}")
+        return 0
+    for p in logs:
+        print(f"==> {p} <==")
+        if ns.lines:
+            print(tail(p, ns.lines))
+        print()
+    return 0
+
+
+def _add_workdir_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-d", "--directory", default=".", help="the workflow's working directory (default: .)")
+    p.add_argument(
+        "--smk",
+        nargs=argparse.REMAINDER,
+        help="snakemake config args (-s, --configfile, --config ...); default: those of the latest run",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ptflow.ops import remote
+
+    parser = argparse.ArgumentParser(prog="ptflow", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every external command before it runs")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="cells by state, jobs per rule, GPU/node/CPU-hours, longest chain")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("status", help="one row per cell, from files and Slurm")
+    _add_workdir_opts(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--watch", action="store_true", help="refresh in place until nothing runs")
+    p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes (default 10)")
+    p.add_argument("--png", help="state grid PNG (default: <results>/status.png)")
+    p.add_argument("--no-png", action="store_true")
+
+    p = sub.add_parser("cancel", help="scancel exactly the jobs of some cells")
+    _add_workdir_opts(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--cell", action="append", help="MODEL/EVAL/AGENT (repeatable)")
+    g.add_argument("--agent", action="append", help="every cell of an agent (repeatable)")
+    g.add_argument("--all", action="store_true", help="every job of the runs in this working directory")
+
+    p = sub.add_parser("logs", help="paths and tails of every log of a cell")
+    _add_workdir_opts(p)
+    p.add_argument("cell", help="MODEL/EVAL/AGENT")
+    p.add_argument("-n", "--lines", type=int, default=20, help="lines of each log to show (0: paths only)")
+
+    remote.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # plan passes every argument it does not know to snakemake
+    if argv and argv[0] == "plan" or (len(argv) > 1 and argv[0] in ("-v", "--verbose") and argv[1] == "plan"):
+        ns, rest = parser.parse_known_args(argv)
+    else:
+        ns, rest = parser.parse_args(argv), []
+    logging.basicConfig(level=logging.DEBUG if ns.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    logging.getLogger("snakemake").setLevel(logging.WARNING)  # -v is for ptflow's commands, not schema chatter
+    try:
+        if ns.command == "plan":
+            return cmd_plan(ns, rest)
+        if ns.command == "status":
+            return cmd_status(ns)
+        if ns.command == "cancel":
+            return cmd_cancel(ns)
+        if ns.command == "logs":
+            return cmd_logs(ns)
+        if ns.command == "remote":
+            from ptflow.ops import remote
+
+            return remote.main(ns)
+    except (ConfigError, slurm.SlurmUnavailable, RuntimeError) as exc:
+        print(f"ptflow {ns.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {ns.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,445 @@
+"""The state of every cell, derived from files (eval.json, rule logs) and from Slurm (one squeue + one sacct call).
+
+Jobs are found the way the slurm executor plugin marks them: job name = the run's UUID (logged by Snakemake as
+``SLURM run ID: ...``), comment = ``rule_<rule>_wildcards_<wildcard values joined by _>`` and Slurm log
+``.snakemake/slurm_logs/rule_<rule>/<wildcards>/<jobid>.log``. The expected comments are built from the config's
+cells (ids may contain ``_``), never split. Slurm states map as TAO's SLURM platform document maps them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ptflow.cluster import slurm
+from ptflow.config.layout import Layout
+from ptflow.config.model import Cell, Config
+
+DONE, PENDING, RUNNING, ERROR, CANCELED, PAUSED, NOT_STARTED = (
+    "Done",
+    "Pending",
+    "Running",
+    "Error",
+    "Canceled",
+    "Paused",
+    "Not started",
+)
+STATES = (DONE, RUNNING, PENDING, ERROR, CANCELED, PAUSED, NOT_STARTED)
+
+# Slurm job state -> cell state (TAO's mapping; COMPLETED is decided by the files).
+SLURM_STATE_MAP = {
+    "PENDING": PENDING,
+    "REQUEUED": PENDING,
+    "REQUEUE_HOLD": PENDING,
+    "REQUEUE_FED": PENDING,
+    "RESV_DEL_HOLD": PENDING,
+    "CONFIGURING": RUNNING,
+    "RUNNING": RUNNING,
+    "COMPLETING": RUNNING,
+    "SIGNALING": RUNNING,
+    "STAGE_OUT": RUNNING,
+    "RESIZING": RUNNING,
+    "FAILED": ERROR,
+    "BOOT_FAIL": ERROR,
+    "DEADLINE": ERROR,
+    "OUT_OF_MEMORY": ERROR,
+    "NODE_FAIL": ERROR,
+    "TIMEOUT": ERROR,
+    "SPECIAL_EXIT": ERROR,
+    "CANCELLED": CANCELED,
+    "PREEMPTED": CANCELED,
+    "REVOKED": CANCELED,
+    "SUSPENDED": PAUSED,
+    "STOPPED": PAUSED,
+}
+LIVE = frozenset({PENDING, RUNNING, PAUSED})
+CELL_RULES = ("train", "evaluate")
+
+_RUN_ID = re.compile(r"^SLURM run ID: (\S+)", re.M)
+_SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (.*?)\)\.?$", re.M)
+_COMMAND = re.compile(r"^\s*Command: (.*)$", re.M)
+_SLURM_LOG = re.compile(r"slurm_logs/rule_(\w+)/([^/]*)/(\d+)(?:_\d+)?\.log$")
+
+
+def wildcard_str(cell: Cell) -> str:
+    """The plugin's wildcard string of a cell's train/evaluate job (values in pattern order, joined by ``_``)."""
+    return f"{cell.model}_{cell.eval}_{cell.agent}"
+
+
+def comment(rule: str, cell: Cell) -> str:
+    return f"rule_{rule}_wildcards_{wildcard_str(cell)}"
+
+
+@dataclass
+class RunLog:
+    """One Snakemake invocation in this working directory, read from ``.snakemake/log/*.snakemake.log``."""
+
+    path: Path
+    run_id: str | None
+    command: list[str]
+    jobs: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # slurm id -> (rule, wildcards, slurm log)
+
+    @property
+    def retries(self) -> int:
+        return retries_of(self.command)
+
+
+def retries_of(command: list[str]) -> int:
+    """``--retries`` of a snakemake command line, else of its ``--profile`` (config.yaml), else 0."""
+    value = None
+    profile = None
+    for i, arg in enumerate(command):
+        for flag in ("--retries", "--restart-times", "-T"):
+            if arg == flag and i + 1 < len(command):
+                value = command[i + 1]
+            elif arg.startswith(flag + "="):
+                value = arg.split("=", 1)[1]
+        if arg == "--profile" and i + 1 < len(command):
+            profile = command[i + 1]
+        elif arg.startswith("--profile="):
+            profile = arg.split("=", 1)[1]
+    if value is None and profile:
+        cfg = Path(profile) / "config.yaml"
+        if cfg.is_file():
+            data = yaml.safe_load(cfg.read_text()) or {}
+            value = data.get("retries", data.get("restart-times"))
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0
+
+
+def read_run_logs(workdir: Path) -> list[RunLog]:
+    """Every run's log, oldest first."""
+    runs = []
+    for path in sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log")):
+        text = path.read_text(errors="replace")
+        m = _RUN_ID.search(text)
+        cmd = _COMMAND.search(text)
+        run = RunLog(path, m.group(1) if m else None, cmd.group(1).split() if cmd else [])
+        for jid, log in _SUBMITTED.findall(text):
+            lm = _SLURM_LOG.search(log)
+            if lm:
+                run.jobs[jid] = (lm.group(1), lm.group(2), log)
+        runs.append(run)
+    return runs
+
+
+def slurm_log_index(workdir: Path) -> dict[str, tuple[str, str, str]]:
+    """Slurm logs on disk: job id -> (rule, wildcards, path). Covers runs whose Snakemake log is gone."""
+    out = {}
+    for path in (workdir / ".snakemake" / "slurm_logs").glob("rule_*/*/*.log"):
+        m = _SLURM_LOG.search(str(path))
+        if m:
+            out[m.group(3)] = (m.group(1), m.group(2), str(path))
+    return out
+
+
+def driver_active(workdir: Path) -> bool:
+    """A Snakemake driver holds this working directory (its locks exist while it runs)."""
+    locks = workdir / ".snakemake" / "locks"
+    return locks.is_dir() and any(locks.iterdir())
+
+
+def valid_eval_json(path: Path, cell: Cell) -> bool:
+    """eval.json exists, parses, follows the schema and belongs to this cell."""
+    from ptflow.stages.evaluate.run import validate_eval_json
+
+    try:
+        data = json.loads(path.read_text())
+        validate_eval_json(data)
+    except (OSError, ValueError):
+        return False
+    return data.get("model_name") == cell.model and data.get("eval") == cell.eval and data.get("agent") == cell.agent
+
+
+def rule_log_failed(path: Path) -> str | None:
+    """The ``FAILED: ...`` line ptflow.jobenv writes last into a failed job's rule log, if that is how it ends."""
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return None
+    if lines and "FAILED:" in lines[-1]:
+        return lines[-1].split("FAILED:", 1)[1].strip()
+    return None
+
+
+@dataclass
+class CellStatus:
+    model: str
+    eval: str
+    agent: str
+    state: str
+    detail: str = ""
+    rule: str = ""
+    job_id: str = ""
+    slurm_state: str = ""
+    reason: str = ""
+    exit_code: str = ""
+    node: str = ""
+    elapsed: str = ""
+    retried: bool | None = None
+    log: str = ""
+    slurm_log: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}/{self.eval}/{self.agent}"
+
+    def to_dict(self) -> dict:
+        return {"cell": self.key, **asdict(self)}
+
+
+@dataclass
+class Snapshot:
+    """Everything one refresh knows: cells, the jobs found, and which run they belong to."""
+
+    cells: list[CellStatus]
+    jobs: dict[str, slurm.JobRecord]
+    job_cells: dict[str, tuple[str, Cell]]  # slurm id -> (rule, cell)
+    run_ids: list[str]
+    driver_active: bool
+    slurm_error: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATES, 0)
+        for c in self.cells:
+            out[c.state] += 1
+        return out
+
+
+def _job_sort_key(jid: str) -> tuple[int, str]:
+    head = jid.split("_")[0]
+    return (int(head) if head.isdigit() else -1, jid)
+
+
+def attribute_jobs(
+    cfg: Config,
+    jobs: dict[str, slurm.JobRecord],
+    runs: list[RunLog],
+    log_index: dict[str, tuple[str, str, str]],
+) -> tuple[dict[str, tuple[str, Cell]], dict[str, str]]:
+    """Which cell (and rule) each job belongs to: its comment, else its Slurm log path. Returns also id -> log."""
+    expected = {comment(rule, c): (rule, c) for c in cfg.cells for rule in CELL_RULES}
+    by_wc = {(rule, wildcard_str(c)): (rule, c) for c in cfg.cells for rule in CELL_RULES}
+    known = dict(log_index)
+    for run in runs:
+        known.update(run.jobs)
+    out, logs = {}, {}
+    for jid in set(jobs) | set(known):
+        rec = jobs.get(jid)
+        hit = expected.get(rec.comment) if rec and rec.comment else None
+        if hit is None and jid in known:
+            rule, wc, _ = known[jid]
+            hit = by_wc.get((rule, wc))
+        if hit is not None:
+            out[jid] = hit
+        if jid in known:
+            logs[jid] = known[jid][2]
+    return out, logs
+
+
+def cell_state(
+    cell: Cell,
+    layout: Layout,
+    workdir: Path,
+    jobs: list[tuple[str, slurm.JobRecord | None]],
+    run_of: dict[str, RunLog],
+    slurm_logs: dict[str, str],
+    active: bool,
+    latest_run: str | None,
+) -> CellStatus:
+    """The state of one cell. ``jobs``: (rule, record) of its train/evaluate jobs, oldest first."""
+    st = CellStatus(cell.model, cell.eval, cell.agent, NOT_STARTED)
+    eval_json = workdir / layout.eval_json(cell.model, cell.eval, cell.agent)
+    done = valid_eval_json(eval_json, cell)
+    rule_logs = {r: workdir / layout.log(r, cell.model, cell.eval, cell.agent) for r in CELL_RULES}
+    known = [(rule, rec) for rule, rec in jobs if rec is not None]
+    if not known:
+        if done:
+            st.state, st.detail, st.log = DONE, "eval.json valid", str(eval_json)
+            return st
+        for rule in ("evaluate", "train"):
+            failure = rule_log_failed(rule_logs[rule])
+            if failure:
+                st.state, st.rule, st.log, st.detail = ERROR, rule, str(rule_logs[rule]), failure
+                st.retried = False
+                return st
+        if (workdir / layout.manifest(cell.model, cell.eval, cell.agent)).is_file():
+            st.detail = "trained; evaluation not run yet"
+        elif active:
+            st.detail = "waiting for upstream jobs"
+        return st
+    rule, rec = known[-1]
+    st.rule, st.job_id, st.slurm_state = rule, rec.id, rec.state
+    st.reason, st.exit_code, st.node, st.elapsed = rec.reason, rec.exit_code, rec.nodes, rec.elapsed
+    st.slurm_log = slurm_logs.get(rec.id, "")
+    st.log = str(rule_logs[rule])
+    mapped = SLURM_STATE_MAP.get(rec.base_state)
+    if mapped in LIVE:
+        st.state = mapped
+        attempt = sum(1 for r, j in known if r == rule and run_of.get(j.id) is run_of.get(rec.id))
+        st.detail = f"{rule} attempt {attempt}" + (f" ({rec.reason})" if rec.reason else "")
+        if mapped == RUNNING:
+            st.detail = f"{rule} attempt {attempt} on {rec.nodes}, elapsed {rec.elapsed}"
+        return st
+    if done:
+        st.state, st.detail, st.log = DONE, "eval.json valid", str(eval_json)
+        return st
+    if rec.base_state == "COMPLETED" or mapped is None:
+        # COMPLETED: check the files.
+        if rule == "train" and (workdir / layout.manifest(cell.model, cell.eval, cell.agent)).is_file():
+            st.state = PENDING if active else NOT_STARTED
+            st.detail = "trained; evaluate " + ("not submitted yet" if active else "not run yet")
+        else:
+            st.state = ERROR
+            output = "eval.json" if rule == "evaluate" else "checkpoint.json"
+            st.detail = f"{rule} job {rec.state or 'UNKNOWN'} but {output} missing or invalid"
+            st.retried = False
+        return st
+    st.state = mapped
+    run = run_of.get(rec.id)
+    attempts = sum(1 for r, j in known if r == rule and run_of.get(j.id) is run)
+    if mapped == ERROR:
+        retries = run.retries if run else 0
+        st.retried = bool(active and run is not None and run.run_id == latest_run and attempts <= retries)
+        failure = rule_log_failed(rule_logs[rule])
+        parts = [rec.base_state]
+        if rec.reason:
+            parts.append(rec.reason)
+        if rec.exit_code:
+            parts.append(f"exit {rec.exit_code}")
+        parts.append(f"attempt {attempts}/{retries + 1}")
+        parts.append("will be retried" if st.retried else "not retried")
+        if failure:
+            parts.append(failure)
+        st.detail = "; ".join(parts)
+    elif mapped == CANCELED:
+        st.detail = f"{rule} job {rec.state}"
+        st.retried = bool(active and run is not None and run.run_id == latest_run and attempts <= run.retries)
+    return st
+
+
+def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs) -> Snapshot:
+    """One refresh: read the runs' logs, one squeue + one sacct call for all their run ids, derive every cell."""
+    workdir = Path(workdir)
+    runs = read_run_logs(workdir)
+    run_ids = [r.run_id for r in runs if r.run_id]
+    jobs: dict[str, slurm.JobRecord] = {}
+    error = None
+    if run_ids:
+        try:
+            since = "now-30days"
+            jobs = query(sorted(set(run_ids)), since)
+        except slurm.SlurmUnavailable as exc:
+            error = str(exc)
+    log_index = slurm_log_index(workdir)
+    job_cells, slurm_logs = attribute_jobs(cfg, jobs, runs, log_index)
+    run_of: dict[str, RunLog] = {}
+    by_name = {r.run_id: r for r in runs if r.run_id}
+    for run in runs:
+        for jid in run.jobs:
+            run_of[jid] = run
+    for jid, rec in jobs.items():
+        if rec.name in by_name:
+            run_of[jid] = by_name[rec.name]
+    per_cell: dict[Cell, list[tuple[str, slurm.JobRecord | None]]] = {c: [] for c in cfg.cells}
+    for jid in sorted(job_cells, key=_job_sort_key):
+        rule, cell = job_cells[jid]
+        rec = jobs.get(jid)
+        if rec is None and jid in slurm_logs:
+            # Known only from its log (slurmctld and accounting forgot it): its state is unknown.
+            rec = slurm.JobRecord(id=jid, state="", sources=("log",))
+        per_cell[cell].append((rule, rec))
+    active = driver_active(workdir)
+    latest = run_ids[-1] if run_ids else None
+    cells = [cell_state(c, layout, workdir, per_cell[c], run_of, slurm_logs, active, latest) for c in cfg.cells]
+    return Snapshot(cells, jobs, job_cells, run_ids, active, error)
+
+
+# ---- presentation ----
+
+COLUMNS = ("cell", "state", "job", "node", "elapsed", "detail")
+
+
+def table(snap: Snapshot) -> str:
+    rows = [COLUMNS]
+    for c in snap.cells:
+        rows.append((c.key, c.state, c.job_id, c.node, c.elapsed, c.detail))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(COLUMNS) - 1)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(str(v).ljust(w) for v, w in zip(r[:-1], widths, strict=False)) + "  " + str(r[-1]))
+    counts = ", ".join(f"{k}: {v}" for k, v in snap.counts().items() if v)
+    lines.append("")
+    lines.append(f"{len(snap.cells)} cells — {counts}; driver {'running' if snap.driver_active else 'not running'}")
+    if snap.slurm_error:
+        lines.append(f"Slurm not queried: {snap.slurm_error}")
+    return "\n".join(lines)
+
+
+STATE_COLORS = {
+    DONE: "#4caf50",
+    RUNNING: "#2196f3",
+    PENDING: "#ffc107",
+    ERROR: "#f44336",
+    CANCELED: "#9e9e9e",
+    PAUSED: "#ff9800",
+    NOT_STARTED: "#ffffff",
+}
+
+
+def write_grid_png(snap: Snapshot, path: Path) -> Path:
+    """The state grid for the report: one panel per agent, models (rows) x evals (columns)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    from ptflow.files import atomic_path
+
+    agents = list(dict.fromkeys(c.agent for c in snap.cells))
+    models = list(dict.fromkeys(c.model for c in snap.cells))
+    evals = list(dict.fromkeys(c.eval for c in snap.cells))
+    by_key = {(c.model, c.eval, c.agent): c for c in snap.cells}
+    fig, axes = plt.subplots(
+        1, len(agents), figsize=(1.2 + 1.6 * len(evals) * len(agents), 1.0 + 0.5 * len(models)), squeeze=False
+    )
+    for ax, agent in zip(axes[0], agents, strict=True):
+        for i, m in enumerate(models):
+            for j, e in enumerate(evals):
+                c = by_key.get((m, e, agent))
+                state = c.state if c else ""
+                ax.add_patch(Rectangle((j, i), 1, 1, facecolor=STATE_COLORS.get(state, "#eeeeee"), edgecolor="black"))
+                ax.text(j + 0.5, i + 0.5, state or "—", ha="center", va="center", fontsize=7)
+        ax.set_xlim(0, len(evals))
+        ax.set_ylim(len(models), 0)
+        ax.set_xticks([j + 0.5 for j in range(len(evals))], evals, rotation=45, ha="right", fontsize=7)
+        ax.set_yticks([i + 0.5 for i in range(len(models))], models if ax is axes[0][0] else [], fontsize=7)
+        ax.set_title(agent, fontsize=9)
+    fig.legend(
+        handles=[Patch(facecolor=STATE_COLORS[s], edgecolor="black", label=s) for s in STATES],
+        loc="lower center",
+        ncol=len(STATES),
+        fontsize=7,
+    )
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def command_of(runs: list[RunLog]) -> list[str]:
+    """The latest run's snakemake command line (to read its --configfile / --config the way it did)."""
+    return runs[-1].command if runs else []
+
+
+def quote(argv: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)

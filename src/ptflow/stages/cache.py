@@ -1,0 +1,205 @@
+"""The HF cache stage: put each model and dataset the matrix needs into HF_HOME and describe it in a marker.
+
+``source: hub`` repos are downloaded with huggingface_hub at a pinned revision; when they are already complete in
+the cache no network is used. ``source: local`` repos (the embedded default) are made here and published into
+the same cache layout, so later stages cannot tell the two apart.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from ptflow.cluster import hfcache
+from ptflow.files import write_json_atomic
+
+GSM8K_SPLIT_FILE = "main/{split}-00000-of-00001.parquet"  # the layout of openai/gsm8k on the hub
+
+
+class MissingReposError(RuntimeError):
+    """Repos that are not in the cache and could not be downloaded."""
+
+
+def fetch_hub_repo(hf_home: str | Path, repo_id: str, repo_type: str, revision: str, log=print) -> Path:
+    """Snapshot of ``repo_id@revision`` in the cache: offline when complete, else downloaded.
+
+    Tokens come only from the environment (HF_TOKEN), never from arguments, so they cannot reach logs or argv.
+    """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    cache_dir = str(hfcache.hub_dir(hf_home))
+    try:
+        path = snapshot_download(
+            repo_id, repo_type=repo_type, revision=revision, cache_dir=cache_dir, local_files_only=True
+        )
+        log(f"{repo_type} {repo_id}@{revision}: complete in the cache, no network used")
+        return Path(path)
+    except LocalEntryNotFoundError:
+        pass
+    log(f"{repo_type} {repo_id}@{revision}: downloading into {cache_dir}")
+    try:
+        return Path(snapshot_download(repo_id, repo_type=repo_type, revision=revision, cache_dir=cache_dir))
+    except Exception as exc:  # network errors come in many types; the message is what the user needs
+        raise MissingReposError(
+            f"{repo_type} {repo_id}@{revision} is not in {cache_dir} and could not be downloaded "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); download it where the "
+            "network is reachable or point paths.hf_home at a cache that has it"
+        ) from exc
+
+
+def _write_split_parquet(records: list[dict], path: Path) -> None:
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(records, columns=["question", "answer"]).to_parquet(path, index=False)
+
+
+def make_local_dataset(generator: dict, out_dir: Path) -> None:
+    """A GSM8K-format dataset (question, answer) in openai/gsm8k's file layout; no test question is trained on."""
+    from ptflow.stages.data.synthetic import generate_arithmetic, generate_digitwise, split_disjoint
+
+    total = generator["n_train"] + generator["n_test"]
+    if generator.get("carry", True):
+        records = generate_arithmetic(generator["op"], generator["digits"], total, generator["seed"])
+    else:
+        records = generate_digitwise(generator["op"], generator["digits"], total, generator["seed"])
+    train, test = split_disjoint(records, generator["n_test"], generator["seed"])
+    if not train:
+        raise ValueError(
+            f"generator {generator}: holding out {generator['n_test']} test questions leaves none "
+            "to train on; raise digits or lower n_test"
+        )
+    _write_split_parquet(train[: generator["n_train"]], out_dir / GSM8K_SPLIT_FILE.format(split="train"))
+    _write_split_parquet(test, out_dir / GSM8K_SPLIT_FILE.format(split="test"))
+
+
+def cache_dataset(hf_home: str | Path, dataset: dict, marker_path: str | Path, log=print) -> dict:
+    repo, revision = dataset["repo"], dataset.get("revision", "main")
+    if dataset["source"] == "local":
+        with tempfile.TemporaryDirectory() as tmp:
+            make_local_dataset(dataset["generator"], Path(tmp))
+            commit = hfcache.publish_local_repo(hf_home, repo, "dataset", tmp, revision)
+        log(f"dataset {repo}: generated locally and published as commit {commit}")
+    else:
+        fetch_hub_repo(hf_home, repo, "dataset", revision, log)
+    entry = hfcache.describe_repo(hf_home, repo, "dataset", revision, dataset["source"])
+    write_json_atomic(marker_path, entry)
+    return entry
+
+
+def tokenizer_texts(dataset_snapshots: list[Path]) -> list[str]:
+    """Every text the tiny models will see: questions, answers and the verl prompt wrapping them."""
+    import pandas as pd
+
+    from ptflow.stages.data.verl_format import to_verl_frame
+
+    texts: list[str] = []
+    for snap in dataset_snapshots:
+        for split in ("train", "test"):
+            df = pd.read_parquet(snap / GSM8K_SPLIT_FILE.format(split=split))
+            frame = to_verl_frame(df.to_dict("records"), "tokenizer", split)
+            texts += [m["content"] for prompt in frame["prompt"] for m in prompt]
+            texts += list(df["answer"])
+    return texts
+
+
+def cache_model(
+    hf_home: str | Path, model: dict, dataset_markers: list[str | Path], marker_path: str | Path, log=print
+) -> dict:
+    revision = model.get("revision", "main")
+    if model["source"] == "local":
+        from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
+
+        snaps = []
+        for marker in dataset_markers:
+            entry = json.loads(Path(marker).read_text())
+            snaps.append(hfcache.snapshot_path(hf_home, entry["repo"], "dataset", entry["revision"]))
+        tokenizer = build_char_tokenizer(tokenizer_texts(snaps))
+        tiny = model["tiny"]
+        with tempfile.TemporaryDirectory() as tmp:
+            create_tiny_llama(
+                tmp,
+                tokenizer,
+                layers=tiny["layers"],
+                hidden=tiny["hidden"],
+                heads=tiny["heads"],
+                seed=tiny["seed"],
+            )
+            commit = hfcache.publish_local_repo(hf_home, model["id"], "model", tmp, revision)
+        log(f"model {model['id']}: tiny Llama {tiny} created locally, published as commit {commit}")
+    else:
+        fetch_hub_repo(hf_home, model["id"], "model", revision, log)
+    entry = hfcache.describe_repo(hf_home, model["id"], "model", revision, model["source"])
+    write_json_atomic(marker_path, entry)
+    return entry
+
+
+def combine_markers(hf_home: str | Path, markers: list[str | Path], out: str | Path) -> dict:
+    repos = [json.loads(Path(m).read_text()) for m in markers]
+    return hfcache.write_marker(out, hf_home, repos)
+
+
+def hub_repos_needed(cfg) -> list[tuple[str, str, str]]:
+    """(repo_type, repo_id, revision) of every hub repo the matrix needs (local ones are made, not fetched)."""
+    models = {c.model for c in cfg.training_cells() + cfg.cells}
+    out = {("model", cfg.models[m].id, cfg.models[m].revision) for m in models if cfg.models[m].source == "hub"}
+    for cell in cfg.cells:
+        ds = cfg.evals[cell.eval].dataset
+        if ds and ds["source"] == "hub":
+            out.add(("dataset", ds["repo"], ds["revision"]))
+    return sorted(out)
+
+
+def missing_repos(hf_home: str | Path, repos: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Those of ``repos`` not complete in the cache, checked without the network."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    missing = []
+    for repo_type, repo_id, revision in repos:
+        try:
+            snapshot_download(
+                repo_id,
+                repo_type=repo_type,
+                revision=revision,
+                cache_dir=str(hfcache.hub_dir(hf_home)),
+                local_files_only=True,
+            )
+        except LocalEntryNotFoundError:
+            missing.append((repo_type, repo_id, revision))
+    return missing
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub endpoint answers a TCP connection (HF_ENDPOINT honoured); no request is sent."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout):
+            return True
+    except OSError:
+        return False
+
+
+def offline_problem(hf_home, repos, env=None, reachable=hub_reachable) -> str | None:
+    """ONE line naming every missing repo when they cannot be downloaded (offline or hub unreachable)."""
+    import os
+
+    env = os.environ if env is None else env
+    missing = missing_repos(hf_home, repos)
+    if not missing:
+        return None
+    offline = str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
+    if not offline and reachable():
+        return None  # the cache rules will download them (in CPU jobs)
+    why = "HF_HUB_OFFLINE is set" if offline else "the hub is unreachable from here"
+    names = ", ".join(f"{t} {r}@{rev}" for t, r, rev in missing)
+    return (
+        f"HF cache {hf_home} lacks {len(missing)} repo(s) and {why}: {names}; download them where the network "
+        "is reachable (snakemake ... hf_cache on a node with internet) or point paths.hf_home at a cache that has them"
+    )

@@ -1,0 +1,180 @@
+"""Aggregate every cell's eval.json into summary.csv, a markdown leaderboard and a heatmap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ptflow.files import atomic_path, write_text_atomic
+
+SUMMARY_COLUMNS = [
+    "model",
+    "eval",
+    "agent",
+    "accuracy",
+    "stderr",
+    "n",
+    "scorer",
+    "task",
+    "checkpoint_kind",
+    "checkpoint",
+    "max_new_tokens",
+    "eval_seconds",
+    "train_seconds",
+    "host",
+    "slurm_job_id",
+    "flag",
+]
+
+
+def cell_flag(d: dict, judge: dict | None) -> str:
+    """'' for a clean scored cell; else why it must not be read as a plain score (cli-agent cells)."""
+    flags = []
+    if d.get("status") == "no_model":
+        flags.append("no final model")
+    elif (d.get("agent_run") or {}).get("budget_exhausted"):
+        flags.append("budget exhausted")
+    if judge is not None:
+        if judge.get("status") == "skipped":
+            flags.append("not judged")
+        elif judge.get("flagged"):
+            what = [k for k in ("contamination", "disallowed_model") if judge.get(k)]
+            flags.append("FLAGGED: " + "+".join(what))
+    return "; ".join(flags)
+
+
+def load_rows(eval_jsons: list[str | Path]):
+    import pandas as pd
+
+    rows = []
+    for path in eval_jsons:
+        d = json.loads(Path(path).read_text())
+        judge_path = Path(path).with_name("judge.json")
+        judge = json.loads(judge_path.read_text()) if judge_path.is_file() else None
+        metrics = d["metrics"] or {"accuracy": None, "stderr": None, "n": None}
+        rows.append(
+            {
+                "model": d["model"],
+                "eval": d["eval"],
+                "agent": d["agent"],
+                "accuracy": metrics["accuracy"],
+                "stderr": metrics["stderr"],
+                "n": metrics["n"],
+                "scorer": d["scorer"],
+                "task": d["task"],
+                "checkpoint_kind": d["checkpoint"]["kind"],
+                "checkpoint": d["checkpoint"]["path"],
+                "max_new_tokens": d["max_new_tokens"],
+                "eval_seconds": d["timings"]["eval_seconds"],
+                "train_seconds": d["timings"].get("train_seconds"),
+                "host": d["host"],
+                "slurm_job_id": d["slurm_job_id"],
+                "flag": cell_flag(d, judge),
+            }
+        )
+    df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    df["accuracy"] = df["accuracy"].astype(float)
+    df["stderr"] = df["stderr"].astype(float)
+    return df.sort_values(["eval", "model", "agent"], kind="stable")
+
+
+def _cell_text(r) -> str:
+    flag = getattr(r, "flag", "") or ""
+    flag = "" if flag != flag else flag  # NaN from a CSV round trip
+    if r.accuracy is None or r.accuracy != r.accuracy:
+        rest = "; ".join(f for f in flag.split("; ") if f and f != "no final model")
+        return f"no final model{' [' + rest + ']' if rest else ''}"
+    text = f"{r.accuracy:.3f} ± {r.stderr:.3f} (n={int(r.n)})"
+    if flag.startswith("FLAGGED") or "FLAGGED" in flag:
+        return f"⚠ {text} **[{flag}]**"
+    return f"{text} [{flag}]" if flag else text
+
+
+def leaderboard_markdown(df, agent_order: list[str]) -> str:
+    """One table per eval (models x agents, accuracy ± stderr) and the mean accuracy per agent."""
+    agents = [a for a in agent_order if a in set(df["agent"])]
+    lines = ["# Leaderboard", "", "Accuracy ± standard error per cell (n = test samples).", ""]
+    for eval_id, part in df.groupby("eval", sort=True):
+        lines += [
+            f"## {eval_id}",
+            "",
+            "| model | " + " | ".join(agents) + " |",
+            "|---|" + "---:|" * len(agents),
+        ]
+        for model, rows in part.groupby("model", sort=True):
+            by_agent = {r.agent: r for r in rows.itertuples()}
+            cells = [_cell_text(by_agent[a]) if a in by_agent else "—" for a in agents]
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append("")
+    flags = df["flag"].fillna("").astype(str) if "flag" in df else None
+    clean = df if flags is None else df[~flags.str.contains("FLAGGED")]
+    means = clean.groupby("agent")["accuracy"].mean()
+    lines += [
+        "## Mean accuracy per agent",
+        "",
+        "Flagged cells (judge) are left out of the mean; cells with no final model are not scored.",
+        "",
+        "| agent | mean accuracy | cells |",
+        "|---|---:|---:|",
+    ]
+    for a in agents:
+        m = means.get(a, float("nan"))
+        lines.append(f"| {a} | {'—' if m != m else f'{m:.3f}'} | {(df['agent'] == a).sum()} |")
+    return "\n".join(lines) + "\n"
+
+
+def heatmap(df, agent_order: list[str], out: str | Path) -> None:
+    """Models x evals accuracy, one panel per agent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    agents = [a for a in agent_order if a in set(df["agent"])]
+    models = sorted(df["model"].unique())
+    evals = sorted(df["eval"].unique())
+    fig, axes = plt.subplots(
+        1,
+        len(agents),
+        figsize=(1.2 + 1.4 * len(evals) * len(agents), 0.9 + 0.5 * len(models)),
+        squeeze=False,
+        constrained_layout=True,
+    )
+    image = None
+    for ax, agent in zip(axes[0], agents, strict=True):
+        grid = df[df["agent"] == agent].pivot_table(index="model", columns="eval", values="accuracy")
+        grid = grid.reindex(index=models, columns=evals)
+        image = ax.imshow(grid.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_title(agent)
+        ax.set_xticks(range(len(evals)), evals, rotation=45, ha="right")
+        ax.set_yticks(range(len(models)), models if ax is axes[0][0] else [""] * len(models))
+        for i in range(len(models)):
+            for j in range(len(evals)):
+                v = grid.values[i, j]
+                ax.text(
+                    j,
+                    i,
+                    "—" if v != v else f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    color="white" if v != v or v < 0.5 else "black",
+                    fontsize=8,
+                )
+    fig.colorbar(image, ax=axes[0].tolist(), label="accuracy")
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+
+
+def aggregate(
+    eval_jsons: list[str | Path],
+    agent_order: list[str],
+    summary_csv: str | Path,
+    leaderboard_md: str | Path,
+    heatmap_png: str | Path,
+) -> None:
+    df = load_rows(eval_jsons)
+    with atomic_path(summary_csv) as tmp:
+        df.to_csv(tmp, index=False)
+    write_text_atomic(leaderboard_md, leaderboard_markdown(df, agent_order))
+    heatmap(df, agent_order, heatmap_png)

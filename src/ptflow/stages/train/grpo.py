@@ -1,0 +1,110 @@
+"""GRPO with TRL's GRPOTrainer on a verl parquet (CPU); reward = the GSM8K strict rule."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+
+
+def completion_text(completion) -> str:
+    """The generated text of one TRL completion.
+
+    With conversational prompts TRL passes each completion as a message list
+    (``[{"role": "assistant", "content": text}]``), not a string; scoring ``str()`` of that list
+    would find no ``#### n`` at the end of the clipped tail and reward everything 0.
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return str(completion.get("content") or "")
+    return "".join(completion_text(m) for m in completion if not isinstance(m, dict) or m.get("role") == "assistant")
+
+
+def gsm8k_reward(prompts, completions, ground_truth, **kwargs) -> list[float]:
+    """TRL reward function: ``gsm8k_score`` of each completion against its row's ground truth."""
+    from ptflow.stages.scoring import gsm8k_score
+
+    return [gsm8k_score(completion_text(c), gt) for c, gt in zip(completions, ground_truth, strict=True)]
+
+
+def train_grpo(
+    model_path,
+    train_parquet,
+    output_dir,
+    *,
+    steps: int,
+    batch_size: int,
+    num_generations: int,
+    learning_rate: float,
+    max_completion_length: int,
+    seed: int,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """GRPO-train ``model_path``; save the final model to ``output_dir``.
+
+    ``batch_size`` counts prompts per optimizer step; each prompt gets ``num_generations``
+    sampled completions (TRL's per-device batch is ``batch_size * num_generations`` completions).
+    Returns ``{"step", "train_loss", "seconds", "reward_mean"}`` (reward averaged over the run).
+    """
+    t0 = time.perf_counter()
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ptflow.stages.train.trl_common import common_args, log_callback, quiet_trainer, read_verl_rows, save_final
+
+    if num_generations < 2:
+        raise ValueError("GRPO needs num_generations >= 2 (advantages are relative within a group)")
+    rows = read_verl_rows(train_parquet)
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in rows])
+    tokenizer = AutoTokenizer.from_pretrained(os.fspath(model_path))
+    model = AutoModelForCausalLM.from_pretrained(os.fspath(model_path), dtype="float32")
+    rewards: list[float] = []
+
+    def on_log(line: str) -> None:
+        log(line)
+
+    def reward_fn(prompts, completions, ground_truth, **kwargs):
+        out = gsm8k_reward(prompts, completions, ground_truth)
+        rewards.extend(out)
+        return out
+
+    reward_fn.__name__ = "gsm8k_strict"
+    with tempfile.TemporaryDirectory(prefix="ptflow-grpo-") as scratch:
+        args = common_args(
+            scratch, steps=steps, batch_size=batch_size * num_generations, learning_rate=learning_rate, seed=seed
+        )
+        config = GRPOConfig(
+            **args,
+            num_generations=num_generations,
+            max_completion_length=max_completion_length,
+            temperature=1.0,
+            beta=0.0,  # no reference model: cheaper, and the SFT start point is already on-format
+            num_iterations=1,
+            steps_per_generation=1,
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[reward_fn],
+            args=config,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[log_callback(on_log)],
+        )
+        quiet_trainer(trainer)
+        result = trainer.train()
+        save_final(trainer, tokenizer, output_dir)
+    seconds = time.perf_counter() - t0
+    reward_mean = sum(rewards) / len(rewards) if rewards else float("nan")
+    log(
+        f"grpo done: {result.global_step} steps, train_loss={result.training_loss:.4f}, "
+        f"reward_mean={reward_mean:.3f}, {seconds:.1f}s"
+    )
+    return {
+        "step": int(result.global_step),
+        "train_loss": float(result.training_loss),
+        "seconds": seconds,
+        "reward_mean": reward_mean,
+    }

@@ -1,0 +1,67 @@
+"""Supervised fine-tuning with TRL's SFTTrainer on a verl parquet (CPU)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+
+
+def train_sft(
+    model_path,
+    train_parquet,
+    output_dir,
+    *,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    seed: int,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Fine-tune ``model_path`` on prompt -> extra_info answer; save the final model to ``output_dir``.
+
+    Prompt-completion format with conversational messages, so TRL applies the chat template and
+    computes the loss on the completion tokens only (the assistant turn incl. its EOS).
+    Returns ``{"step", "train_loss", "seconds"}``.
+    """
+    t0 = time.perf_counter()
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from ptflow.stages.train.trl_common import common_args, log_callback, quiet_trainer, read_verl_rows, save_final
+
+    rows = read_verl_rows(train_parquet)
+    dataset = Dataset.from_list(
+        [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": r["answer"]}]} for r in rows]
+    )
+    tokenizer = AutoTokenizer.from_pretrained(os.fspath(model_path))
+    model = AutoModelForCausalLM.from_pretrained(os.fspath(model_path), dtype="float32")
+    with tempfile.TemporaryDirectory(prefix="ptflow-sft-") as scratch:
+        config = SFTConfig(
+            **common_args(
+                scratch,
+                steps=steps,
+                batch_size=batch_size,
+                learning_rate=learning_rate,
+                seed=seed,
+                warmup_steps=steps // 10,  # tiny models want a high lr; warmup avoids early loss spikes
+            ),
+            completion_only_loss=True,
+            max_length=256,
+            dataset_num_proc=None,
+        )
+        trainer = SFTTrainer(
+            model=model,
+            args=config,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[log_callback(log)],
+        )
+        quiet_trainer(trainer)
+        result = trainer.train()
+        save_final(trainer, tokenizer, output_dir)
+    seconds = time.perf_counter() - t0
+    log(f"sft done: {result.global_step} steps, train_loss={result.training_loss:.4f}, {seconds:.1f}s")
+    return {"step": int(result.global_step), "train_loss": float(result.training_loss), "seconds": seconds}

@@ -1,0 +1,87 @@
+"""The scripted agent: a real program of ours, run by the cli-agent machinery exactly like claude/codex/gemini.
+
+It reads its task dir (``task.json``: base model, train data, deadline; ``prompt.md``), post-trains the base model
+with SFT on the train split and saves ``final_model/`` — so its cell scores above baseline. It stands in for an LLM
+coding agent (no agent API is reachable here); everything around it (task dir, timeout, HF view, trace, copy,
+evaluation, judge) is the real path.
+
+``--overrun``: saves a partial ``final_model/`` early (the base model, unchanged), prints a line that reads the test
+split (so a judge flags it), then sleeps past its deadline: ``timeout`` stops it (exit 124).
+``--overrun --no-model``: the same without any ``final_model/`` (the cell shows "no final model").
+Output is stream-json-like JSONL on stdout, like the real agents'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+
+def event(kind: str, text: str) -> None:
+    print(json.dumps({"type": kind, "message": {"content": [{"type": "text", "text": text}]}}), flush=True)
+
+
+def save_atomically(src_dir: Path, final: Path) -> None:
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src_dir, tmp)
+    os.replace(tmp, final)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--task-dir", required=True)
+    ap.add_argument("--overrun", action="store_true", help="sleep past the deadline (timeout stops it: exit 124)")
+    ap.add_argument("--no-model", action="store_true", help="with --overrun: write no final_model/")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--learning-rate", type=float, default=3.0e-3)
+    args = ap.parse_args(argv)
+    task_dir = Path(args.task_dir)
+    task = json.loads((task_dir / "task.json").read_text())
+    prompt = (task_dir / "prompt.md").read_text()
+    event("assistant", f"I read the task ({len(prompt)} characters). Base model: {task['base_model']}.")
+    # The keys reach us through the environment only: report which are set and whether any value leaked into a
+    # file of the task dir (never the values themselves).
+    names = [k for k in os.environ.get("PTFLOW_AGENT_KEYS", "").split(",") if k]
+    values = [os.environ[k].encode() for k in names if os.environ.get(k)]
+    leaked = [str(p) for p in task_dir.rglob("*") if p.is_file() and any(v in p.read_bytes() for v in values)]
+    event("assistant", f"keys in my environment: {', '.join(k for k in names if os.environ.get(k)) or 'none'}")
+    event("assistant", f"key values found in task dir files: {len(leaked)} {leaked}")
+    final = task_dir / "final_model"
+    if args.overrun:
+        if not args.no_model:
+            save_atomically(Path(task["base_model"]), final)
+            event("assistant", "Saved a first (untrained) final_model/.")
+        # What a contaminating agent would do; the judge must catch it.
+        event("assistant", "Loading the evaluation data: pd.read_parquet('data/test.parquet') to tune on it.")
+        remaining = task["deadline"] - time.time()
+        event("assistant", f"Sleeping past the deadline ({remaining:.0f} s left).")
+        time.sleep(max(remaining, 0) + 3600)
+        return 0
+    from ptflow.stages.train.sft import train_sft
+
+    staging = task_dir / "work" / "sft"
+    event("assistant", f"Running SFT for {args.steps} steps on {task['train_data']}.")
+    result = train_sft(
+        task["base_model"],
+        task["train_data"],
+        staging,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        seed=0,
+        log=lambda m: event("tool", m),
+    )
+    save_atomically(staging, final)
+    event("result", f"final_model/ saved: {result['step']} steps, train_loss {result['train_loss']:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,1 +1,0 @@
-"""Test infrastructure for ptflow (a real local Slurm cluster for tests and benchmarks)."""

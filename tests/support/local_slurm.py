@@ -1,0 +1,764 @@
+"""A real two-node Slurm cluster on this one machine, for tests and benchmarks.
+
+Daemons (munged, MariaDB, slurmdbd, slurmctld and two slurmd) run as root from the Debian packages, with
+all config, state, sockets and logs in a private workdir; clients find the config through ``SLURM_CONF``
+(see ``LocalSlurmCluster.env``). Each start wipes the workdir's state and database, so a crashed run never
+breaks the next one, and only the processes recorded in ``<workdir>/state.json`` are ever stopped.
+
+    python -m tests.support.local_slurm up [--workdir DIR] [--no-accounting]
+    python -m tests.support.local_slurm status|down [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptflow.cluster.slurm import TERMINAL_STATES  # one list of final job states, shared with the workflow
+
+CLUSTER_NAME = "ptflowtest"
+DEFAULT_WORKDIR = Path("/tmp/ptflow-slurm")
+APT_PACKAGES = ("slurm-wlm", "slurmdbd", "munge", "mariadb-server")
+# Binaries start() needs: a missing one triggers the apt install.
+REQUIRED_BINARIES = (
+    "slurmctld",
+    "slurmd",
+    "slurmdbd",
+    "sacctmgr",
+    "munged",
+    "mariadbd",
+    "mariadb-install-db",
+    "mariadb",
+)
+DB_NAME = "slurm_acct_db"
+DB_USER = "slurm"
+
+
+class SlurmClusterError(RuntimeError):
+    """The cluster could not be started, or an operation on it failed."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    max_time_min: int
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What every node advertises (far more than this machine has, via SlurmdParameters=config_overrides)."""
+
+    cpus: int = 32
+    real_memory_mb: int = 262144
+    tmp_disk_mb: int = 512000
+    gpus: int = 4
+    gpu_type: str = "h100"
+
+    @property
+    def gres(self) -> str:
+        return f"gpu:{self.gpu_type}:{self.gpus}"
+
+
+PARTITIONS = (
+    Partition("debug", 60, default=True),
+    Partition("gpu", 720),
+    Partition("cpu", 120),
+    Partition("short", 5),
+)
+
+# Daemon start order; stop() goes in reverse, in these phases so slurmctld can still flush to slurmdbd.
+_STOP_PHASES = (("slurmd-1", "slurmd-2", "slurmctld"), ("slurmdbd",), ("mysqld",), ("munged",))
+
+
+def _proc_start_time(pid: int) -> str | None:
+    """Kernel start time of ``pid``; together with the pid it identifies a process across pid reuse."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":  # zombie: already dead, just not reaped by its (possibly foreign) parent
+        return None
+    return fields[19]
+
+
+def _ancestors() -> list[int]:
+    pids, pid = [], os.getppid()
+    while pid > 1:
+        pids.append(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            break
+    return pids
+
+
+def _make_fake_gpu(path: Path) -> None:
+    """A /dev/null-like char device: for a plain file slurmd logs errors and sets no CUDA_VISIBLE_DEVICES."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except OSError:  # e.g. no CAP_MKNOD: an empty file still registers the GPU
+        path.touch()
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalSlurmCluster:
+    """Start/stop a real Slurm 22.05 cluster of two nodes on this machine.
+
+    Node 1 is named after this host (NodeAddr 127.0.0.1), node 2 is ``node2`` (NodeAddr 127.0.0.2); both run
+    here as separate slurmd processes. With ``accounting`` (the default) slurmdbd stores into a private
+    MariaDB, so ``sacct``/``sacctmgr`` work and associations are enforced: user root has the default
+    account ``ptflow`` and no association with ``other``.
+    """
+
+    cluster_name = CLUSTER_NAME
+    account = "ptflow"
+    other_account = "other"
+    node_spec = NodeSpec()
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str] = DEFAULT_WORKDIR,
+        *,
+        accounting: bool = True,
+        port_base: int = 6817,
+        install: bool = True,
+    ) -> None:
+        self.workdir = Path(workdir).resolve()
+        self.accounting = accounting
+        self.install = install
+        self.ctld_port = port_base
+        self.dbd_port = port_base + 2
+        self.mysql_port = port_base + 3
+        self.external = False
+        self._conf_override: Path | None = None
+        host = socket.gethostname().split(".")[0]
+        self._node_addrs = {host: "127.0.0.1", "node2": "127.0.0.2"}
+        self._node_ports = {host: port_base + 1, "node2": port_base + 11}
+        self.partitions: dict[str, Partition] = {p.name: p for p in PARTITIONS}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.startup_seconds: float | None = None
+
+    # ---------------------------------------------------------------- attaching to an existing cluster
+    @classmethod
+    def existing(cls) -> LocalSlurmCluster:
+        """The cluster already configured here (``SLURM_CONF`` or /etc/slurm); never started or stopped."""
+        conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+        self = cls(conf.parent, install=False)
+        self.external = True
+        self._conf_override = conf
+        # Filled in from the live cluster by start().
+        self._node_addrs, self._node_ports, self.partitions, self.accounting = {}, {}, {}, False
+        return self
+
+    def _load_existing(self) -> None:
+        nodes = self.run(["scontrol", "show", "node", "--oneliner"], check=True).stdout
+        for line in nodes.splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if "NodeName" in fields:
+                self._node_addrs[fields["NodeName"]] = fields.get("NodeAddr", fields["NodeName"])
+        parts = self.run(["scontrol", "show", "partition", "--oneliner"], check=True).stdout
+        for line in parts.splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if "PartitionName" in fields:
+                limit = fields.get("MaxTime", "UNLIMITED")
+                self.partitions[fields["PartitionName"]] = Partition(
+                    fields["PartitionName"], _minutes(limit), fields.get("Default") == "YES"
+                )
+        self.accounting = "accounting_storage/slurmdbd" in self.run(["scontrol", "show", "config"]).stdout
+
+    # ---------------------------------------------------------------- public data
+    @property
+    def conf_path(self) -> Path:
+        return self._conf_override or self.workdir / "etc" / "slurm.conf"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Variables to merge into os.environ / a subprocess env so Slurm clients use this cluster."""
+        return {"SLURM_CONF": str(self.conf_path)}
+
+    @property
+    def hostnames(self) -> list[str]:
+        return list(self._node_addrs)
+
+    def node_addr(self, name: str) -> str:
+        return self._node_addrs[name]
+
+    @property
+    def default_partition(self) -> str:
+        return next(p.name for p in self.partitions.values() if p.default)
+
+    @property
+    def state_file(self) -> Path:
+        return self.workdir / "state.json"
+
+    # ---------------------------------------------------------------- client helpers
+    def run(
+        self, cmd: list[str], *, check: bool = False, timeout: float = 60, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client command against this cluster (text output captured)."""
+        proc = subprocess.run(
+            cmd, env={**os.environ, **self.env}, capture_output=True, text=True, timeout=timeout, input=input
+        )
+        if check and proc.returncode != 0:
+            raise SlurmClusterError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def job_state(self, jobid: int | str) -> str | None:
+        """Current state of a job's allocation (sacct if accounting, else scontrol); None if not known yet."""
+        if self.accounting:
+            out = self.run(["sacct", "-n", "-X", "-P", "-j", str(jobid), "-o", "State,Partition"]).stdout
+            if not out.strip():
+                return None
+            state, partition = out.splitlines()[-1].split("|")
+            # slurmctld feeds slurmdbd asynchronously: a short job's end can be stored before its submit
+            # record (no partition, time limit or memory yet). Report it as pending until that arrives.
+            if not partition:
+                return "PENDING"
+            # sacct prints e.g. "CANCELLED by 0"; the first word is the state.
+            return state.split()[0]
+        out = self.run(["scontrol", "show", "job", str(jobid), "--oneliner"]).stdout
+        for field in out.split():
+            if field.startswith("JobState="):
+                return field.split("=", 1)[1]
+        return None
+
+    def wait_job(self, jobid: int | str, timeout: float = 60) -> str:
+        """Wait until the job ended and return its final state as recorded by sacct (e.g. COMPLETED)."""
+        deadline = time.monotonic() + timeout
+        state = None
+        while time.monotonic() < deadline:
+            state = self.job_state(jobid)
+            if state in TERMINAL_STATES:
+                return state
+            time.sleep(0.5)
+        raise TimeoutError(f"job {jobid} not finished after {timeout}s (last state {state})")
+
+    # ---------------------------------------------------------------- lifecycle
+    def __enter__(self) -> LocalSlurmCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 90) -> LocalSlurmCluster:
+        """Bring the cluster up and wait until both nodes are idle. Raises SlurmClusterError."""
+        t0 = time.monotonic()
+        if self.external:
+            ping = self.run(["scontrol", "ping"])
+            if ping.returncode != 0:
+                raise SlurmClusterError(f"existing cluster ({self.conf_path}) not reachable: {ping.stdout}")
+            self._load_existing()
+            return self
+        if os.geteuid() != 0:
+            raise SlurmClusterError("the local Slurm cluster needs root (slurmd runs jobs as their user)")
+        self.ensure_installed()
+        self.stop()  # whatever a crashed earlier run left behind in this workdir
+        self._check_ports_free()
+        try:
+            self._prepare_workdir()
+            self._link_default_conf()
+            self._start_munged()
+            if self.accounting:
+                self._start_mysqld()
+                self._start_slurmdbd()
+                self._register_associations()
+            self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf_path)])
+            for i, node in enumerate(self.hostnames, start=1):
+                self._spawn(f"slurmd-{i}", ["slurmd", "-D", "-f", str(self.conf_path), "-N", node])
+            self._wait_nodes_idle(t0 + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Cancel leftover jobs, then stop only the daemons this workdir's cluster started. Idempotent."""
+        if self.external:
+            return
+        recorded = self._read_state().get("procs", {})
+        if not recorded and not self._procs:
+            return
+        if self._alive(recorded.get("slurmctld")):
+            self._cancel_all_jobs()
+        for phase in _STOP_PHASES:
+            live = {name: recorded[name] for name in phase if self._alive(recorded.get(name))}
+            for name in phase:  # started by this object but missing from the state file
+                proc = self._procs.get(name)
+                if name not in live and proc is not None and proc.poll() is None:
+                    live[name] = [proc.pid, _proc_start_time(proc.pid)]
+            for pid, _start in live.values():
+                os.kill(pid, signal.SIGTERM)
+            self._wait_dead(live, 15)
+            for name in phase:
+                if name in self._procs:
+                    self._procs.pop(name).wait(timeout=5)  # reap our own children
+            if "slurmctld" in phase:
+                self._kill_job_leftovers()
+        self.state_file.unlink(missing_ok=True)
+        self._unlink_default_conf()
+
+    # snakemake-executor-plugin-slurm's job step removes SLURM_CONF (with every SLURM_* variable) before its
+    # srun, so jobs only work when the config is where clients look without it: the default path, as on real
+    # clusters. The link exists while the cluster runs and only if no other config is there.
+    DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
+
+    def _link_default_conf(self) -> None:
+        link = self.DEFAULT_CONF
+        if link.is_symlink() and Path(os.readlink(link)) == self.conf_path:
+            return
+        if link.exists() or link.is_symlink():
+            raise SlurmClusterError(
+                f"{link} belongs to another cluster: jobs started by the Snakemake plugin would use it; "
+                "run the tests against that cluster with PTFLOW_SLURM_EXISTING=1 or move it away"
+            )
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(self.conf_path)
+
+    def _unlink_default_conf(self) -> None:
+        link = self.DEFAULT_CONF
+        if link.is_symlink() and Path(os.readlink(link)) == self.conf_path:
+            link.unlink()
+
+    def is_running(self) -> bool:
+        procs = self._read_state().get("procs", {})
+        return bool(procs) and all(self._alive(v) for v in procs.values())
+
+    def logs_tail(self, lines: int = 25) -> str:
+        logs = sorted((self.workdir / "log").glob("*.log"))
+        return "\n".join(f"--- {p.name}\n{_tail(p, lines)}" for p in logs)
+
+    # ---------------------------------------------------------------- installation
+    def ensure_installed(self) -> None:
+        """apt-get install the Debian packages if any daemon is missing (one `apt-get update` retry)."""
+        if all(shutil.which(b) for b in REQUIRED_BINARIES):
+            return
+        if not self.install:
+            raise SlurmClusterError(f"Slurm packages missing (install=False): need {' '.join(APT_PACKAGES)}")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        cmd = ["apt-get", "install", "-y", "-q", *APT_PACKAGES]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, text=True)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0 or not all(shutil.which(b) for b in REQUIRED_BINARIES):
+            raise SlurmClusterError(f"apt-get install {' '.join(APT_PACKAGES)} failed: {proc.stderr[-1500:]}")
+
+    # ---------------------------------------------------------------- internals: processes
+    def _read_state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _record(self, name: str, pid: int) -> None:
+        state = self._read_state()
+        state.setdefault("procs", {})[name] = [pid, _proc_start_time(pid)]
+        state.update(workdir=str(self.workdir), accounting=self.accounting, conf=str(self.conf_path))
+        self.state_file.write_text(json.dumps(state, indent=1))
+
+    @staticmethod
+    def _alive(entry: list | None) -> bool:
+        if not entry:
+            return False
+        pid, start = entry
+        return start is not None and _proc_start_time(pid) == start
+
+    def _wait_dead(self, procs: dict[str, list], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not any(self._alive(e) for e in procs.values()):
+                return
+            time.sleep(0.1)
+        for entry in procs.values():
+            if self._alive(entry):
+                os.kill(entry[0], signal.SIGKILL)
+
+    def _kill_job_leftovers(self) -> None:
+        """SIGKILL processes of this cluster's jobs that outlived their job.
+
+        proctrack/linuxproc finds a job's processes through their parents, so a child forked while a
+        cancel kills its shell is reparented to init and escapes; it still carries the job's environment.
+        """
+        marker = f"SLURM_CONF={self.conf_path}".encode()
+        spare = {os.getpid(), *_ancestors()}
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) in spare:
+                continue
+            try:
+                environ = (proc / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker in environ and any(v.startswith(b"SLURM_JOB_ID=") for v in environ):
+                try:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        out = open(self.workdir / "log" / f"{name}.out", "ab")  # noqa: SIM115 - handed to the child
+        # A new session so the daemons outlive `python -m ... up` and its terminal.
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **self.env},
+            start_new_session=True,
+            cwd=self.workdir,
+        )
+        out.close()
+        self._procs[name] = proc
+        self._record(name, proc.pid)
+        return proc
+
+    def _wait_for(self, what: str, check, timeout: float, log: Path, proc_name: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return
+            if self._procs[proc_name].poll() is not None:
+                break
+            time.sleep(0.1)
+        raise SlurmClusterError(f"{what} did not come up; log {log}:\n{_tail(log, 30)}")
+
+    def _check_ports_free(self) -> None:
+        ports = [
+            ("127.0.0.1", self.ctld_port),
+            *zip(self._node_addrs.values(), self._node_ports.values(), strict=True),
+        ]
+        if self.accounting:
+            ports += [("127.0.0.1", self.dbd_port), ("127.0.0.1", self.mysql_port)]
+        for addr, port in ports:
+            with socket.socket() as s:
+                if s.connect_ex((addr, port)) == 0:
+                    raise SlurmClusterError(
+                        f"{addr}:{port} is already in use (another Slurm/MariaDB?); pass another port_base"
+                    )
+
+    # ---------------------------------------------------------------- internals: config and daemons
+    def _prepare_workdir(self) -> None:
+        for sub in ("state", "spool", "log", "run", "munge", "mysql", "gpu"):
+            shutil.rmtree(self.workdir / sub, ignore_errors=True)
+        for sub in ("etc", "state", "spool", "log", "run", "munge", "gpu"):
+            (self.workdir / sub).mkdir(parents=True, exist_ok=True)
+        # munged refuses sockets in group/other-writable dirs.
+        for d in (self.workdir, self.workdir / "munge"):
+            d.chmod(0o755)
+        for node in self.hostnames:
+            (self.workdir / "spool" / node).mkdir()
+            (self.workdir / "gpu" / node).mkdir()
+            for i in range(self.node_spec.gpus):
+                _make_fake_gpu(self.workdir / "gpu" / node / f"nvidia{i}")
+        etc = self.workdir / "etc"
+        (etc / "slurm.conf").write_text(self._slurm_conf())
+        (etc / "gres.conf").write_text(self._gres_conf())
+        self._db_password = secrets.token_hex(12)
+        dbd = etc / "slurmdbd.conf"
+        dbd.unlink(missing_ok=True)
+        # slurmdbd insists on mode 600 since the file holds the DB password.
+        fd = os.open(dbd, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self._slurmdbd_conf())
+
+    @property
+    def _munge_socket(self) -> Path:
+        return self.workdir / "munge" / "munge.socket"
+
+    def _slurm_conf(self) -> str:
+        w = self.workdir
+        s = self.node_spec
+        host = self.hostnames[0]
+        lines = [
+            f"ClusterName={self.cluster_name}",
+            f"SlurmctldHost={host}(127.0.0.1)",
+            f"SlurmctldPort={self.ctld_port}",
+            "SlurmUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={self._munge_socket}",
+            f"StateSaveLocation={w}/state",
+            f"SlurmdSpoolDir={w}/spool/%n",
+            f"SlurmctldPidFile={w}/run/slurmctld.pid",
+            f"SlurmdPidFile={w}/run/slurmd-%n.pid",
+            f"SlurmctldLogFile={w}/log/slurmctld.log",
+            f"SlurmdLogFile={w}/log/slurmd-%n.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory",
+            "SlurmdParameters=config_overrides",
+            "ReturnToService=2",
+            "GresTypes=gpu",
+            "MpiDefault=none",
+            "MailProg=/bin/true",
+            "JobRequeue=1",
+            # Finished jobs stay visible to squeue/scontrol for 10 minutes.
+            "MinJobAge=600",
+            # Without it a job without --mem gets a whole node's memory and jobs cannot share a node.
+            "DefMemPerCPU=1024",
+            # Quick scancel/timeouts: a job gets SIGKILL 5 s after SIGTERM.
+            "KillWait=5",
+            "InactiveLimit=0",
+            # Start batch jobs at submission instead of up to 3 s later (keeps the tests quick).
+            "SchedulerParameters=batch_sched_delay=0",
+            "JobAcctGatherType=jobacct_gather/linux",
+            "JobAcctGatherFrequency=30",
+        ]
+        if self.accounting:
+            lines += [
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                "AccountingStorageHost=127.0.0.1",
+                f"AccountingStoragePort={self.dbd_port}",
+                # slurmctld<->slurmdbd use this munge socket, not AuthInfo's.
+                f"AccountingStoragePass={self._munge_socket}",
+                "AccountingStorageEnforce=associations,limits",
+                "AccountingStorageTRES=gres/gpu",
+            ]
+        else:
+            lines.append("AccountingStorageType=accounting_storage/none")
+        for name, addr in self._node_addrs.items():
+            hostname = "" if name == host else f" NodeHostname={host}"
+            lines.append(
+                f"NodeName={name}{hostname} NodeAddr={addr} Port={self._node_ports[name]} CPUs={s.cpus}"
+                f" RealMemory={s.real_memory_mb} TmpDisk={s.tmp_disk_mb} Gres={s.gres} State=UNKNOWN"
+            )
+        nodes = ",".join(self.hostnames)
+        for p in self.partitions.values():
+            default = " Default=YES" if p.default else ""
+            lines.append(f"PartitionName={p.name} Nodes={nodes} MaxTime={p.max_time_min}{default} State=UP")
+        return "\n".join(lines) + "\n"
+
+    def _gres_conf(self) -> str:
+        s = self.node_spec
+        # File= placeholders are required: a node with typed GPUs but no files registers INVALID.
+        files = f"nvidia[0-{s.gpus - 1}]"
+        return "".join(
+            f"NodeName={node} Name=gpu Type={s.gpu_type} File={self.workdir}/gpu/{node}/{files}\n"
+            for node in self.hostnames
+        )
+
+    def _slurmdbd_conf(self) -> str:
+        w = self.workdir
+        return (
+            "\n".join(
+                [
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={self._munge_socket}",
+                    "DbdHost=localhost",
+                    "DbdAddr=127.0.0.1",
+                    f"DbdPort={self.dbd_port}",
+                    "SlurmUser=root",
+                    f"LogFile={w}/log/slurmdbd.log",
+                    f"PidFile={w}/run/slurmdbd.pid",
+                    "StorageType=accounting_storage/mysql",
+                    "StorageHost=127.0.0.1",
+                    f"StoragePort={self.mysql_port}",
+                    f"StorageUser={DB_USER}",
+                    f"StoragePass={self._db_password}",
+                    f"StorageLoc={DB_NAME}",
+                ]
+            )
+            + "\n"
+        )
+
+    def _start_munged(self) -> None:
+        key = self.workdir / "munge" / "munge.key"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(1024))
+        d = self.workdir / "munge"
+        log = self.workdir / "log" / "munged.log"
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "-F",
+                "--force",
+                f"--socket={self._munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={d}/munged.pid",
+                f"--seed-file={d}/munged.seed",
+                f"--log-file={log}",
+            ],
+        )
+        probe = ["munge", "-n", "-S", str(self._munge_socket)]
+        self._wait_for("munged", lambda: subprocess.run(probe, capture_output=True).returncode == 0, 15, log, "munged")
+
+    def _mysql(self, sql: str) -> subprocess.CompletedProcess[str]:
+        sock = self.workdir / "run" / "mysqld.sock"
+        return subprocess.run(
+            ["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e", sql],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    def _start_mysqld(self) -> None:
+        datadir = self.workdir / "mysql"
+        log = self.workdir / "log" / "mysqld.log"
+        init = subprocess.run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={datadir}",
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if init.returncode != 0:
+            raise SlurmClusterError(f"mariadb-install-db failed: {init.stdout[-1000:]}{init.stderr[-1000:]}")
+        self._spawn(
+            "mysqld",
+            [
+                "mariadbd",
+                "--no-defaults",
+                f"--datadir={datadir}",
+                "--user=root",
+                f"--socket={self.workdir}/run/mysqld.sock",
+                f"--pid-file={self.workdir}/run/mysqld.pid",
+                f"--port={self.mysql_port}",
+                "--bind-address=127.0.0.1",
+                "--skip-name-resolve",
+                f"--log-error={log}",
+                "--innodb-buffer-pool-size=128M",
+                "--innodb-log-file-size=64M",
+                "--innodb-lock-wait-timeout=900",
+            ],
+        )
+        self._wait_for("mariadbd", lambda: self._mysql("SELECT 1").returncode == 0, 30, log, "mysqld")
+        pw = self._db_password
+        grant = self._mysql(
+            f"CREATE USER '{DB_USER}'@'127.0.0.1' IDENTIFIED BY '{pw}';"
+            f" GRANT ALL ON {DB_NAME}.* TO '{DB_USER}'@'127.0.0.1';"
+        )
+        if grant.returncode != 0:
+            raise SlurmClusterError(f"creating the slurm DB user failed: {grant.stderr}")
+
+    def _start_slurmdbd(self) -> None:
+        self._spawn("slurmdbd", ["slurmdbd", "-D"])
+
+        def ready() -> bool:
+            return self.run(["sacctmgr", "-n", "-P", "list", "cluster"], timeout=15).returncode == 0
+
+        log = self.workdir / "log" / "slurmdbd.log"
+        self._wait_for("slurmdbd", ready, 30, log, "slurmdbd")
+
+    def _register_associations(self) -> None:
+        c = self.cluster_name
+        for cmd in (
+            ["sacctmgr", "-i", "add", "cluster", c],
+            [
+                "sacctmgr",
+                "-i",
+                "add",
+                "account",
+                self.account,
+                self.other_account,
+                f"cluster={c}",
+                "description=ptflow test account",
+                "organization=ptflow",
+            ],
+            ["sacctmgr", "-i", "add", "user", "root", f"account={self.account}", f"cluster={c}"],
+            ["sacctmgr", "-i", "modify", "user", "root", "set", f"defaultaccount={self.account}"],
+        ):
+            self.run(cmd, check=True)
+
+    def _wait_nodes_idle(self, deadline: float) -> None:
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            for name, proc in self._procs.items():
+                if proc.poll() is not None:
+                    raise SlurmClusterError(f"{name} exited ({proc.returncode}) during start-up\n{self.logs_tail()}")
+            out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=15)
+            states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+            if out.returncode == 0 and all(states.get(n) == "idle" for n in self.hostnames):
+                return
+            time.sleep(0.25)
+        raise SlurmClusterError(f"nodes not idle in time (states {states})\n{self.logs_tail()}")
+
+    def _cancel_all_jobs(self) -> None:
+        jobs = self.run(["squeue", "-h", "-o", "%i"], timeout=15).stdout.split()
+        if jobs:
+            self.run(["scancel", *jobs], timeout=15)
+        # Let slurmstepd/job processes exit before their slurmd goes away.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            out = self.run(["squeue", "-h", "-t", "RUNNING,COMPLETING,CONFIGURING", "-o", "%i"], timeout=15)
+            if out.returncode != 0 or not out.stdout.strip():
+                return
+            time.sleep(0.25)
+
+
+def _minutes(limit: str) -> int:
+    """Slurm time limit ('UNLIMITED', 'MM', 'HH:MM:SS', 'D-HH:MM:SS') in minutes; UNLIMITED -> -1."""
+    if limit in ("UNLIMITED", "INFINITE"):
+        return -1
+    days, _, rest = limit.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return int(days or 0) * 1440 + h * 60 + m + (1 if s else 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.support.local_slurm", description=__doc__.splitlines()[0])
+    ap.add_argument("action", choices=["up", "down", "status"])
+    ap.add_argument("--workdir", default=str(DEFAULT_WORKDIR))
+    ap.add_argument("--no-accounting", action="store_true", help="no slurmdbd/MariaDB (sacct disabled)")
+    args = ap.parse_args(argv)
+    cluster = LocalSlurmCluster(args.workdir, accounting=not args.no_accounting)
+    state = cluster._read_state()
+    if args.action == "up":
+        try:
+            cluster.start()
+        except SlurmClusterError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(
+            f"# cluster {cluster.cluster_name} up in {cluster.startup_seconds:.1f}s; nodes "
+            f"{' '.join(cluster.hostnames)}; accounting={cluster.accounting}",
+            file=sys.stderr,
+        )
+        for k, v in cluster.env.items():
+            print(f"export {k}={v}")
+        return 0
+    if args.action == "down":
+        cluster.stop()
+        print("stopped", file=sys.stderr)
+        return 0
+    running = cluster.is_running()
+    print(f"running={running} workdir={cluster.workdir}")
+    for name, (pid, _start) in state.get("procs", {}).items():
+        print(f"  {name}: pid {pid} alive={cluster._alive(state['procs'][name])}")
+    if running:
+        print(cluster.run(["sinfo", "-N", "-o", "%N %P %t %c %m %G"]).stdout, end="")
+        print(f"export SLURM_CONF={cluster.conf_path}")
+    return 0 if running else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
