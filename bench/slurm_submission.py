@@ -66,9 +66,9 @@ def prepare(work: Path, cfg, site: dict) -> Path:
 
 
 def submission(env: dict) -> None:
-    from ptflow.config.model import load_config
+    from ptflow.config.load import load
 
-    cfg = load_config(REPO / "config" / "config.yaml", REPO / "config" / "posttrainbench.yaml")
+    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
     work = Path(tempfile.mkdtemp(prefix="bench-submit-", dir="/var/lib/ptflow-tests"))
     site = yaml.safe_load(SITE.read_text())
     for req in site["resources"].values():

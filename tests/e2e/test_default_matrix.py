@@ -65,7 +65,7 @@ def test_leaderboard_shows_learning(done):
 
 
 def test_checkpoints_on_scratch_with_manifest(done):
-    from ptflow.stages.train.cell import verify_checkpoint
+    from ptflow.stages.checkpoint import verify_checkpoint
 
     for m in MODELS:
         for e in EVALS:

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from ptflow.cluster import infra_retry as pyxis
-from ptflow.cluster import slurm
+from ptflow.cluster import multinode, slurm
+from tests.support import slurm_admin
 
 BASE = Path("/var/lib/ptflow-tests/skyrl-pyxis")
 REPO = Path(__file__).resolve().parents[2]
@@ -55,13 +56,13 @@ def test_rendezvous_env_on_two_nodes(slurm_cluster):
         "['WORLD_SIZE','MASTER_ADDR','MASTER_PORT','NODE_RANK','NUM_GPU_PER_NODE','SLURMD_NODENAME']}))"
     )
     runner = (
-        "import sys; from ptflow import pyxis;"
-        f"sys.exit(pyxis.run_nodes({{'name': 'localtest'}}, [{sys.executable!r}, '-c', {probe!r}], {str(d)!r},"
+        "import sys; from ptflow.cluster import multinode; from ptflow.config.sites import RuntimeSpec;"
+        f"sys.exit(multinode.run_nodes(RuntimeSpec('localtest'), [{sys.executable!r}, '-c', {probe!r}], {str(d)!r},"
         " gpus_per_node=4))"
     )
     script = _script(d / "job.sh", f"export PYTHONPATH={REPO / 'src'}\n{sys.executable} -c {json.dumps(runner)}\n")
     job = slurm.submit(slurm.sbatch_argv(str(script), options=_opts(d, "ptflow-pyxis-env", ["--nodes=2"])))
-    rec = pyxis.wait_job(job, poll=1, timeout=240)
+    rec = slurm.wait_job(job, poll=1, timeout=240)
     log = (d / f"job-{job}.log").read_text()
     assert rec.base_state == "COMPLETED", log
     envs = [json.loads(line[4:]) for line in log.splitlines() if line.startswith("ENV ")]
@@ -69,7 +70,7 @@ def test_rendezvous_env_on_two_nodes(slurm_cluster):
     assert {e["SLURMD_NODENAME"] for e in envs} == set(slurm.hostnames(rec.nodes))
     for e in envs:
         assert e["WORLD_SIZE"] == "2" and e["NUM_GPU_PER_NODE"] == "4"
-        assert e["MASTER_PORT"] == str(pyxis.master_port(job))
+        assert e["MASTER_PORT"] == str(multinode.master_port(job))
     first = slurm.hostnames(rec.nodes)[0]
     assert {e["MASTER_ADDR"] for e in envs} == {slurm.node_addresses([first])[first].addr}
     assert next(e for e in envs if e["NODE_RANK"] == "0")["SLURMD_NODENAME"] == first
@@ -83,7 +84,7 @@ def test_training_error_is_not_retried(slurm_cluster):
     script = _script(d / "job.sh", 'echo "Traceback (most recent call last):"; echo "ValueError: bad lr"; exit 1\n')
     submit = pyxis.sbatch_submitter(script, _opts(d, "ptflow-pyxis-train"))
     with pytest.raises(pyxis.TrainingFailed, match="not retried"):
-        pyxis.run_with_retries(submit, _log_of(d), d, wait=lambda j: pyxis.wait_job(j, 1, 120))
+        pyxis.run_with_retries(submit, _log_of(d), d, wait=lambda j: slurm.wait_job(j, 1, 120))
     status = json.loads((d / "status.json").read_text())
     assert status["failure"] == "training" and len(status["history"]) == 1
 
@@ -105,7 +106,7 @@ def test_bad_gpu_log_line_is_retried_elsewhere(slurm_cluster):
         return base(attempt, exclude) if attempt > 1 else pyxis.sbatch_submitter(
             script, _opts(d, "ptflow-pyxis-xid", ["--nodelist=node2"]))(attempt, exclude)  # fmt: skip
 
-    res = pyxis.run_with_retries(submit, _log_of(d), d, wait=lambda j: pyxis.wait_job(j, 1, 120))
+    res = pyxis.run_with_retries(submit, _log_of(d), d, wait=lambda j: slurm.wait_job(j, 1, 120))
     assert res["status"] == "succeeded" and res["attempts"] == 2
     assert res["exclude"] == ["node2"]
     assert res["history"][0]["kind"] == "infra" and "Xid" in res["history"][0]["reason"]
@@ -130,7 +131,7 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
     the kill we mark node2 DOWN ourselves (what slurmctld does when the timeout passes) to keep it down briefly; then
     slurmd is restarted with its original argv and the node resumed."""
     for _ in range(90):  # the cluster is shared: wait (up to 3 min) for node2 to have no other running jobs
-        others = slurm.node_running_jobs("node2")
+        others = slurm_admin.node_running_jobs("node2")
         if not others:
             break
         time.sleep(2)
@@ -148,13 +149,13 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
 
     def wait(job_id):
         if restarted:  # later attempts: just wait
-            return pyxis.wait_job(job_id, 1, 180)
+            return slurm.wait_job(job_id, 1, 180)
         for _ in range(120):
             rec = slurm.job_state(job_id)
             if rec and rec.base_state == "RUNNING" and "started on" in _log_of(d)(job_id):
                 break
             time.sleep(1)
-        others = [j for j in slurm.node_running_jobs("node2") if j != job_id]
+        others = [j for j in slurm_admin.node_running_jobs("node2") if j != job_id]
         if others:  # another test's job landed on node2 meanwhile: do not take the node down under it
             slurm.cancel([job_id])
             pytest.skip(f"jobs {others} of other tests started on node2; not killing its slurmd")
@@ -162,8 +163,8 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
         restarted["argv"] = argv
         os.kill(pid, signal.SIGKILL)
         try:
-            slurm.update_node("node2", "down", "ptflow-test-slurmd-killed")
-            rec = pyxis.wait_job(job_id, 1, 120)
+            slurm_admin.update_node("node2", "down", "ptflow-test-slurmd-killed")
+            rec = slurm.wait_job(job_id, 1, 120)
         finally:
             with open(ctx["out"] if ctx["out"].startswith("/") else os.devnull, "ab") as out:
                 proc = subprocess.Popen(argv, cwd=ctx["cwd"], env=ctx["env"], start_new_session=True,
@@ -179,11 +180,11 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
             os.replace(tmp, STATE)
             for _ in range(60):  # ReturnToService=2 may bring it back by itself once slurmd registers
                 time.sleep(1)
-                state = slurm.node_state("node2")
+                state = slurm_admin.node_state("node2")
                 if "DOWN" not in state and "DRAIN" not in state:
                     break
                 with contextlib.suppress(slurm.SlurmUnavailable):  # "invalid transition" until slurmd is back
-                    slurm.update_node("node2", "resume")
+                    slurm_admin.update_node("node2", "resume")
         restarted["state"] = rec.base_state
         return rec
 
@@ -191,4 +192,4 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
     assert restarted["state"] == "NODE_FAIL"
     assert res["history"][0]["kind"] == "infra" and "NODE_FAIL" in res["history"][0]["reason"]
     assert res["exclude"] == ["node2"] and res["status"] == "succeeded"
-    assert "DOWN" not in slurm.node_state("node2")
+    assert "DOWN" not in slurm_admin.node_state("node2")

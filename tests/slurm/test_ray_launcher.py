@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ptflow.cluster import slurm
 from tests.e2e.smk import REPO, snakemake
 
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
@@ -94,13 +95,9 @@ def job_state(cluster, job_id: str) -> tuple[str, str]:
 
 
 def wait_job(cluster, job_id: str, seconds: float = 900) -> tuple[str, str]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        state, code = job_state(cluster, job_id)
-        if state and state not in ("PENDING", "RUNNING", "REQUEUED", "COMPLETING"):
-            return state, code
-        time.sleep(5)
-    raise AssertionError(f"job {job_id} did not end within {seconds} s")
+    """(state, exit code) once the job has ended."""
+    rec = slurm.wait_job(job_id, poll=5, timeout=seconds)
+    return rec.state, rec.exit_code
 
 
 def test_train_like_rule_brings_up_ray_on_both_nodes_through_the_plugin(slurm_cluster, work):

@@ -4,6 +4,7 @@ this process, which runs the launcher (ptflow.launch.skyrl) as the train rule do
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -15,18 +16,17 @@ from pathlib import Path
 import pytest
 
 from ptflow.cluster import slurm
+from ptflow.config.sites import Request, RuntimeSpec
 from ptflow.launch import skyrl
+from tests.e2e.smk import REPO, job_env
 
 BASE = Path("/var/lib/ptflow-tests/skyrl-pyxis")
-SITE = {
-    "name": "localtest-skyrl",
-    "account": "ptflow",
-    "env": {"FI_PROVIDER": "tcp"},
-    "resources": {
-        "default": {"partition": "debug", "threads": 1, "mem_mb": 500, "runtime": 10},
-        "runtime_server": {"partition": "cpu", "threads": 1, "mem_mb": 500, "runtime": 10},
-    },
-}
+# The runtime server's side of a site: its request on partition `cpu`, this machine's Python, the site's env.
+SITE = skyrl.ServerSite(
+    Request({"partition": "cpu", "threads": 1, "mem_mb": 500, "runtime": 10}, scheduler="slurm", account="ptflow"),
+    RuntimeSpec("localtest-skyrl"),
+    {"FI_PROVIDER": "tcp"},
+)
 
 
 def _standin(out: Path, calls: int, interval: float) -> list[str]:
@@ -65,11 +65,8 @@ def test_server_job_on_cpu_serves_standin_and_stops(slurm_cluster):
     assert rec.partition == "cpu"
     assert (coord / "runtime_ready.flag").exists() and (coord / "training_complete.flag").exists()
     assert "call 4/4 ok" in (coord / "trainer.log").read_text()
-    for _ in range(30):  # the server stops on training_complete.flag (or scancel) — either way it ends
-        if slurm.job_state(res["server_job"]).base_state in slurm.TERMINAL_STATES:
-            break
-        time.sleep(1)
-    assert slurm.job_state(res["server_job"]).base_state in slurm.TERMINAL_STATES
+    # the server stops on training_complete.flag (or scancel) — either way it ends
+    slurm.wait_job(res["server_job"], poll=1, timeout=30)
     assert "POST /execute" in (coord / "server.log").read_text()
     assert key not in _all_text(coord)  # script, both logs, config copies
     assert seen_ps and not any(key in s for s in seen_ps)
@@ -103,7 +100,7 @@ def test_server_dying_mid_run_fails_training_and_is_cleaned_up(slurm_cluster):
 def test_server_that_never_gets_ready_fails_clearly(slurm_cluster):
     """A server that crashes at start (its key file made unreadable for others check: mode 644) -> clear error."""
     coord = BASE / f"bad-{uuid.uuid4().hex[:8]}"
-    site = {**SITE, "runtime": {"kind": "venv", "venv": "/nonexistent-venv"}}
+    site = dataclasses.replace(SITE, runtime=RuntimeSpec("localtest-skyrl", venv="/nonexistent-venv"))
     with pytest.raises(skyrl.SkyRLError, match=r"ended \((FAILED|COMPLETED)\) before writing .*runtime_ready.flag"):
         skyrl.run_two_job(site, coord, ["true"], params={"ready_timeout": 300})
     assert "nonexistent-venv" in (coord / "server.log").read_text()
@@ -136,13 +133,12 @@ def test_sigterm_to_launcher_cancels_server_job(slurm_cluster):
     coord = BASE / f"sig-{uuid.uuid4().hex[:8]}"
     name = f"ptflow-skyrl-sig-{uuid.uuid4().hex[:6]}"
     code = (
-        "import sys; from ptflow import skyrl; from tests.slurm.test_skyrl_twojob import SITE, _standin;"
+        "import sys; from ptflow.launch import skyrl; from tests.slurm.test_skyrl_twojob import SITE, _standin;"
         f"skyrl.run_two_job(SITE, {str(coord)!r}, _standin(__import__('pathlib').Path({str(coord)!r}) / 'out', 500, 1),"
         f" params={{'ready_timeout': 300}}, job_name={name!r})"
     )
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": f"{repo / 'src'}:{repo}"}
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=repo, env=env, stdout=subprocess.PIPE,
+    env = job_env()
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
         for _ in range(600):
@@ -159,16 +155,12 @@ def test_sigterm_to_launcher_cancels_server_job(slurm_cluster):
             proc.kill()
     assert proc.returncode != 0, out
     assert (coord / "training_complete.flag").exists()
-    for _ in range(30):
-        if slurm.job_state(job_id).base_state in slurm.TERMINAL_STATES:
-            break
-        time.sleep(1)
-    assert slurm.job_state(job_id).base_state in slurm.TERMINAL_STATES
+    slurm.wait_job(job_id, poll=1, timeout=30)
 
 
 def test_train_cell_dispatches_skyrl_kind(slurm_cluster):
-    """The train stage's entry (ptflow.train.run.train_cell, kind skyrl) runs the two-job flow and writes a manifest;
-    the stand-in's "checkpoint" is a copy of the start model (it learns nothing)."""
+    """The train stage's entry (ptflow.stages.train.cell.train_cell, kind skyrl) runs the two-job flow and writes a
+    manifest; the stand-in's "checkpoint" is a copy of the start model (it learns nothing)."""
     import json
 
     from ptflow.stages.train.cell import train_cell
@@ -187,7 +179,7 @@ def test_train_cell_dispatches_skyrl_kind(slurm_cluster):
         config_hash="h",
         manifest_path=str(d / "checkpoint.json"),
         threads=0,
-        agent={"coord_dir": str(d / "skyrl"), "site": SITE},
+        agent={"coord_dir": str(d / "skyrl"), "server": SITE.to_dict()},
     )
     assert manifest["kind"] == "skyrl" and manifest["step"] == 2
     assert json.loads((d / "ckpt" / "skyrl_standin.json").read_text())["standin"] is True

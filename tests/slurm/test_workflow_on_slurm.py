@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from ptflow.cluster import slurm
 from ptflow.config.model import build_config
 from ptflow.config.sites import load_site
 from ptflow.stages.report import SUMMARY_COLUMNS
@@ -99,11 +100,6 @@ def test_every_rule_is_a_slurm_job_and_results_match_local_shape(matrix_done):
         assert json.loads(p.read_text())["slurm_job_id"] in ids
 
 
-def _minutes(text: str) -> int:
-    h, m, s = (int(x) for x in text.split("-")[-1].split(":"))
-    return h * 60 + m + (1 if s else 0)
-
-
 def test_recorded_request_equals_site(matrix_done):
     work, jobs, _ = matrix_done
     site = load_site(str(SITE), REPO)
@@ -115,7 +111,7 @@ def test_recorded_request_equals_site(matrix_done):
         where = f"job {job['JobId']} ({rule} {wc})"
         assert job["Partition"] == req["partition"], where
         assert job["Account"] == "ptflow", where
-        assert _minutes(job["TimeLimit"]) == req["runtime"], where
+        assert slurm.parse_minutes(job["TimeLimit"]) == req["runtime"], where
         assert job["MinMemoryNode"] == f"{req['mem_mb']}M", where
         assert int(job["NumNodes"].split("-")[0]) == req.get("nodes", 1), where
         assert int(job["CPUs/Task"]) == req["threads"], where

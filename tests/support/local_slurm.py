@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptflow.cluster.slurm import TERMINAL_STATES  # one list of final job states, shared with the workflow
+from ptflow.cluster import slurm  # one parser of time limits and one wait for jobs, shared with the workflow
 
 CLUSTER_NAME = "ptflowtest"
 DEFAULT_WORKDIR = Path("/tmp/ptflow-slurm")
@@ -181,7 +181,9 @@ class LocalSlurmCluster:
             if "PartitionName" in fields:
                 limit = fields.get("MaxTime", "UNLIMITED")
                 self.partitions[fields["PartitionName"]] = Partition(
-                    fields["PartitionName"], _minutes(limit), fields.get("Default") == "YES"
+                    fields["PartitionName"],
+                    -1 if (limit_min := slurm.parse_minutes(limit)) is None else limit_min,
+                    fields.get("Default") == "YES",
                 )
         self.accounting = "accounting_storage/slurmdbd" in self.run(["scontrol", "show", "config"]).stdout
 
@@ -222,35 +224,9 @@ class LocalSlurmCluster:
             raise SlurmClusterError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
         return proc
 
-    def job_state(self, jobid: int | str) -> str | None:
-        """Current state of a job's allocation (sacct if accounting, else scontrol); None if not known yet."""
-        if self.accounting:
-            out = self.run(["sacct", "-n", "-X", "-P", "-j", str(jobid), "-o", "State,Partition"]).stdout
-            if not out.strip():
-                return None
-            state, partition = out.splitlines()[-1].split("|")
-            # slurmctld feeds slurmdbd asynchronously: a short job's end can be stored before its submit
-            # record (no partition, time limit or memory yet). Report it as pending until that arrives.
-            if not partition:
-                return "PENDING"
-            # sacct prints e.g. "CANCELLED by 0"; the first word is the state.
-            return state.split()[0]
-        out = self.run(["scontrol", "show", "job", str(jobid), "--oneliner"]).stdout
-        for field in out.split():
-            if field.startswith("JobState="):
-                return field.split("=", 1)[1]
-        return None
-
     def wait_job(self, jobid: int | str, timeout: float = 60) -> str:
-        """Wait until the job ended and return its final state as recorded by sacct (e.g. COMPLETED)."""
-        deadline = time.monotonic() + timeout
-        state = None
-        while time.monotonic() < deadline:
-            state = self.job_state(jobid)
-            if state in TERMINAL_STATES:
-                return state
-            time.sleep(0.5)
-        raise TimeoutError(f"job {jobid} not finished after {timeout}s (last state {state})")
+        """Wait until the job ended and return its final state (e.g. COMPLETED), through ptflow's own wait."""
+        return slurm.wait_job(str(jobid), poll=0.5, timeout=timeout).base_state
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> LocalSlurmCluster:
@@ -710,18 +686,6 @@ class LocalSlurmCluster:
             if out.returncode != 0 or not out.stdout.strip():
                 return
             time.sleep(0.25)
-
-
-def _minutes(limit: str) -> int:
-    """Slurm time limit ('UNLIMITED', 'MM', 'HH:MM:SS', 'D-HH:MM:SS') in minutes; UNLIMITED -> -1."""
-    if limit in ("UNLIMITED", "INFINITE"):
-        return -1
-    days, _, rest = limit.rpartition("-")
-    parts = [int(x) for x in rest.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts
-    return int(days or 0) * 1440 + h * 60 + m + (1 if s else 0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from ptflow.cluster import images
-from ptflow.cluster.runtime import AGENT_HOME
+from ptflow.cluster.runtime import AGENT_HOME, JobRuntime
+from ptflow.config.model import Agent
 from ptflow.config.sites import load_site
 from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
 from ptflow.stages.report import aggregate
@@ -54,9 +55,9 @@ def test_venv_site_runs_plain_command_under_timeout():
 
 def test_container_site_agent_in_standard_image_with_agent_flags():
     site = load_site("generic", SITES)
-    name = images.image_for(site.raw, "train", type("A", (), {"id": "claude-opus-4-6", "kind": "cli-agent"})())
-    runtime = {"site": {"name": "generic", "runtime": images.runtime_of(site.raw)},
-               "image": images.runtime_handle(site.raw, name), "gpus": 1, "binds": ["/shared/r"]}  # fmt: skip
+    name = images.image_for(site.runtime, "train", Agent("claude-opus-4-6", "cli-agent"))
+    image = images.runtime_handle(site.runtime, name)
+    runtime = JobRuntime(site.runtime, image=image, gpus=1, binds=("/shared/r",), agent_cell=True).to_dict()
     argv = build_argv(agent(grace_minutes=5), VALUES, runtime, "/tmp/t", ["/tmp/t"])
     assert argv[:4] == ["timeout", "--signal=TERM", "--kill-after=30s", "605m"]
     inner = argv[4:]
@@ -178,9 +179,9 @@ def test_report_marks_flagged_no_model_and_unjudged(tmp_path):
 
 def test_preflight_agent_budget_and_judge_keys(monkeypatch):
     from ptflow.cluster.preflight import check_agent_budgets, check_secrets
-    from ptflow.config.model import load_config
+    from ptflow.config.load import load
 
-    cfg = load_config(REPO / "config" / "config.yaml", REPO / "config" / "posttrainbench.yaml")
+    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
     generic = load_site("generic", SITES)  # cli-agent train jobs: 720 min >= 10 h + 5 min
     assert check_agent_budgets(cfg, generic) == []
     generic.raw["agent_resources"]["cli-agent"]["runtime"] = 600

@@ -70,4 +70,4 @@ def test_preflight_lists_every_missing_repo_at_once(populated, default_raw):
 
 
 def test_local_default_needs_no_hub(default_raw):
-    assert cache.hub_repos_needed(build_config(default_raw)) == []
+    assert hfcache.hub_repos_needed(build_config(default_raw)) == []

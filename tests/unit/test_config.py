@@ -2,7 +2,8 @@
 
 import pytest
 
-from ptflow.config.model import Cell, ConfigError, build_config, load_config
+from ptflow.config.load import load
+from ptflow.config.model import Cell, ConfigError, build_config
 from tests.conftest import REPO
 
 
@@ -23,7 +24,7 @@ def test_default_config_expands_to_twelve_cells(default_raw):
 
 
 def test_posttrainbench_matrix_size():
-    cfg = load_config(REPO / "config" / "config.yaml", REPO / "config" / "posttrainbench.yaml")
+    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
     assert len(cfg.cells) == 4 * 7 * 9
     assert len(cfg.training_cells()) == 4 * 7 * 8
 

@@ -1,5 +1,6 @@
 """Image build plans (argv per site), cache keys, tool errors and the EDF file. Real builds: tests/integration."""
 
+import dataclasses
 import tomllib
 
 import pytest
@@ -18,15 +19,15 @@ def _env(monkeypatch):
 
 
 def site(name):
-    return load_site(name, SITES).raw
+    return load_site(name, SITES).runtime
 
 
 def test_alps_dockerfile_is_podman_build_then_enroot_import(tmp_path):
     """Alps guide: podman storage in /dev/shm/$USER, podman build, enroot import -x mount ... podman://localhost/..."""
-    raw = site("alps")
-    digest = images.image_digest(raw, "ngc-ray", images.image_spec(raw, "ngc-ray"), REPO)
+    rt = site("alps")
+    digest = images.image_digest(rt, "ngc-ray", images.image_spec(rt, "ngc-ray"), REPO)
     plan = images.plan_build(
-        raw, "ngc-ray", "/capstor/i/ngc-ray.sqsh", digest=digest, recipe_root=REPO, workdir=tmp_path, euid=1000
+        rt, "ngc-ray", "/capstor/i/ngc-ray.sqsh", digest=digest, recipe_root=REPO, workdir=tmp_path, euid=1000
     )
     build, imp = plan.steps
     assert build[:2] == ["podman", "build"] and "--platform=linux/arm64" in build
@@ -40,10 +41,10 @@ def test_alps_dockerfile_is_podman_build_then_enroot_import(tmp_path):
 
 
 def test_without_enroot_podman_export_and_mksquashfs(tmp_path):
-    raw = site("alps")
-    raw["runtime"]["build"] = {"converter": "auto"}
+    rt = site("alps")
+    rt = dataclasses.replace(rt, build={"converter": "auto"})
     plan = images.plan_build(
-        raw, "ngc-ray", tmp_path / "x.sqsh", digest="d", recipe_root=REPO, workdir=tmp_path, which=lambda _: None
+        rt, "ngc-ray", tmp_path / "x.sqsh", digest="d", recipe_root=REPO, workdir=tmp_path, which=lambda _: None
     )
     tools = [s[0] + " " + s[1] for s in plan.steps]
     assert tools == ["podman build", "podman create", "podman export", "podman rm", f"mksquashfs {tmp_path}/rootfs"]
@@ -51,19 +52,19 @@ def test_without_enroot_podman_export_and_mksquashfs(tmp_path):
 
 
 def test_posttrainbench_def_uses_fakeroot_unless_root(tmp_path):
-    raw = site("generic")
-    spec = images.image_spec(raw, "standard")
-    assert images.builder_of(raw, spec) == "apptainer-def"
-    plan = images.plan_build(raw, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, euid=5)
+    rt = site("generic")
+    spec = images.image_spec(rt, "standard")
+    assert images.builder_of(rt, spec) == "apptainer-def"
+    plan = images.plan_build(rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, euid=5)
     assert plan.steps == [["apptainer", "build", "--fakeroot", str(plan.tmp_output), str(REPO / "envs/standard.def")]]
     assert plan.cwd == str(REPO)
-    root = images.plan_build(raw, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, euid=0)
+    root = images.plan_build(rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, euid=0)
     assert "--fakeroot" not in root.steps[0]
 
 
 def test_pyxis_registry_source_is_enroot_import(tmp_path):
-    raw = site("pyxis")
-    plan = images.plan_build(raw, "ngc-pytorch", "/l/n.sqsh", digest="d", workdir=tmp_path)
+    rt = site("pyxis")
+    plan = images.plan_build(rt, "ngc-pytorch", "/l/n.sqsh", digest="d", workdir=tmp_path)
     assert plan.steps == [["enroot", "import", "-o", str(plan.tmp_output), "docker://nvcr.io#nvidia/pytorch:25.06-py3"]]
 
 
@@ -96,28 +97,28 @@ def test_latest_detection(source, latest):
 
 
 def test_latest_reconverted_only_with_setting():
-    raw = site("pyxis")
-    raw["runtime"]["images"]["tao"] = {"source": "nvcr.io#nvidia/tao:latest"}
-    spec, pinned = raw["runtime"]["images"]["tao"], raw["runtime"]["images"]["ngc-pytorch"]
-    assert images.reconvert_token(raw, spec, "run1") is None  # cached by name: reused
-    raw["runtime"]["force_reconvert_latest"] = True
-    assert images.reconvert_token(raw, spec, "run1") == "run1"
-    assert images.reconvert_token(raw, pinned, "run1") is None  # a fixed tag is never re-converted
+    rt = site("pyxis")
+    rt = dataclasses.replace(rt, images={**rt.images, "tao": {"source": "nvcr.io#nvidia/tao:latest"}})
+    spec, pinned = rt.images["tao"], rt.images["ngc-pytorch"]
+    assert images.reconvert_token(rt, spec, "run1") is None  # cached by name: reused
+    rt = dataclasses.replace(rt, force_reconvert_latest=True)
+    assert images.reconvert_token(rt, spec, "run1") == "run1"
+    assert images.reconvert_token(rt, pinned, "run1") is None  # a fixed tag is never re-converted
 
 
 def test_digest_changes_with_recipe_only(tmp_path):
-    raw = site("alps")
+    rt = site("alps")
     (tmp_path / "envs").mkdir()
     recipe = tmp_path / "envs" / "ngc-ray.Dockerfile"
     recipe.write_text("FROM a\n")
-    spec = images.image_spec(raw, "ngc-ray")
-    first = images.image_digest(raw, "ngc-ray", spec, tmp_path)
-    assert images.image_digest(raw, "ngc-ray", spec, tmp_path) == first
+    spec = images.image_spec(rt, "ngc-ray")
+    first = images.image_digest(rt, "ngc-ray", spec, tmp_path)
+    assert images.image_digest(rt, "ngc-ray", spec, tmp_path) == first
     recipe.write_text("FROM b\n")
-    assert images.image_digest(raw, "ngc-ray", spec, tmp_path) != first
-    raw["runtime"]["arch"] = "amd64"
+    assert images.image_digest(rt, "ngc-ray", spec, tmp_path) != first
+    rt = dataclasses.replace(rt, arch="amd64")
     recipe.write_text("FROM a\n")
-    assert images.image_digest(raw, "ngc-ray", spec, tmp_path) != first  # another arch is another image
+    assert images.image_digest(rt, "ngc-ray", spec, tmp_path) != first  # another arch is another image
 
 
 def test_missing_tool_names_tool_and_setting(tmp_path):
@@ -132,12 +133,12 @@ def test_missing_tool_names_tool_and_setting(tmp_path):
 
 
 def test_wrong_recipe_kind_and_unknown_image_are_clear():
-    raw = site("generic")
-    raw["runtime"]["images"]["bad"] = {"recipe": "envs/ngc-ray.Dockerfile"}
+    rt = site("generic")
+    rt = dataclasses.replace(rt, images={**rt.images, "bad": {"recipe": "envs/ngc-ray.Dockerfile"}})
     with pytest.raises(images.ImageError, match="not an apptainer .def"):
-        images.builder_of(raw, raw["runtime"]["images"]["bad"])
+        images.builder_of(rt, rt.images["bad"])
     with pytest.raises(images.ImageError, match=r"image 'nope' is not under runtime.images \(known: bad, standard"):
-        images.image_spec(raw, "nope")
+        images.image_spec(rt, "nope")
 
 
 def test_arch_mismatch_refuses_emulated_build():
@@ -148,16 +149,25 @@ def test_arch_mismatch_refuses_emulated_build():
 
 
 def test_venv_sites_need_no_image():
-    raw = site("local")
-    assert not images.needs_images(raw) and images.image_inputs(raw, None) == {}
+    rt = site("local")
+    assert not images.needs_images(rt) and images.image_inputs(rt, None) == {}
 
 
 def test_edf_renders_and_parses(tmp_path):
     """Alps guide's TOML: image = <...>.sqsh, mounts = [/capstor, /iopsstor, /users/$USER]."""
-    raw = site("alps")
+    rt = site("alps")
     img = tmp_path / "ngc-ray.sqsh"
-    text = images.render_edf("ngc-ray", img, raw["runtime"]["mounts"], tmp_path / "e.toml", env={"FI_PROVIDER": "cxi"})
+    text = images.render_edf("ngc-ray", img, list(rt.mounts), tmp_path / "e.toml", env={"FI_PROVIDER": "cxi"})
     doc = tomllib.loads(text)
     assert doc["image"] == str(img.resolve())
     assert doc["mounts"] == ["/capstor", "/iopsstor", "/users/alice"]
     assert doc["env"] == {"FI_PROVIDER": "cxi"} and doc["writable"] is True
+
+
+def test_image_runtime_holds_only_what_defines_the_image():
+    """The image rule's params: an unrelated site edit (mounts, hf_view, another image) does not rebuild it."""
+    rt = site("generic")
+    base = images.image_runtime(rt, "standard")
+    other = dataclasses.replace(rt, mounts=("/elsewhere",), hf_view="copy", images={**rt.images, "x": {"source": "a"}})
+    assert images.image_runtime(other, "standard") == base
+    assert base.images == {"standard": rt.images["standard"]} and base.kind == "apptainer"

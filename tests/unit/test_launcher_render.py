@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from ptflow.cluster.images import ImageError
+from ptflow.cluster.runtime import JobRuntime, NodeCommands, node_commands
 from ptflow.cluster.slurm import NodeAddress
+from ptflow.config.sites import RuntimeSpec
 from ptflow.launch import ray as L
 from tests.conftest import REPO
 
@@ -22,7 +27,7 @@ def job(tmp_path, **kw) -> L.RayJob:
         NODES,
         ["/venv/bin/python", "-m", "verl.trainer.main_ppo", "a=b c"],
         tmp_path,
-        L.Runtime("/venv/bin/ray", "/venv/bin/python"),
+        NodeCommands("/venv/bin/ray", "/venv/bin/python"),
         **base,
     )
 
@@ -81,29 +86,45 @@ def test_secrets_are_never_rendered(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "runtime, flags, prefix, ray",
+    "runtime, image, flags, prefix, ray",
     [
-        ({"kind": "venv", "venv": "/p/nemo-rl/.venv"}, [], [], "/p/nemo-rl/.venv/bin/ray"),
+        (RuntimeSpec("s", "venv", venv="/p/nemo-rl/.venv"), None, [], [], "/p/nemo-rl/.venv/bin/ray"),
         (
-            {"kind": "enroot-edf", "images_dir": "/capstor/img"},
-            ["--environment=/capstor/img/ngc-ray-vllm.toml"],
+            RuntimeSpec("s", "enroot-edf", mounts=("/capstor",)),
+            "/capstor/img/edf/ngc-ray-vllm.toml",
+            ["--environment=/capstor/img/edf/ngc-ray-vllm.toml"],
             [],
             "ray",
         ),
         (
-            {"site": {"runtime": {"kind": "pyxis", "mounts": ["/lustre"]}}, "image": "/l/ngc-ray-vllm.sqsh"},
+            RuntimeSpec("s", "pyxis", mounts=("/lustre",)),
+            "/l/ngc-ray-vllm.sqsh",
             ["--container-image=/l/ngc-ray-vllm.sqsh", "--container-mounts=/lustre"],
             [],
             "ray",
         ),
-        ({"kind": "apptainer", "images_dir": "/s"}, [], ["apptainer", "exec", "--nv", "/s/ngc-ray-vllm.sif"], "ray"),
+        (
+            RuntimeSpec("s", "apptainer", mounts=("/s",)),
+            "/s/ngc-ray-vllm.sif",
+            [],
+            ["apptainer", "exec", "--nv", "--bind", "/s", "/s/ngc-ray-vllm.sif"],
+            "ray",
+        ),
     ],
 )
-def test_runtime_of_each_site_kind(runtime, flags, prefix, ray):
-    rt = L.Runtime.from_site(runtime)
+def test_node_commands_of_each_site_kind(runtime, image, flags, prefix, ray):
+    """The launcher's per-node steps get the same container flags as any other command (ptflow.cluster.runtime)."""
+    rt = node_commands(JobRuntime(runtime, image=image, gpus=4))
     assert (rt.srun_flags, rt.prefix, rt.ray) == (flags, prefix, ray)
 
 
-def test_relative_venv_is_refused():
-    with pytest.raises(L.LaunchError, match="absolute"):
-        L.Runtime.from_site({"kind": "venv", "venv": "nemo-rl/.venv"})
+def test_local_launcher_uses_this_python():
+    rt = node_commands(None)
+    assert rt.python == sys.executable and rt.ray == str(Path(sys.executable).with_name("ray"))
+
+
+def test_relative_venv_and_missing_image_are_refused():
+    with pytest.raises(ValueError, match="absolute"):
+        node_commands(JobRuntime(RuntimeSpec("s", "venv", venv="nemo-rl/.venv")))
+    with pytest.raises(ImageError, match="no image was given"):
+        node_commands(JobRuntime(RuntimeSpec("s", "pyxis")))

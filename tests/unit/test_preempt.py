@@ -36,7 +36,7 @@ def test_site_warning_asks_slurm_and_runs_the_rule_in_the_batch_step(tmp_path):
     site = load_site("alps", SITES)
     from ptflow.config.model import Agent
 
-    res = site.snakemake_resources(site.request("train", Agent("verl-dapo", "verl")))
+    res = site.request("train", Agent("verl-dapo", "verl")).snakemake_resources()
     assert "--signal=USR1@600" in res["slurm_extra"]
     assert res["mpi"] == "srun" and res["tasks"] == 2  # no inner srun: Snakemake is not in a signalled step
     one = tmp_path / "one.yaml"
@@ -44,7 +44,7 @@ def test_site_warning_asks_slurm_and_runs_the_rule_in_the_batch_step(tmp_path):
         "name: one\nscheduler: slurm\nresources:\n  default: {threads: 2}\n  train: {gpus: 4, warn_seconds: 300}\n"
     )
     single = load_site(str(one), SITES)
-    res = single.snakemake_resources(single.request("train"))
+    res = single.request("train").snakemake_resources()
     assert res["slurm_extra"] == "--signal=USR1@300" and res["mpi"] == "srun" and res["tasks"] == 1
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ptflow.cluster import infra_retry as pyxis
-from ptflow.cluster import slurm
+from ptflow.cluster import multinode, slurm
 from ptflow.config.sites import load_site
 from tests.conftest import REPO
 
@@ -42,17 +42,17 @@ def test_classify(state, log, kind, nodes):
 
 
 def test_rendezvous_env():
-    envs = pyxis.rendezvous_env(["a", "b"], {"a": "10.0.0.1", "b": "10.0.0.2"}, 8, 1234)
+    envs = multinode.rendezvous_env(["a", "b"], {"a": "10.0.0.1", "b": "10.0.0.2"}, 8, 1234)
     assert envs[0] == {"WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": str(20000 + 1234),
                        "NUM_GPU_PER_NODE": "8", "NODE_RANK": "0"}  # fmt: skip
     assert envs[1]["NODE_RANK"] == "1" and envs[1]["MASTER_ADDR"] == "10.0.0.1"
-    assert all(20000 <= pyxis.master_port(j) < 32768 for j in (0, 11999, 10**9))
+    assert all(20000 <= multinode.master_port(j) < 32768 for j in (0, 11999, 10**9))
 
 
 def test_pyxis_command_line_text():
     site = load_site("pyxis", SITES)
-    envs = pyxis.rendezvous_env(["a", "b"], {"a": "a", "b": "b"}, 8, 7)
-    argvs = pyxis.node_argvs(site, ["a", "b"], envs, ["python", "train.py"], image="/lustre/img/x.sqsh")
+    envs = multinode.rendezvous_env(["a", "b"], {"a": "a", "b": "b"}, 8, 7)
+    argvs = multinode.node_argvs(site.runtime, ["a", "b"], envs, ["python", "train.py"], image="/lustre/img/x.sqsh")
     assert argvs[1] == [
         "srun", "--nodes=1", "--nodelist=b",
         "--export=ALL,WORLD_SIZE=2,MASTER_ADDR=a,MASTER_PORT=20007,NUM_GPU_PER_NODE=8,NODE_RANK=1",

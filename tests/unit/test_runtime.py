@@ -3,9 +3,10 @@
 import pytest
 
 from ptflow.cluster import images
-from ptflow.cluster.runtime import AGENT_HOME, check_runtime_tool, runtime_argv
+from ptflow.cluster.runtime import AGENT_HOME, JobRuntime, check_runtime_tool, runtime_argv
 from ptflow.config.model import Agent
-from ptflow.config.sites import load_site
+from ptflow.config.sites import RuntimeSpec, load_site
+from ptflow.jobenv import package_root
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
@@ -20,27 +21,29 @@ def _env(monkeypatch):
 
 def test_local_default_runs_command_unchanged():
     site = load_site("local", SITES)
-    assert runtime_argv(site, ["python", "-m", "x"]) == ["python", "-m", "x"]
-    assert images.image_for(site.raw, "train", Agent("sft", "trl-sft")) is None
+    assert runtime_argv(site.runtime, ["python", "-m", "x"]) == ["python", "-m", "x"]
+    assert images.image_for(site.runtime, "train", Agent("sft", "trl-sft")) is None
 
 
 def test_bare_metal_venv_uses_absolute_paths():
     """JUWELS guide: `ray: command not found` inside srun -> use .venv/bin/ray and .venv/bin/python."""
     site = load_site("juwels", SITES)
-    argv = runtime_argv(site, ["python", "train.py"])
+    argv = runtime_argv(site.runtime, ["python", "train.py"])
     assert argv == ["/p/project1/envcomp/alice/nemo-rl/.venv/bin/python", "train.py"]
-    assert runtime_argv(site, ["/usr/bin/env", "true"]) == ["/usr/bin/env", "true"]
+    assert runtime_argv(site.runtime, ["/usr/bin/env", "true"]) == ["/usr/bin/env", "true"]
 
 
 def test_posttrainbench_agent_cell_apptainer():
     """PostTrainBench: apptainer exec --nv -c --writable-tmpfs --home <jobdir>:/home/... <standard.sif> ..."""
     site = load_site("generic", SITES)
     agent = Agent("claude-opus-4-6", "cli-agent")
-    name = images.image_for(site.raw, "train", agent)
+    name = images.image_for(site.runtime, "train", agent)
     assert name == "standard"
-    sif = images.runtime_handle(site.raw, name)
+    sif = images.runtime_handle(site.runtime, name)
     assert sif == "/shared/ptflow/images/standard.sif"
-    argv = runtime_argv(site, ["bash", "run.sh"], image=sif, job_dir="/tmp/job1", agent_cell=True, binds=["/tmp/hf"])
+    argv = runtime_argv(
+        site.runtime, ["bash", "run.sh"], image=sif, job_dir="/tmp/job1", agent_cell=True, binds=["/tmp/hf"]
+    )
     assert argv[:7] == ["apptainer", "exec", "--nv", "-c", "--writable-tmpfs", "--home", f"/tmp/job1:{AGENT_HOME}"]
     assert argv[-3:] == [sif, "bash", "run.sh"]
     assert ["--bind", "/tmp/hf"] == argv[argv.index("/tmp/hf") - 1 : argv.index("/tmp/hf") + 1]
@@ -48,21 +51,21 @@ def test_posttrainbench_agent_cell_apptainer():
 
 def test_posttrainbench_eval_runs_in_vllm_debug_without_agent_flags():
     site = load_site("generic", SITES)
-    assert images.image_for(site.raw, "evaluate") == "vllm_debug"
+    assert images.image_for(site.runtime, "evaluate") == "vllm_debug"
     # an agent cell's evaluation also runs in vllm_debug: agent keys only choose the training image
-    assert images.image_for(site.raw, "evaluate", Agent("claude-opus-4-6", "cli-agent")) == "vllm_debug"
-    argv = runtime_argv(site, ["python", "eval.py"], image="/i/vllm_debug.sif")
+    assert images.image_for(site.runtime, "evaluate", Agent("claude-opus-4-6", "cli-agent")) == "vllm_debug"
+    argv = runtime_argv(site.runtime, ["python", "eval.py"], image="/i/vllm_debug.sif")
     assert argv[:3] == ["apptainer", "exec", "--nv"] and "-c" not in argv and "--home" not in argv
-    assert "--nv" not in runtime_argv(site, ["true"], image="/i/x.sif", gpus=0)
+    assert "--nv" not in runtime_argv(site.runtime, ["true"], image="/i/x.sif", gpus=0)
 
 
 def test_pyxis_container_image_and_mounts():
     """TAO: srun --container-image=<image> --container-mounts=/lustre."""
     site = load_site("pyxis", SITES)
-    name = images.image_for(site.raw, "train", Agent("sft", "trl-sft"))
-    sqsh = images.runtime_handle(site.raw, name)
+    name = images.image_for(site.runtime, "train", Agent("sft", "trl-sft"))
+    sqsh = images.runtime_handle(site.runtime, name)
     assert sqsh == "/lustre/fsw/alice/images/ngc-pytorch.sqsh"
-    argv = runtime_argv(site, ["python", "t.py"], image=sqsh)
+    argv = runtime_argv(site.runtime, ["python", "t.py"], image=sqsh)
     assert argv[0] == "srun"
     assert f"--container-image={sqsh}" in argv
     assert "--container-mounts=/lustre" in argv
@@ -72,36 +75,36 @@ def test_pyxis_container_image_and_mounts():
 def test_alps_edf_environment():
     """Alps guide: srun --environment ./env/ngc-ray-vllm-....toml; the EDF file carries image and mounts."""
     site = load_site("alps", SITES)
-    name = images.image_for(site.raw, "train", Agent("verl", "verl"))
+    name = images.image_for(site.runtime, "train", Agent("verl", "verl"))
     assert name == "ngc-ray-vllm"
-    assert images.image_inputs(site.raw, name) == {
+    assert images.image_inputs(site.runtime, name) == {
         "image": "/capstor/scratch/cscs/alice/images/ngc-ray-vllm.sqsh",
         "edf": "/capstor/scratch/cscs/alice/images/edf/ngc-ray-vllm.toml",
     }
-    toml = images.runtime_handle(site.raw, name)
-    argv = runtime_argv(site, ["python", "t.py"], image=toml, binds=["/capstor/scratch/cscs/alice/ptflow"])
+    toml = images.runtime_handle(site.runtime, name)
+    argv = runtime_argv(site.runtime, ["python", "t.py"], image=toml, binds=["/capstor/scratch/cscs/alice/ptflow"])
     assert argv == ["srun", "--overlap", "--ntasks=1", f"--environment={toml}", "python", "t.py"]
     with pytest.raises(images.ImageError, match=r"/tmp/x not under runtime.mounts \(/capstor, /iopsstor"):
-        runtime_argv(site, ["true"], image=toml, binds=["/tmp/x"])
+        runtime_argv(site.runtime, ["true"], image=toml, binds=["/tmp/x"])
 
 
 def test_container_site_without_image_is_a_clear_error():
     site = load_site("pyxis", SITES)
     with pytest.raises(images.ImageError, match="runtime.kind = pyxis.*no image"):
-        runtime_argv(site, ["true"])
+        runtime_argv(site.runtime, ["true"])
 
 
 @pytest.mark.parametrize(("site_name", "tool"), [("generic", "apptainer"), ("pyxis", "srun"), ("alps", "srun")])
 def test_missing_runtime_tool_names_tool_and_setting(site_name, tool):
     site = load_site(site_name, SITES)
     with pytest.raises(images.MissingToolError, match=rf"{tool} not found on PATH.*runtime.kind = "):
-        check_runtime_tool(site, which=lambda _: None)
+        check_runtime_tool(site.runtime, which=lambda _: None)
 
 
 def test_secrets_never_in_argv(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-SECRET")
     site = load_site("generic", SITES)
-    argv = runtime_argv(site, ["claude", "-p", "x"], image="/i/s.sif", job_dir="/j", agent_cell=True)
+    argv = runtime_argv(site.runtime, ["claude", "-p", "x"], image="/i/s.sif", job_dir="/j", agent_cell=True)
     assert not any("SECRET" in a for a in argv)
 
 
@@ -118,12 +121,7 @@ def test_job_reruns_itself_in_site_venv_with_private_hf_view(tmp_path):
     shared = tmp_path / "shared_hf"
     (shared / "hub").mkdir(parents=True)
     out = tmp_path / "child.txt"
-    spec = {
-        "site": {"name": "t", "runtime": {"kind": "venv", "venv": str(venv), "hf_view": "copy"}},
-        "image": None,
-        "hf_home": str(shared),
-        "binds": [],
-    }
+    spec = JobRuntime(RuntimeSpec(site="t", kind="venv", venv=str(venv), hf_view="copy"), hf_home=str(shared)).to_dict()
     script = tmp_path / "job.py"
     script.write_text(
         "import os, sys\n"
@@ -133,7 +131,7 @@ def test_job_reruns_itself_in_site_venv_with_private_hf_view(tmp_path):
         "os.environ['HF_HUB_OFFLINE'], str(os.path.isdir(os.environ['HF_HOME'] + '/hub'))]))\n"
         "sys.exit(3)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    env = {**os.environ, "PYTHONPATH": package_root()}
     env.pop("PTFLOW_IN_RUNTIME", None)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert proc.returncode == 3, proc.stdout + proc.stderr

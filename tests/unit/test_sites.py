@@ -12,7 +12,7 @@ def test_local_site_requests():
     assert site.scheduler == "local"
     req = site.request("train", Agent("sft", "trl-sft"))
     assert req["threads"] == 1 and req["mem_mb"] > 0
-    res = site.snakemake_resources(req)
+    res = req.snakemake_resources()
     assert "slurm_partition" not in res and res["runtime"] == req["runtime"]
 
 
@@ -37,7 +37,7 @@ def test_slurm_translation(tmp_path):
         "agent_resources:\n  verl: {nodes: 2, gpus: 4}\n"
     )
     site = load_site(str(site_file), SITES)
-    res = site.snakemake_resources(site.request("train", Agent("sft", "trl-sft")))
+    res = site.request("train", Agent("sft", "trl-sft")).snakemake_resources()
     assert res == {
         "mem_mb": 1000,
         "runtime": 10,
@@ -47,6 +47,38 @@ def test_slurm_translation(tmp_path):
         "gres": "gpu:h100:1",
         "slurm_extra": "--tmp=400000M",
     }
-    multi = site.snakemake_resources(site.request("train", Agent("v", "verl")))
+    multi = site.request("train", Agent("v", "verl")).snakemake_resources()
     assert multi["nodes"] == 2 and multi["tasks"] == 2 and multi["mpi"] == "srun" and multi["gres"] == "gpu:h100:4"
     assert multi["tasks_per_gpu"] == 0, "else the plugin asks for --ntasks-per-gpu=2"
+
+
+def test_sbatch_flags_are_the_plugin_resources_as_flags(tmp_path):
+    """The one translation: the supervisor's and the SkyRL server's sbatch flags equal the plugin's resources."""
+    site_file = tmp_path / "s.yaml"
+    site_file.write_text(
+        "name: s\nscheduler: slurm\naccount: acct\nrequeue: true\nretry_growth: 2\n"
+        "partitions:\n  polar: {max_runtime: 300}\nresources:\n"
+        "  default: {threads: 16, mem_mb: 256000, runtime: 240, partition: polar, gpus: 4, tmp_mb: 100}\n"
+    )
+    req = load_site(str(site_file), SITES).request("train")
+    assert req.sbatch_options(job_name="ptflow-train-x", output="/l/train-%j.out") == [
+        "--job-name=ptflow-train-x",
+        "--output=/l/train-%j.out",
+        "--cpus-per-task=16",
+        "--partition=polar",
+        "--account=acct",
+        "--time=240",
+        "--gres=gpu:4",
+        "--mem=256000M",
+        "--tmp=100M",
+        "--requeue",
+    ]
+    again = req.sbatch_options(job_name="j", output="o", attempt=2)
+    assert "--time=300" in again and "--mem=512000M" in again  # retries grow, capped at the partition's limit
+    assert req.from_dict(req.to_dict()) == req  # what a rule's params carry
+
+
+def test_a_stage_without_its_own_request_gets_the_default_and_says_so():
+    site = load_site("local", SITES)
+    assert not site.has_request("runtime_server") and site.has_request("default")
+    assert site.request("runtime_server").values == site.raw["resources"]["default"]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ptflow.config.model import build_config
-from ptflow.config.sites import load_site
+from ptflow.config.sites import Request, RuntimeSpec, load_site
 from ptflow.launch import skyrl
 from tests.conftest import REPO
 
@@ -43,7 +43,7 @@ def test_coord_dir_has_private_fresh_key(tmp_path):
 def test_fasrc_server_sbatch_options_come_from_runtime_server_request(tmp_path):
     site = load_site("fasrc", SITES)
     coord = skyrl.Coord(tmp_path)
-    opts = skyrl.server_sbatch_options(site, coord, "srv")
+    opts = skyrl.server_sbatch_options(skyrl.ServerSite.from_site(site), coord, "srv")
     assert "--partition=test" in opts and "--account=acct" in opts
     assert "--cpus-per-task=32" in opts and "--mem=65536M" in opts and "--time=720" in opts
     assert f"--output={tmp_path}/server.log" in opts and "--no-requeue" in opts
@@ -52,14 +52,16 @@ def test_fasrc_server_sbatch_options_come_from_runtime_server_request(tmp_path):
 def test_site_without_runtime_server_fails_clearly():
     site = load_site("local", SITES)
     with pytest.raises(skyrl.SkyRLError, match="no resources.runtime_server request; add one"):
-        skyrl.server_request(site)
+        skyrl.ServerSite.from_site(site)
 
 
 @pytest.mark.parametrize("podman", [False, True])
 def test_server_script_shellcheck_clean_site_env_no_secret(tmp_path, podman):
     site = load_site("fasrc", SITES)
     coord = skyrl.make_coord(tmp_path / "c")
-    script = skyrl.render_server_script(site, coord, {"podman_socket": podman, "sandbox_image": "sbx:1"})
+    script = skyrl.render_server_script(
+        skyrl.ServerSite.from_site(site), coord, {"podman_socket": podman, "sandbox_image": "sbx:1"}
+    )
     text = script.read_text()
     assert "export FI_PROVIDER=tcp" in text and "set -euo pipefail" in text
     assert "/n/holylabs/alice/ptflow/.venv/bin/python -m ptflow.launch.skyrl_server" in text
@@ -70,7 +72,7 @@ def test_server_script_shellcheck_clean_site_env_no_secret(tmp_path, podman):
 
 
 def test_secret_looking_site_env_refused(tmp_path):
-    site = {"name": "s", "env": {"MY_TOKEN": "x"}, "resources": {"default": {}, "runtime_server": {}}}
+    site = skyrl.ServerSite(Request({}), RuntimeSpec("s"), {"MY_TOKEN": "x"})
     with pytest.raises(skyrl.SkyRLError, match="MY_TOKEN.*looks like a secret"):
         skyrl.render_server_script(site, skyrl.make_coord(tmp_path / "c"), {})
 
@@ -133,7 +135,7 @@ def test_standin_fails_clearly_when_server_is_gone(tmp_path):
 
 def test_runtime_url_reuse_needs_key_in_env(tmp_path, monkeypatch):
     monkeypatch.delenv("SKYRL_API_KEY", raising=False)
-    site = load_site("fasrc", SITES)
+    site = skyrl.ServerSite.from_site(load_site("fasrc", SITES))
     with pytest.raises(skyrl.SkyRLError, match="export SKYRL_API_KEY"):
         skyrl.run_two_job(site, tmp_path / "c", ["true"], params={"runtime_url": "http://h:1"})
 

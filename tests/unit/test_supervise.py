@@ -1,41 +1,15 @@
-"""The login-node supervisor of train jobs (ptflow.cluster.supervise): sbatch flags from the plugin's resource
-names, the batch script it submits, and which sites use it."""
+"""The login-node supervisor of train jobs (ptflow.cluster.supervise): the batch script it submits and which sites
+use it. Its sbatch flags are the request's (tests/unit/test_sites.py)."""
 
 from __future__ import annotations
 
 import subprocess
 
 from ptflow.cluster import supervise
-from ptflow.config.sites import load_site
+from ptflow.config.sites import Supervision, load_site
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
-
-
-def test_sbatch_options_from_plugin_resources():
-    res = {
-        "slurm_partition": "polar",
-        "slurm_account": "acct",
-        "runtime": 240,
-        "mem_mb": 256000,
-        "gres": "gpu:4",
-        "slurm_extra": "--requeue --tmp=100M",
-        "constraint": "",
-        "_cores": 16,
-    }
-    opts = supervise.sbatch_options(res, 16, job_name="ptflow-train-x", output="/l/train-%j.out")
-    assert opts == [
-        "--job-name=ptflow-train-x",
-        "--output=/l/train-%j.out",
-        "--cpus-per-task=16",
-        "--partition=polar",
-        "--account=acct",
-        "--time=240",
-        "--gres=gpu:4",
-        "--mem=256000M",
-        "--requeue",
-        "--tmp=100M",
-    ]
 
 
 def test_batch_script_is_shellcheck_clean_and_stops_before_the_limit(tmp_path):
@@ -64,5 +38,5 @@ def test_only_slurm_sites_with_infra_retries_supervise_train():
 def test_pyxis_site_supervises_train(monkeypatch):
     monkeypatch.setenv("PTFLOW_ACCOUNT", "acct")
     site = load_site("pyxis", SITES)
-    assert site.supervises("train") == {"max_retries": 10, "internal_timeout_fraction": 0.95}
+    assert site.supervises("train") == Supervision(max_retries=10, internal_timeout_fraction=0.95)
     assert site.supervises("evaluate") is None

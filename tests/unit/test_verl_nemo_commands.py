@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ptflow.cluster.runtime import JobRuntime
 from ptflow.config.model import Agent
-from ptflow.config.sites import load_site
+from ptflow.config.sites import RuntimeSpec, load_site
 from ptflow.stages.train import nemo, verl
 from tests.conftest import REPO
 
@@ -141,9 +142,8 @@ def test_nemo_refuses_unknown_settings_and_no_training_gpu():
 
 
 def test_nemo_checkout_from_the_juwels_venv():
-    assert nemo.default_checkout({"kind": "venv", "venv": "/p/project1/envcomp/u/nemo-rl/.venv"}) == (
-        "/p/project1/envcomp/u/nemo-rl"
-    )
+    juwels = JobRuntime(RuntimeSpec("juwels", "venv", venv="/p/project1/envcomp/u/nemo-rl/.venv")).to_dict()
+    assert nemo.default_checkout(juwels) == ("/p/project1/envcomp/u/nemo-rl")
 
 
 def test_example_configs_plan_on_their_sites(monkeypatch):
@@ -152,7 +152,7 @@ def test_example_configs_plan_on_their_sites(monkeypatch):
     alps = load_site("alps", REPO / "config" / "sites")
     req = alps.request("train", Agent("verl-dapo", "verl"))
     assert (req["nodes"], req["gpus"], req["threads"], req["runtime"]) == (2, 4, 288, 60)
-    res = alps.snakemake_resources(req)
+    res = req.snakemake_resources()
     assert (res["nodes"], res["gres"], res["tasks"], res["mpi"]) == (2, "gpu:4", 2, "srun")
     juwels = load_site("juwels", REPO / "config" / "sites")
     assert juwels.request("train", Agent("nemo-distill-smoke", "nemo-distill"))["nodes"] == 1

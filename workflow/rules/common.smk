@@ -5,24 +5,22 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from ptflow.cluster import images
-
-from ptflow.config import naming
-from ptflow.config.model import Cell, ConfigError, build_config
-from ptflow.jobenv import apply_site_env
-from ptflow.config.layout import Layout
 from ptflow.cluster.preflight import PreflightError, ensure_ok
-from ptflow.config.sites import load_site
+from ptflow.cluster.runtime import JobRuntime
+from ptflow.config import naming
+from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
+from ptflow.config.load import resolve
+from ptflow.config.model import Cell, ConfigError
+from ptflow.jobenv import apply_site_env
+from ptflow.launch.skyrl import ServerSite
 
 try:
-    CFG = build_config(config)
-    SITE = load_site(
-        config["site"],
-        config.get("sites_dir", str(Path(workflow.basedir) / "config" / "sites")),
-    )
+    # Snakemake has merged the embedded default, --configfile and --config into `config` already.
+    _LOADED = resolve(config, Path(workflow.basedir))
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
-
-L = Layout.from_config(config, SITE.raw)
+CFG, SITE, L = _LOADED.cfg, _LOADED.site, _LOADED.layout
+RT = SITE.runtime
 apply_site_env(SITE.env)
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")
@@ -47,9 +45,9 @@ def get_threads(stage):
     def threads(wildcards):
         if is_supervised(stage):
             # a login-node supervisor: one thread (Snakemake would cap more at --local-cores and run fewer at once);
-            # the job it submits gets the site's CPUs (_supervise_param)
+            # the job it submits gets the site's CPUs (its request, in params)
             return 1
-        return SITE.request(stage, _agent_of(wildcards)).get("threads", 1)
+        return SITE.request(stage, _agent_of(wildcards)).threads
 
     return threads
 
@@ -63,13 +61,13 @@ def get_resources(stage):
     """Snakemake/slurm-plugin resources of a stage; keys are the union over agents, values per job."""
     agents = list(CFG.agents.values()) if stage == "train" else [None]
     keys = sorted(
-        {k for a in agents for k in SITE.snakemake_resources(SITE.request(stage, a))}
+        {k for a in agents for k in SITE.request(stage, a).snakemake_resources()}
     )
 
     def value_of(key):
         def value(wildcards, attempt):
             req = SITE.request(stage, _agent_of(wildcards))
-            return SITE.snakemake_resources(req, attempt).get(key)
+            return req.snakemake_resources(attempt).get(key)
 
         return value
 
@@ -134,12 +132,11 @@ def get_train_input(wildcards):
     if not agent.trains:
         raise WorkflowError(f"agent {agent.id!r} is a baseline: it has no train job")
     inputs = {"base": L.model_marker(wildcards.model)}
-    if agent.kind in ("trl-sft", "trl-grpo", "verl"):
+    data = agent.spec.train_data
+    if data == TRAIN_DATA_ALWAYS or (
+        data == TRAIN_DATA_IF_PARQUET and CFG.evals[wildcards.eval].uses_parquet
+    ):
         inputs["data"] = L.data(wildcards.eval, "train")
-    if agent.kind == "cli-agent" and CFG.evals[wildcards.eval].uses_parquet:
-        inputs["data"] = L.data(
-            wildcards.eval, "train"
-        )  # given to the agent in its task dir
     if agent.start_from:
         inputs["parent"] = L.manifest(wildcards.model, wildcards.eval, agent.start_from)
     inputs.update(get_image_inputs("train", wildcards))
@@ -172,19 +169,29 @@ def get_train_params(wildcards):
 
 
 def _supervise_param(stage, wildcards):
-    """Only on supervised sites, so other sites' params (and outputs) stay as they were."""
+    """Only on supervised sites, so other sites' params (and outputs) stay as they were. The submitted job's request
+    travels resolved; the supervisor scales it by the rule's attempt."""
     spec = SITE.supervises(stage)
     if not spec:
         return {}
-    cpus = SITE.request(stage, _agent_of(wildcards)).get("threads", 1)
-    return {"supervise": {**spec, "cpus": cpus}}
+    request = SITE.request(stage, _agent_of(wildcards))
+    return {
+        "supervise": {
+            "max_retries": spec.max_retries,
+            "internal_timeout_fraction": spec.internal_timeout_fraction,
+            "request": request.to_dict(),
+        }
+    }
 
 
 def _skyrl_param(agent, wildcards):
-    """skyrl cells only: what the launcher needs to submit the runtime server job (site request, coord dir)."""
-    if agent.kind != "skyrl":
+    """Kinds that submit a runtime server beside their trainer (skyrl): its resolved request and coordination dir.
+    A site without the request gets no server here; preflight names it before anything is submitted.
+    """
+    if "runtime_server" not in agent.spec.site_requests or not SITE.has_request(
+        "runtime_server"
+    ):
         return {}
-    raw = SITE.raw
     return {
         "agent": {
             "coord_dir": str(
@@ -193,18 +200,14 @@ def _skyrl_param(agent, wildcards):
                     "skyrl",
                 )
             ),
-            "site": {
-                k: raw[k]
-                for k in ("name", "account", "env", "runtime", "resources")
-                if k in raw
-            },
+            "server": ServerSite.from_site(SITE).to_dict(),
         }
     }
 
 
 def _agent_param(agent, wildcards):
-    """cli-agent cells only (other kinds' params, hence their cells, stay as they were)."""
-    if agent.kind != "cli-agent":
+    """Agent-CLI cells only (other kinds' params, hence their cells, stay as they were)."""
+    if not agent.spec.agent_cli:
         return {}
     e = CFG.evals[wildcards.eval]
     return {
@@ -299,82 +302,86 @@ def run_preflight():
 
 # ---- images: only on sites whose runtime is a container and only for stages/agents that name an image ----
 
-IMAGES_DIR = images.images_dir(SITE.raw)
+IMAGES_DIR = images.images_dir(RT)
 # Changes every run: re-imports :latest sources, but only under force_reconvert_latest.
 RUN_TOKEN = time.strftime("%Y%m%dT%H%M%S")
 
 
 def _image_name(stage, wildcards):
-    return images.image_for(SITE.raw, stage, _agent_of(wildcards))
+    return images.image_for(RT, stage, _agent_of(wildcards))
 
 
 def get_image_inputs(stage, wildcards):
     """ancient(): a rebuilt image does not make finished 10-hour cells stale; only a missing one is made."""
-    files = images.image_inputs(SITE.raw, _image_name(stage, wildcards))
+    files = images.image_inputs(RT, _image_name(stage, wildcards))
     return {key: ancient(path) for key, path in files.items()}
 
 
-def get_runtime_spec(stage, wildcards):
+def _job_runtime_dict(image_name, gpus, agent_cell=False):
+    return JobRuntime(
+        runtime=RT,
+        image=images.runtime_handle(RT, image_name) if image_name else None,
+        gpus=gpus,
+        binds=tuple(
+            sorted({str(Path(p).resolve()) for p in (L.results, L.scratch, L.hf_home)})
+        ),
+        hf_home=str(Path(L.hf_home).resolve()),
+        agent_cell=agent_cell,
+    ).to_dict()
+
+
+def get_job_runtime(stage, wildcards):
     """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python."""
     name = _image_name(stage, wildcards)
-    rt = images.runtime_of(SITE.raw)
-    if name is None and not (rt["kind"] == "venv" and rt.get("venv")):
+    if name is None and not (RT.kind == "venv" and RT.venv):
         return None
     agent = _agent_of(wildcards)
-    return {
-        "site": {"name": SITE.name, "runtime": rt},
-        "image": images.runtime_handle(SITE.raw, name) if name else None,
-        "agent_cell": bool(agent is not None and agent.kind == "cli-agent"),
-        "gpus": SITE.request(stage, agent).get("gpus", 0),
-        "binds": sorted(
-            {str(Path(p).resolve()) for p in (L.results, L.scratch, L.hf_home)}
-        ),
-        "hf_home": str(Path(L.hf_home).resolve()),
-    }
+    return _job_runtime_dict(
+        name,
+        SITE.request(stage, agent).gpus,
+        agent_cell=bool(agent is not None and agent.spec.agent_cli),
+    )
 
 
 def _runtime_param(stage, wildcards):
     """Only present when the job re-runs itself elsewhere, so local params (and outputs) stay as they were."""
-    spec = get_runtime_spec(stage, wildcards)
+    spec = get_job_runtime(stage, wildcards)
     return {"runtime": spec} if spec else {}
 
 
 def get_image_spec(wildcards):
-    return images.image_spec(SITE.raw, wildcards.image)
+    return images.image_spec(RT, wildcards.image)
 
 
-def get_image_site(wildcards):
-    """The part of the site that defines this image (so unrelated site edits do not rebuild it)."""
-    rt = images.runtime_of(SITE.raw)
-    keep = {k: rt[k] for k in ("kind", "arch", "build") if k in rt}
-    keep["images"] = {wildcards.image: images.image_spec(SITE.raw, wildcards.image)}
-    return {"name": SITE.name, "runtime": keep}
+def get_image_runtime(wildcards):
+    """The part of the site's runtime that defines this image (so unrelated site edits do not rebuild it)."""
+    return images.image_runtime(RT, wildcards.image).to_dict()
 
 
 def get_image_recipe(wildcards):
-    spec = images.image_spec(SITE.raw, wildcards.image)
+    spec = images.image_spec(RT, wildcards.image)
     return [str(Path(workflow.basedir) / spec["recipe"])] if spec.get("recipe") else []
 
 
 def get_image_digest(wildcards):
-    spec = images.image_spec(SITE.raw, wildcards.image)
-    return images.image_digest(SITE.raw, wildcards.image, spec, workflow.basedir)
+    spec = images.image_spec(RT, wildcards.image)
+    return images.image_digest(RT, wildcards.image, spec, workflow.basedir)
 
 
 def get_image_reconvert(wildcards):
-    spec = images.image_spec(SITE.raw, wildcards.image)
-    return images.reconvert_token(SITE.raw, spec, RUN_TOKEN)
+    spec = images.image_spec(RT, wildcards.image)
+    return images.reconvert_token(RT, spec, RUN_TOKEN)
 
 
 def get_edf_image(wildcards):
-    return images.image_path(SITE.raw, wildcards.image)
+    return images.image_path(RT, wildcards.image)
 
 
-# ---- judge: cli-agent cells' traces checked for contamination / disallowed models (optional) ----
+# ---- judge: agent-CLI cells' traces checked for contamination / disallowed models (optional) ----
 
 
 def get_judge_cells():
-    return [c for c in CFG.cells if CFG.agents[c.agent].kind == "cli-agent"]
+    return [c for c in CFG.cells if CFG.agents[c.agent].spec.agent_cli]
 
 
 def get_judge_jsons():
@@ -391,7 +398,7 @@ def get_judge_input(wildcards):
 def get_judge_params(wildcards):
     """The judge's config (None: skipped, with a visible mark) and the cell."""
     return {
-        "judge": config.get("judge"),
+        "judge": CFG.raw.get("judge"),
         "keys": list(
             CFG.agents[wildcards.agent].keys
         ),  # names: their values are redacted from trace.md

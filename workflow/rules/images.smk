@@ -22,7 +22,7 @@ rule image:
         spec=get_image_spec,
         digest=get_image_digest,
         reconvert=get_image_reconvert,
-        site=get_image_site,
+        runtime=get_image_runtime,
         recipe_root=workflow.basedir,
     script:
         "../scripts/build_image.py"
@@ -44,7 +44,7 @@ rule edf:
     resources:
         **get_resources("aggregate"),
     params:
-        mounts=images.runtime_of(SITE.raw).get("mounts", []),
+        mounts=list(RT.mounts),
         env=SITE.env,
     script:
         "../scripts/edf.py"

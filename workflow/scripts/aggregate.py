@@ -1,4 +1,4 @@
-"""Adapter: rule aggregate -> ptflow.report.aggregate."""
+"""Adapter: rule aggregate -> ptflow.stages.report.aggregate."""
 
 from ptflow.jobenv import rule_log
 from ptflow.stages.report import aggregate

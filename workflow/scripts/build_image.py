@@ -1,16 +1,17 @@
-"""Adapter: rule image -> ptflow.images.plan_build + run_build (a CPU job, never a GPU allocation)."""
+"""Adapter: rule image -> ptflow.cluster.images.plan_build + run_build (a CPU job, never a GPU allocation)."""
 
 import tempfile
 
 from ptflow.cluster import images
+from ptflow.config.sites import RuntimeSpec
 from ptflow.jobenv import rule_log
 
 with rule_log(snakemake.log[0]) as log:
-    site = snakemake.params.site
-    images.check_arch(site)
+    rt = RuntimeSpec.from_dict(snakemake.params.runtime)
+    images.check_arch(rt)
     with tempfile.TemporaryDirectory(prefix=f"ptflow-image-{snakemake.wildcards.image}-") as work:
         plan = images.plan_build(
-            site,
+            rt,
             snakemake.wildcards.image,
             snakemake.output.image,
             digest=snakemake.params.digest,
@@ -20,6 +21,6 @@ with rule_log(snakemake.log[0]) as log:
         images.run_build(
             plan,
             snakemake.output.record,
-            {"digest": snakemake.params.digest, "spec": snakemake.params.spec, "arch": site["runtime"].get("arch")},
+            {"digest": snakemake.params.digest, "spec": snakemake.params.spec, "arch": rt.arch},
             log=log,
         )

@@ -1,4 +1,4 @@
-"""Adapter: rule cache_dataset -> ptflow.cache.cache_dataset."""
+"""Adapter: rule cache_dataset -> ptflow.stages.cache.cache_dataset."""
 
 from ptflow.jobenv import rule_log
 from ptflow.stages.cache import cache_dataset

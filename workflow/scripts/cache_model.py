@@ -1,4 +1,4 @@
-"""Adapter: rule cache_model -> ptflow.cache.cache_model."""
+"""Adapter: rule cache_model -> ptflow.stages.cache.cache_model."""
 
 from ptflow.jobenv import rule_log
 from ptflow.stages.cache import cache_model

@@ -1,4 +1,4 @@
-"""Adapter: rule edf -> ptflow.images.render_edf (CSCS EDF TOML naming the image and the site's mounts)."""
+"""Adapter: rule edf -> ptflow.cluster.images.render_edf (CSCS EDF TOML naming the image and the site's mounts)."""
 
 from ptflow.cluster.images import render_edf
 from ptflow.files import write_text_atomic

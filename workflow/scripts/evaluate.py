@@ -1,4 +1,4 @@
-"""Adapter: rule evaluate -> ptflow.evaluate.run.evaluate_cell."""
+"""Adapter: rule evaluate -> ptflow.stages.evaluate.run.evaluate_cell."""
 
 import json
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 from ptflow.cluster import hfcache
 from ptflow.cluster.runtime import reexec_in_runtime
 from ptflow.jobenv import rule_log
+from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.evaluate.run import evaluate_cell, no_model_eval
-from ptflow.stages.train.cell import verify_checkpoint
 
 with rule_log(snakemake.log[0]) as log:
     job = snakemake.params.job

@@ -1,4 +1,4 @@
-"""Adapter: rule hf_cache -> ptflow.cache.combine_markers."""
+"""Adapter: rule hf_cache -> ptflow.stages.cache.combine_markers."""
 
 from ptflow.jobenv import rule_log
 from ptflow.stages.cache import combine_markers

@@ -1,4 +1,4 @@
-"""Adapter: rule judge -> ptflow.judge.judge_cell."""
+"""Adapter: rule judge -> ptflow.stages.judge.judge_cell."""
 
 import json
 from pathlib import Path

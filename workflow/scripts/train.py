@@ -1,4 +1,4 @@
-"""Adapter: rule train -> ptflow.train.run.train_cell."""
+"""Adapter: rule train -> ptflow.stages.train.cell.train_cell (or, on supervised sites, the login-node supervisor)."""
 
 import json
 import sys
@@ -7,20 +7,25 @@ from pathlib import Path
 from ptflow.cluster import hfcache, supervise
 from ptflow.cluster.preempt import warning_seconds
 from ptflow.cluster.runtime import reexec_in_runtime
+from ptflow.config.kinds import KINDS
+from ptflow.config.sites import Request
 from ptflow.jobenv import rule_log
-from ptflow.stages.train.cell import train_cell, verify_checkpoint
+from ptflow.stages.checkpoint import verify_checkpoint
+from ptflow.stages.train.cell import train_cell
 
 
 def supervise_this_job(job, log) -> None:
     """Login node: submit this script as the GPU job (resubmitted after infrastructure failures) and wait."""
-    resources = {k: snakemake.resources[k] for k in snakemake.resources.keys()}
+    spec = job["supervise"]
     supervise.supervise(
         sys.argv[0],
-        resources=resources,
+        request=Request.from_dict(spec["request"]),
+        attempt=snakemake.attempt,
         job_name=f"ptflow-train-{snakemake.wildcards.model}-{snakemake.wildcards.eval}-{snakemake.wildcards.agent}",
         results_dir=Path(snakemake.output[0]).parent,
+        max_retries=spec["max_retries"],
+        internal_timeout_fraction=spec["internal_timeout_fraction"],
         log=log,
-        **job["supervise"],
     )
     if not Path(snakemake.output[0]).is_file():
         raise RuntimeError(f"the supervised job succeeded but wrote no {snakemake.output[0]}")
@@ -31,8 +36,7 @@ with rule_log(snakemake.log[0]) as log:
     if job.get("supervise") and not supervise.inside_supervised_job():
         supervise_this_job(job, log)
         sys.exit(0)
-    # Ray kinds stay on the batch host (their srun steps use it); a cli-agent puts only the agent in the container
-    if job["kind"] not in ("verl", "nemo-distill", "cli-agent"):
+    if KINDS[job["kind"]].reexec_in_runtime:
         reexec_in_runtime(job.get("runtime"), log)  # container or site venv; returns at once on the local default
     parent = snakemake.input.get("parent")
     if parent:
@@ -49,7 +53,8 @@ with rule_log(snakemake.log[0]) as log:
         config_hash=job["config_hash"],
         manifest_path=snakemake.output[0],
         parent_manifest=parent,
-        threads=job.get("supervise", {}).get("cpus", snakemake.threads),  # supervised: the site's CPUs
+        # supervised: the job's CPUs are its request's (the login-node rule itself has one thread)
+        threads=Request.from_dict(job["supervise"]["request"]).threads if job.get("supervise") else snakemake.threads,
         runtime=job.get("runtime"),
         agent=job.get("agent"),
         warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),

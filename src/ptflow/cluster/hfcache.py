@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ptflow.files import write_json_atomic
+from ptflow.files import atomic_path, sha256_file, write_json_atomic, write_text_atomic
 
 REPO_TYPES = ("model", "dataset")
 
@@ -27,14 +27,6 @@ def hub_dir(hf_home: str | Path) -> Path:
 
 def repo_folder(hf_home: str | Path, repo_id: str, repo_type: str) -> Path:
     return hub_dir(hf_home) / f"{repo_type}s--{repo_id.replace('/', '--')}"
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def publish_local_repo(
@@ -51,7 +43,7 @@ def publish_local_repo(
     files = sorted(p for p in src.rglob("*") if p.is_file())
     if not files:
         raise ValueError(f"nothing to publish: {src} holds no files")
-    digests = {p.relative_to(src).as_posix(): _sha256(p) for p in files}
+    digests = {p.relative_to(src).as_posix(): sha256_file(p) for p in files}
     commit = hashlib.sha1("".join(f"{k}\0{v}\n" for k, v in sorted(digests.items())).encode()).hexdigest()
 
     folder = repo_folder(hf_home, repo_id, repo_type)
@@ -60,9 +52,8 @@ def publish_local_repo(
     for rel, digest in digests.items():
         blob = blobs / digest
         if not blob.exists():
-            tmp = blobs / f".{digest}.{os.getpid()}.tmp"
-            shutil.copyfile(src / rel, tmp)
-            os.replace(tmp, blob)
+            with atomic_path(blob) as tmp:
+                shutil.copyfile(src / rel, tmp)
 
     snapshot = folder / "snapshots" / commit
     if not snapshot.exists():
@@ -78,11 +69,7 @@ def publish_local_repo(
         except OSError:  # another writer published the same content first
             shutil.rmtree(staging, ignore_errors=True)
 
-    refs = folder / "refs"
-    refs.mkdir(exist_ok=True)
-    tmp_ref = refs / f".{revision}.{os.getpid()}.tmp"
-    tmp_ref.write_text(commit)
-    os.replace(tmp_ref, refs / revision)
+    write_text_atomic(folder / "refs" / revision, commit)
     return commit
 
 
@@ -128,3 +115,70 @@ def write_marker(path: str | Path, hf_home: str | Path, repos: list[dict]) -> di
     }
     write_json_atomic(path, marker)
     return marker
+
+
+# ---- what a matrix needs from the hub, and whether it can get it (preflight) ----
+
+
+def hub_repos_needed(cfg) -> list[tuple[str, str, str]]:
+    """(repo_type, repo_id, revision) of every hub repo the matrix needs (local ones are made, not fetched)."""
+    models = {c.model for c in cfg.training_cells() + cfg.cells}
+    out = {("model", cfg.models[m].id, cfg.models[m].revision) for m in models if cfg.models[m].source == "hub"}
+    for cell in cfg.cells:
+        ds = cfg.evals[cell.eval].dataset
+        if ds and ds["source"] == "hub":
+            out.add(("dataset", ds["repo"], ds["revision"]))
+    return sorted(out)
+
+
+def missing_repos(hf_home: str | Path, repos: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Those of ``repos`` not complete in the cache, checked without the network."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    missing = []
+    for repo_type, repo_id, revision in repos:
+        try:
+            snapshot_download(
+                repo_id,
+                repo_type=repo_type,
+                revision=revision,
+                cache_dir=str(hub_dir(hf_home)),
+                local_files_only=True,
+            )
+        except LocalEntryNotFoundError:
+            missing.append((repo_type, repo_id, revision))
+    return missing
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub endpoint answers a TCP connection (HF_ENDPOINT honoured); no request is sent."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        with socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout):
+            return True
+    except OSError:
+        return False
+
+
+def offline_problem(hf_home, repos, env=None, reachable=hub_reachable) -> str | None:
+    """ONE line naming every missing repo when they cannot be downloaded (offline or hub unreachable)."""
+    import os
+
+    env = os.environ if env is None else env
+    missing = missing_repos(hf_home, repos)
+    if not missing:
+        return None
+    offline = str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
+    if not offline and reachable():
+        return None  # the cache rules will download them (in CPU jobs)
+    why = "HF_HUB_OFFLINE is set" if offline else "the hub is unreachable from here"
+    names = ", ".join(f"{t} {r}@{rev}" for t, r, rev in missing)
+    return (
+        f"HF cache {hf_home} lacks {len(missing)} repo(s) and {why}: {names}; download them where the network "
+        "is reachable (snakemake ... hf_cache on a node with internet) or point paths.hf_home at a cache that has them"
+    )

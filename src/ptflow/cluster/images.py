@@ -24,6 +24,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptflow.config.sites import RuntimeSpec
+
 CONTAINER_KINDS = ("apptainer", "enroot-edf", "pyxis")
 SUFFIX = {"apptainer": "sif", "enroot-edf": "sqsh", "pyxis": "sqsh"}
 MACHINE_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
@@ -39,49 +41,50 @@ class MissingToolError(ImageError):
     """A tool the site's runtime needs is not on PATH."""
 
 
-def runtime_of(site_raw: dict) -> dict:
-    return site_raw.get("runtime") or {"kind": "venv"}
+def needs_images(rt: RuntimeSpec) -> bool:
+    return rt.kind in CONTAINER_KINDS
 
 
-def needs_images(site_raw: dict) -> bool:
-    return runtime_of(site_raw)["kind"] in CONTAINER_KINDS
-
-
-def image_suffix(site_raw: dict) -> str:
-    kind = runtime_of(site_raw)["kind"]
+def image_suffix(rt: RuntimeSpec) -> str:
+    kind = rt.kind
     if kind not in SUFFIX:
         raise ImageError(f"site runtime.kind = {kind!r} runs no container image; images need apptainer/enroot/pyxis")
     return SUFFIX[kind]
 
 
-def images_dir(site_raw: dict, default: str = "images") -> str:
-    return str(runtime_of(site_raw).get("images_dir") or default)
+def images_dir(rt: RuntimeSpec) -> str:
+    return str(rt.images_dir)
 
 
-def image_spec(site_raw: dict, name: str) -> dict:
-    images = runtime_of(site_raw).get("images") or {}
+def image_spec(rt: RuntimeSpec, name: str) -> dict:
+    images = rt.images
     if name not in images:
         raise ImageError(
-            f"site {site_raw.get('name')}: image {name!r} is not under runtime.images "
+            f"site {rt.site}: image {name!r} is not under runtime.images "
             f"(known: {', '.join(sorted(images)) or 'none'}); add it with a recipe or a source URI"
         )
     spec = images[name]
     if bool(spec.get("recipe")) == bool(spec.get("source")):
         raise ImageError(
-            f"site {site_raw.get('name')} runtime.images.{name}: give exactly one of recipe (envs/...) or "
-            "source (a registry URI)"
+            f"site {rt.site} runtime.images.{name}: give exactly one of recipe (envs/...) or source (a registry URI)"
         )
     return spec
 
 
-def image_for(site_raw: dict, stage: str, agent=None) -> str | None:
+def image_runtime(rt: RuntimeSpec, name: str) -> RuntimeSpec:
+    """What defines image ``name`` on a site (its spec, the runtime kind, arch and build settings) and nothing else,
+    so an unrelated edit of the site file does not rebuild it."""
+    return RuntimeSpec(site=rt.site, kind=rt.kind, arch=rt.arch, build=rt.build, images={name: image_spec(rt, name)})
+
+
+def image_for(rt: RuntimeSpec, stage: str, agent=None) -> str | None:
     """Which image a stage (and, for train, an agent) runs in: ``runtime.use`` by agent id, kind, then stage.
 
     None on venv sites: the local default needs no image at all.
     """
-    if not needs_images(site_raw):
+    if not needs_images(rt):
         return None
-    use = runtime_of(site_raw).get("use") or {}
+    use = rt.use
     keys = ([agent.id, agent.kind] if agent is not None and stage == "train" else []) + [stage]
     for key in keys:
         if key in use:
@@ -120,48 +123,47 @@ def is_latest(source: str) -> bool:
 # ---- cache key ----
 
 
-def builder_of(site_raw: dict, spec: dict) -> str:
+def builder_of(rt: RuntimeSpec, spec: dict) -> str:
     """apptainer-def | apptainer-uri | podman (Dockerfile -> sqsh) | enroot-uri."""
-    suffix = image_suffix(site_raw)
+    suffix = image_suffix(rt)
     if spec.get("recipe"):
         recipe = str(spec["recipe"])
         is_def = recipe.endswith(".def")
         if suffix == "sif":
             if not is_def:
                 raise ImageError(
-                    f"site {site_raw.get('name')} builds .sif images (runtime.kind apptainer) but recipe {recipe!r} "
+                    f"site {rt.site} builds .sif images (runtime.kind apptainer) but recipe {recipe!r} "
                     "is not an apptainer .def file; give a .def recipe or a docker:// source"
                 )
             return "apptainer-def"
         if is_def:
             raise ImageError(
-                f"site {site_raw.get('name')} builds .sqsh images (runtime.kind {runtime_of(site_raw)['kind']}) but "
+                f"site {rt.site} builds .sqsh images (runtime.kind {rt.kind}) but "
                 f"recipe {recipe!r} is an apptainer .def; give a Dockerfile recipe or a registry source"
             )
         return "podman"
     return "apptainer-uri" if suffix == "sif" else "enroot-uri"
 
 
-def image_digest(site_raw: dict, name: str, spec: dict, recipe_root: str | Path = ".") -> str:
+def image_digest(rt: RuntimeSpec, name: str, spec: dict, recipe_root: str | Path = ".") -> str:
     """Hash of what defines an image: recipe bytes (or source URI), arch and builder. A new value rebuilds it."""
     h = hashlib.sha256()
-    rt = runtime_of(site_raw)
-    meta = {"name": name, "arch": rt.get("arch"), "builder": builder_of(site_raw, spec), "source": spec.get("source")}
+    meta = {"name": name, "arch": rt.arch, "builder": builder_of(rt, spec), "source": spec.get("source")}
     h.update(json.dumps(meta, sort_keys=True).encode())
     if spec.get("recipe"):
         recipe = Path(recipe_root) / spec["recipe"]
         if not recipe.is_file():
             raise ImageError(
-                f"site {site_raw.get('name')} runtime.images.{name}.recipe: {str(recipe)!r} does not exist; "
+                f"site {rt.site} runtime.images.{name}.recipe: {str(recipe)!r} does not exist; "
                 "fix the path (relative to the workflow directory)"
             )
         h.update(recipe.read_bytes())
     return h.hexdigest()[:16]
 
 
-def reconvert_token(site_raw: dict, spec: dict, run_token: str) -> str | None:
+def reconvert_token(rt: RuntimeSpec, spec: dict, run_token: str) -> str | None:
     """A value that changes every run only for ``:latest`` sources under ``force_reconvert_latest``."""
-    if spec.get("source") and is_latest(spec["source"]) and runtime_of(site_raw).get("force_reconvert_latest"):
+    if spec.get("source") and is_latest(spec["source"]) and rt.force_reconvert_latest:
         return run_token
     return None
 
@@ -179,13 +181,13 @@ def require_tool(tool: str, why: str, which=shutil.which) -> str:
     return path
 
 
-def check_arch(site_raw: dict, machine: str | None = None) -> None:
+def check_arch(rt: RuntimeSpec, machine: str | None = None) -> None:
     """Images are built natively: an arm64 site (Alps) must build on its arm64 nodes, never under emulation."""
-    want = runtime_of(site_raw).get("arch")
+    want = rt.arch
     have = MACHINE_ARCH.get((machine or platform.machine()).lower(), machine or platform.machine())
     if want and want != have:
         raise ImageError(
-            f"site {site_raw.get('name')} runtime.arch = {want!r} but this build node is {have}; run the image rule "
+            f"site {rt.site} runtime.arch = {want!r} but this build node is {have}; run the image rule "
             f"on the site's {want} nodes (resources.image) — most public images are amd64 only, so {want} rebuilds"
         )
 
@@ -211,8 +213,8 @@ class BuildPlan:
         return {"name": self.name, "builder": self.builder, "output": str(self.output), "steps": self.steps}
 
 
-def _why(site_raw: dict, setting: str) -> str:
-    return f"site {site_raw.get('name')} sets {setting}"
+def _why(rt: RuntimeSpec, setting: str) -> str:
+    return f"site {rt.site} sets {setting}"
 
 
 def podman_storage_conf(storage: str | Path, additional_stores: list[str] = ()) -> str:
@@ -224,7 +226,7 @@ def podman_storage_conf(storage: str | Path, additional_stores: list[str] = ()) 
 
 
 def plan_build(
-    site_raw: dict,
+    rt: RuntimeSpec,
     name: str,
     output: str | Path,
     *,
@@ -236,28 +238,27 @@ def plan_build(
     user: str | None = None,
 ) -> BuildPlan:
     """The commands that make ``output`` for image ``name`` on this site. ``workdir`` holds the job's scratch."""
-    spec = image_spec(site_raw, name)
-    rt = runtime_of(site_raw)
-    build = rt.get("build") or {}
-    builder = builder_of(site_raw, spec)
+    spec = image_spec(rt, name)
+    build = rt.build
+    builder = builder_of(rt, spec)
     output = Path(output)
     tmp = output.with_name(f".{output.stem}.{os.getpid()}.tmp{output.suffix}")  # must not exist (enroot refuses)
     workdir = Path(workdir)
     euid = os.geteuid() if euid is None else euid
     user = user or os.environ.get("USER") or "ptflow"
-    kind_setting = f"runtime.kind = {rt['kind']} and runtime.images.{name}"
+    kind_setting = f"runtime.kind = {rt.kind} and runtime.images.{name}"
 
     if builder in ("apptainer-def", "apptainer-uri"):
         fakeroot = build.get("fakeroot", euid != 0) and builder == "apptainer-def"
         src = str(Path(recipe_root) / spec["recipe"]) if builder == "apptainer-def" else _apptainer_uri(spec["source"])
         argv = ["apptainer", "build"] + (["--fakeroot"] if fakeroot else []) + [str(tmp), src]
         return BuildPlan(
-            name, builder, output, tmp, [argv], tools={"apptainer": _why(site_raw, kind_setting)}, cwd=str(recipe_root)
+            name, builder, output, tmp, [argv], tools={"apptainer": _why(rt, kind_setting)}, cwd=str(recipe_root)
         )
 
     if builder == "enroot-uri":
         argv = ["enroot", "import", "-o", str(tmp), enroot_uri(spec["source"])]
-        return BuildPlan(name, builder, output, tmp, [argv], tools={"enroot": _why(site_raw, kind_setting)})
+        return BuildPlan(name, builder, output, tmp, [argv], tools={"enroot": _why(rt, kind_setting)})
 
     # podman build + conversion, in one job: podman's storage lives in /dev/shm and dies with the job.
     storage = Path(str(build.get("podman_storage") or f"/dev/shm/{user}")) / f"ptflow-{name}-{os.getpid()}"
@@ -265,11 +266,11 @@ def plan_build(
     tag = f"localhost/ptflow/{name}:{digest}"
     recipe = Path(recipe_root) / spec["recipe"]
     context = Path(recipe_root) / spec.get("context", str(Path(spec["recipe"]).parent))
-    arch = rt.get("arch")
+    arch = rt.arch
     build_argv = ["podman", "build"] + list(build.get("podman_args") or [])
     build_argv += [f"--platform=linux/{arch}"] if arch else []
     build_argv += ["-f", str(recipe), "-t", tag, str(context)]
-    tools = {"podman": _why(site_raw, f"{kind_setting}.recipe = {spec['recipe']} (a Dockerfile, built with podman)")}
+    tools = {"podman": _why(rt, f"{kind_setting}.recipe = {spec['recipe']} (a Dockerfile, built with podman)")}
     converter = build.get("converter", "auto")
     if converter == "auto":
         converter = "enroot" if which("enroot") else "mksquashfs"
@@ -278,7 +279,7 @@ def plan_build(
     plan.tools = tools
     if converter == "enroot":
         plan.steps.append(["enroot", "import", "-x", "mount", "-o", str(tmp), f"podman://{tag}"])
-        plan.tools["enroot"] = _why(site_raw, "runtime.build.converter = enroot")
+        plan.tools["enroot"] = _why(rt, "runtime.build.converter = enroot")
     else:
         cname = f"ptflow-export-{name}-{os.getpid()}"
         tar, rootfs = workdir / "rootfs.tar", workdir / "rootfs"
@@ -291,7 +292,7 @@ def plan_build(
         plan.extract = (tar, rootfs)
         plan.cleanup.append(["podman", "rm", "-f", cname])
         plan.tools["mksquashfs"] = _why(
-            site_raw, f"{kind_setting} (no enroot on PATH: podman export + mksquashfs make the same .sqsh)"
+            rt, f"{kind_setting} (no enroot on PATH: podman export + mksquashfs make the same .sqsh)"
         )
     plan.cleanup.append(["podman", "rmi", "-f", tag])
     # Rootless podman's files belong to sub-uids: only `podman unshare` can remove them.
@@ -375,28 +376,28 @@ def run_build(plan: BuildPlan, record_path: str | Path | None = None, extra_reco
 # ---- paths and what train/evaluate need ----
 
 
-def image_path(site_raw: dict, name: str, default_dir: str = "images") -> str:
-    return f"{images_dir(site_raw, default_dir)}/{name}.{image_suffix(site_raw)}"
+def image_path(rt: RuntimeSpec, name: str) -> str:
+    return f"{images_dir(rt)}/{name}.{image_suffix(rt)}"
 
 
-def edf_path(site_raw: dict, name: str, default_dir: str = "images") -> str:
-    return f"{images_dir(site_raw, default_dir)}/edf/{name}.toml"
+def edf_path(rt: RuntimeSpec, name: str) -> str:
+    return f"{images_dir(rt)}/edf/{name}.toml"
 
 
-def image_inputs(site_raw: dict, name: str | None, default_dir: str = "images") -> dict[str, str]:
+def image_inputs(rt: RuntimeSpec, name: str | None) -> dict[str, str]:
     """Files a rule running in image ``name`` depends on (none when it runs without one)."""
     if not name:
         return {}
-    image_spec(site_raw, name)  # unknown names fail here, at DAG time, with the list of known ones
-    out = {"image": image_path(site_raw, name, default_dir)}
-    if runtime_of(site_raw)["kind"] == "enroot-edf":
-        out["edf"] = edf_path(site_raw, name, default_dir)
+    image_spec(rt, name)  # unknown names fail here, at DAG time, with the list of known ones
+    out = {"image": image_path(rt, name)}
+    if rt.kind == "enroot-edf":
+        out["edf"] = edf_path(rt, name)
     return out
 
 
-def runtime_handle(site_raw: dict, name: str, default_dir: str = "images") -> str:
+def runtime_handle(rt: RuntimeSpec, name: str) -> str:
     """What the runtime is given: the EDF file on enroot-edf sites, else the image file (absolute)."""
-    files = image_inputs(site_raw, name, default_dir)
+    files = image_inputs(rt, name)
     return os.path.abspath(files.get("edf", files["image"]))
 
 

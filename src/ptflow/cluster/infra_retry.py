@@ -1,10 +1,5 @@
-"""pyxis container jobs: multi-node rendezvous env, ``status.json``, failure classification and resubmission.
+"""Resubmission after infrastructure failures (sites with ``infra_retries``, e.g. pyxis/TAO clusters).
 
-- :func:`rendezvous_env` — per node ``WORLD_SIZE`` (nodes, TAO's convention: torchrun ``--nnodes``),
-  ``MASTER_ADDR`` (NodeAddr of the allocation's first node), ``MASTER_PORT`` (from the job id, below the
-  ephemeral range), ``NODE_RANK`` and ``NUM_GPU_PER_NODE``, from the node list read back from Slurm.
-- :func:`node_argvs` — one ``srun --nodes=1 --nodelist=<node> --export=ALL,<env>`` step per node, through
-  ``ptflow.runtime.runtime_argv`` (``--container-image=… --container-mounts=/lustre…`` on a pyxis site).
 - :func:`write_status` — ``status.json`` in the job's results dir, atomically.
 - :func:`classify` — Slurm state + log lines → ``infra`` (retry elsewhere) / ``training`` (no retry) / ``ok``.
 - :func:`run_with_retries` — a ptflow-side resubmission loop: up to ``max_retries`` (10) resubmissions for infra
@@ -21,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,7 +24,6 @@ from pathlib import Path
 from ptflow.cluster import slurm
 from ptflow.files import write_json_atomic
 
-PORT_FLOOR, PORT_SPAN = 20000, 12000  # MASTER_PORT in 20000..31999: below the ephemeral range (32768)
 MAX_RETRIES = 10
 INFRA_STATES = {"NODE_FAIL": "node failure", "BOOT_FAIL": "node failed to boot"}
 
@@ -87,66 +80,13 @@ def classify(state: str, log_text: str = "", job_nodes: Sequence[str] = ()) -> V
     return Verdict("training", f"Slurm state {base or 'unknown'} with no sign of a bad node or GPU in the log")
 
 
-# ---- rendezvous env and per-node steps ----
-
-
-def master_port(job_id: int | str) -> int:
-    return PORT_FLOOR + int(job_id) % PORT_SPAN
-
-
-def rendezvous_env(nodes: Sequence[str], addrs: dict[str, str], gpus_per_node: int, job_id: int | str) -> list[dict]:
-    """One env per node (in allocation order; the first node is the master)."""
-    if not nodes:
-        raise ValueError("rendezvous_env: the allocation has no nodes")
-    common = {
-        "WORLD_SIZE": str(len(nodes)),
-        "MASTER_ADDR": addrs.get(nodes[0], nodes[0]),
-        "MASTER_PORT": str(master_port(job_id)),
-        "NUM_GPU_PER_NODE": str(gpus_per_node),
-    }
-    return [{**common, "NODE_RANK": str(i)} for i in range(len(nodes))]
-
-
-def node_argvs(site, nodes: Sequence[str], envs: Sequence[dict], command: list[str], *, image=None, binds=()) -> list:
-    """One srun step per node running ``command`` through the site's runtime with that node's env."""
-    from ptflow.cluster.runtime import runtime_argv
-
-    out = []
-    for node, env in zip(nodes, envs, strict=True):
-        inner = runtime_argv(site, command, image=image, binds=binds)
-        step = ["--nodes=1", f"--nodelist={node}", "--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items())]
-        if inner[0] == "srun":  # pyxis / EDF: runtime_argv already is an srun step
-            argv = [inner[0], *step, *inner[1:]]
-        else:
-            argv = ["srun", "--overlap", "--ntasks=1", *step, *inner]
-        out.append(argv)
-    return out
+# ---- status.json ----
 
 
 def write_status(results_dir: str | Path, status: str, **fields) -> Path:
     path = Path(results_dir) / "status.json"
     write_json_atomic(path, {"status": status, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **fields})
     return path
-
-
-def run_nodes(site, command: list[str], results_dir: str | Path, *, gpus_per_node: int = 0, image=None, log=print):
-    """Inside an allocation: the rendezvous env on every node, one step each; status.json written. Returns rc."""
-    from ptflow.cluster.multinode import allocation_nodes
-
-    job_id = os.environ.get("SLURM_JOB_ID")
-    nodes = allocation_nodes(job_id)
-    addrs = {n: a.addr for n, a in slurm.node_addresses(nodes).items()}
-    envs = rendezvous_env(nodes, addrs, gpus_per_node, job_id)
-    argvs = node_argvs(site, nodes, envs, command, image=image)
-    write_status(results_dir, "running", job_id=job_id, nodes=nodes, rendezvous=envs[0] | {"NODE_RANK": None})
-    procs = []
-    for argv in argvs:
-        log(f"pyxis step: {' '.join(argv)}")
-        procs.append(subprocess.Popen(argv))
-    rcs = [p.wait() for p in procs]
-    rc = next((r for r in rcs if r != 0), 0)
-    write_status(results_dir, "succeeded" if rc == 0 else "failed", job_id=job_id, nodes=nodes, returncodes=rcs)
-    return rc
 
 
 # ---- resubmission loop ----
@@ -160,24 +100,13 @@ class RetriesExhausted(RuntimeError):
     pass
 
 
-def wait_job(job_id: str, poll: float = 3.0, timeout: float | None = None) -> slurm.JobRecord:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        rec = slurm.job_state(job_id)
-        if rec and rec.base_state in slurm.TERMINAL_STATES:
-            return rec
-        if deadline and time.monotonic() > deadline:
-            raise TimeoutError(f"job {job_id} still {rec.state if rec else 'unknown'} after {timeout:.0f} s")
-        time.sleep(poll)
-
-
 def run_with_retries(
     submit: Callable[[int, list[str]], str],
     log_of: Callable[[str], str],
     results_dir: str | Path,
     *,
     max_retries: int = MAX_RETRIES,
-    wait: Callable[[str], slurm.JobRecord] = wait_job,
+    wait: Callable[[str], slurm.JobRecord] = slurm.wait_job,
     log=print,
 ) -> dict:
     """``submit(attempt, exclude) -> job id``; ``log_of(job id) -> log text``. Returns the final status dict."""

@@ -2,13 +2,28 @@
 
 The slurm executor plugin runs a rule with resources ``nodes``, ``tasks`` and ``mpi="srun"`` once, without an
 inner srun; its job step removes ``SLURM_JOB_NODELIST`` and friends, so the node list is read back from Slurm.
+
+For torchrun-style jobs in containers (pyxis/TAO):
+
+- :func:`rendezvous_env` — per node ``WORLD_SIZE`` (nodes, TAO's convention: torchrun ``--nnodes``),
+  ``MASTER_ADDR`` (NodeAddr of the allocation's first node), ``MASTER_PORT`` (from the job id, below the
+  ephemeral range), ``NODE_RANK`` and ``NUM_GPU_PER_NODE``, from the node list read back from Slurm.
+- :func:`node_argvs` — one ``srun --nodes=1 --nodelist=<node> --export=ALL,<env>`` step per node, through
+  ``ptflow.cluster.runtime.runtime_argv`` (``--container-image=… --container-mounts=/lustre…`` on a pyxis site).
+- :func:`run_nodes` — both, inside an allocation, with ``status.json`` written before and after.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
 
 from ptflow.cluster import slurm
+from ptflow.config.sites import RuntimeSpec
+
+PORT_FLOOR, PORT_SPAN = 20000, 12000  # MASTER_PORT in 20000..31999: below the ephemeral range (32768)
 
 
 def allocation_nodes(job_id: str | None = None) -> list[str]:
@@ -26,3 +41,63 @@ def srun_argv(
     if overlap:
         argv.append("--overlap")  # share the allocation's CPUs with steps already running (e.g. a Ray head)
     return argv + command
+
+
+# ---- torchrun-style rendezvous over the allocation (pyxis/TAO) ----
+
+
+def master_port(job_id: int | str) -> int:
+    return PORT_FLOOR + int(job_id) % PORT_SPAN
+
+
+def rendezvous_env(nodes: Sequence[str], addrs: dict[str, str], gpus_per_node: int, job_id: int | str) -> list[dict]:
+    """One env per node (in allocation order; the first node is the master)."""
+    if not nodes:
+        raise ValueError("rendezvous_env: the allocation has no nodes")
+    common = {
+        "WORLD_SIZE": str(len(nodes)),
+        "MASTER_ADDR": addrs.get(nodes[0], nodes[0]),
+        "MASTER_PORT": str(master_port(job_id)),
+        "NUM_GPU_PER_NODE": str(gpus_per_node),
+    }
+    return [{**common, "NODE_RANK": str(i)} for i in range(len(nodes))]
+
+
+def node_argvs(
+    rt: RuntimeSpec, nodes: Sequence[str], envs: Sequence[dict], command: list[str], *, image=None, binds=()
+) -> list:
+    """One srun step per node running ``command`` through the site's runtime with that node's env."""
+    from ptflow.cluster.runtime import runtime_argv
+
+    out = []
+    for node, env in zip(nodes, envs, strict=True):
+        inner = runtime_argv(rt, command, image=image, binds=binds)
+        step = ["--nodes=1", f"--nodelist={node}", "--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items())]
+        if inner[0] == "srun":  # pyxis / EDF: runtime_argv already is an srun step
+            argv = [inner[0], *step, *inner[1:]]
+        else:
+            argv = ["srun", "--overlap", "--ntasks=1", *step, *inner]
+        out.append(argv)
+    return out
+
+
+def run_nodes(
+    rt: RuntimeSpec, command: list[str], results_dir: str | Path, *, gpus_per_node: int = 0, image=None, log=print
+):
+    """Inside an allocation: the rendezvous env on every node, one step each; status.json written. Returns rc."""
+    from ptflow.cluster.infra_retry import write_status
+
+    job_id = os.environ.get("SLURM_JOB_ID")
+    nodes = allocation_nodes(job_id)
+    addrs = {n: a.addr for n, a in slurm.node_addresses(nodes).items()}
+    envs = rendezvous_env(nodes, addrs, gpus_per_node, job_id)
+    argvs = node_argvs(rt, nodes, envs, command, image=image)
+    write_status(results_dir, "running", job_id=job_id, nodes=nodes, rendezvous=envs[0] | {"NODE_RANK": None})
+    procs = []
+    for argv in argvs:
+        log(f"pyxis step: {' '.join(argv)}")
+        procs.append(subprocess.Popen(argv))
+    rcs = [p.wait() for p in procs]
+    rc = next((r for r in rcs if r != 0), 0)
+    write_status(results_dir, "succeeded" if rc == 0 else "failed", job_id=job_id, nodes=nodes, returncodes=rcs)
+    return rc

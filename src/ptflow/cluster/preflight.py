@@ -32,7 +32,7 @@ def requests_in_use(cfg: Config, site: Site) -> list[tuple[str, dict]]:
 def check_paths(layout: Layout, site: Site, home: str | None = None) -> list[str]:
     problems = []
     home = home or os.path.expanduser("~")
-    shared = site.raw.get("shared_paths") or []
+    shared = site.shared_paths
     for key in ("results", "scratch", "hf_home"):
         value = getattr(layout, key)
         where = f"paths.{key} (site {site.name})"
@@ -56,7 +56,7 @@ def check_paths(layout: Layout, site: Site, home: str | None = None) -> list[str
                     f"({', '.join(shared)}); move it there or add its prefix to shared_paths"
                 )
         if (
-            site.raw.get("forbid_home")
+            site.forbid_home
             and key in ("results", "scratch")
             and (path == home or path.startswith(home.rstrip("/") + "/"))
         ):
@@ -67,12 +67,26 @@ def check_paths(layout: Layout, site: Site, home: str | None = None) -> list[str
     return problems
 
 
+def check_site_requests(cfg: Config, site: Site) -> list[str]:
+    """Kinds whose jobs submit further jobs (skyrl's runtime server) need the site's request for them."""
+    problems = []
+    for agent_id in sorted({c.agent for c in cfg.training_cells()}):
+        for stage in cfg.agents[agent_id].spec.site_requests:
+            if not site.has_request(stage):
+                problems.append(
+                    f"site {site.name} has no resources.{stage} request, which agent {agent_id} "
+                    f"({cfg.agents[agent_id].kind}) submits; add one to {site.path} (a CPU partition, threads, "
+                    "mem_mb, runtime — see config/sites/fasrc.yaml)"
+                )
+    return problems
+
+
 def check_agent_budgets(cfg: Config, site: Site) -> list[str]:
     """A cli-agent's train job must outlive the agent's timeout (hours*60 + grace + 30 s kill-after + copying)."""
     problems = []
     for agent_id in sorted({c.agent for c in cfg.training_cells()}):
         agent = cfg.agents[agent_id]
-        if agent.kind != "cli-agent":
+        if not agent.spec.agent_cli:
             continue
         need = agent.hours * 60 + agent.grace_minutes + 1
         runtime = site.request("train", agent).get("runtime")
@@ -88,7 +102,7 @@ def check_agent_budgets(cfg: Config, site: Site) -> list[str]:
 def check_cluster(cfg: Config, site: Site, cluster) -> list[str]:
     """Partitions, account, time limits and GPUs per node against the live cluster (``slurm.ClusterInfo``)."""
     problems = []
-    account = site.raw.get("account")
+    account = site.account
     if account and cluster.accounts is not None and account not in cluster.accounts:
         have = ", ".join(sorted(cluster.accounts)) or "none"
         problems.append(
@@ -137,7 +151,7 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
         for key in cfg.agents[cell.agent].keys:
             needed.setdefault(key, set()).add(cell.agent)
     judge = cfg.raw.get("judge") or {}
-    if judge and any(cfg.agents[c.agent].kind == "cli-agent" for c in cfg.cells):
+    if judge and any(cfg.agents[c.agent].spec.agent_cli for c in cfg.cells):
         for key in judge.get("keys", []):
             needed.setdefault(key, set()).add("(judge)")
     for key, agents in sorted(needed.items()):
@@ -154,19 +168,19 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
 
 def check_hf_cache(cfg: Config, layout: Layout, env: dict | None = None, reachable=None) -> list[str]:
     """Every hub repo missing from the cache, in one line, when they cannot be downloaded (offline/unreachable)."""
-    from ptflow.stages import cache
+    from ptflow.cluster import hfcache
 
-    repos = cache.hub_repos_needed(cfg)
+    repos = hfcache.hub_repos_needed(cfg)
     if not repos:
         return []
-    problem = cache.offline_problem(layout.hf_home, repos, env, reachable or cache.hub_reachable)
+    problem = hfcache.offline_problem(layout.hf_home, repos, env, reachable or hfcache.hub_reachable)
     return [problem] if problem else []
 
 
 def run_preflight(cfg: Config, site: Site, layout: Layout, read_cluster=None) -> list[str]:
     """All problems; an empty list means go. ``read_cluster`` (user -> ClusterInfo) defaults to the live one."""
     problems = check_paths(layout, site) + check_secrets(cfg) + check_hf_cache(cfg, layout)
-    problems += check_agent_budgets(cfg, site)
+    problems += check_agent_budgets(cfg, site) + check_site_requests(cfg, site)
     if site.scheduler == "slurm":
         from ptflow.cluster import slurm
 

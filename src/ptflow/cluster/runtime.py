@@ -1,7 +1,6 @@
 """THE place that turns a command into the site's way of running it (container runtime or venv).
 
-``runtime_argv(site, command, ...)`` is the only function that knows about apptainer, pyxis, CSCS EDF or a
-bare-metal venv; every other module hands it a plain argv and runs what comes back.
+Every container flag ptflow uses is built here, from the site's :class:`~ptflow.config.sites.RuntimeSpec`:
 
 - ``apptainer``  : ``apptainer exec --nv [--bind …] <image.sif> cmd`` (PostTrainBench; agent cells add
   ``-c --writable-tmpfs --home <jobdir>:/home/agent`` so the agent sees only its job dir and what is bound)
@@ -10,36 +9,96 @@ bare-metal venv; every other module hands it a plain argv and runs what comes ba
 - ``venv``       : ``<venv>/bin/cmd`` when the site names a venv (absolute paths: JUWELS' srun shells have no PATH
   set up), else the command unchanged (the local default).
 
-``--overlap``: inside a Snakemake Slurm job the rule body already runs in a step holding the job's CPUs; a second
-step must share them or it waits forever.
+:func:`runtime_argv` runs one command; :func:`node_commands` gives a launcher (``ptflow.launch.ray``) the same flags
+for the srun steps it starts on each node. ``--overlap``: inside a Snakemake Slurm job the rule body already runs in
+a step holding the job's CPUs; a second step must share them or it waits forever.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.cluster import images
+from ptflow.config.sites import RuntimeSpec
 from ptflow.jobenv import package_root
 
 AGENT_HOME = "/home/agent"  # the agent cell's $HOME inside the container (its job dir on the host)
 TOOL = {"apptainer": "apptainer", "pyxis": "srun", "enroot-edf": "srun"}
+IN_RUNTIME_ENV = "PTFLOW_IN_RUNTIME"
 
 
-def _rt(site) -> dict:
-    raw = site.raw if hasattr(site, "raw") else site
-    return images.runtime_of(raw)
+@dataclass(frozen=True)
+class JobRuntime:
+    """The site's runtime as one job uses it: which image (the runtime's handle: ``.sif``, ``.sqsh`` or EDF
+    ``.toml``), the job's GPUs, the host paths to bind and the shared HF cache to give it a private view of. A
+    rule's params carry it as a dict (``to_dict``), built in ``common.smk`` from the site and the layout."""
+
+    runtime: RuntimeSpec
+    image: str | None = None
+    gpus: int = 0
+    binds: tuple[str, ...] = ()
+    hf_home: str | None = None
+    agent_cell: bool = False
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "runtime": self.runtime.to_dict(), "binds": list(self.binds)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> JobRuntime:
+        return cls(**{**data, "runtime": RuntimeSpec.from_dict(data["runtime"]), "binds": tuple(data.get("binds", ()))})
 
 
-def _name(site) -> str:
-    raw = site.raw if hasattr(site, "raw") else site
-    return raw.get("name", "?")
+def _container_srun_flags(rt: RuntimeSpec, image: str, extra_binds: Sequence[str], job_dir: str | None) -> list[str]:
+    """The srun flags that put a step into the site's container (pyxis, enroot-edf)."""
+    if rt.kind == "pyxis":
+        mounts = list(rt.mounts) + [b for b in extra_binds if b not in rt.mounts]
+        flags = [f"--container-image={image}"]
+        if mounts:
+            flags.append("--container-mounts=" + ",".join(mounts))
+        if job_dir:
+            flags.append(f"--container-workdir={job_dir}")
+        return flags
+    # enroot-edf: the EDF file carries the image and the site's mounts, so every path the job needs must lie under
+    # them (they go into the EDF file, rule edf)
+    outside = [b for b in extra_binds if not any(b == m or b.startswith(m.rstrip("/") + "/") for m in rt.mounts)]
+    if outside:
+        raise images.ImageError(
+            f"site {rt.site} (runtime.kind enroot-edf): {', '.join(outside)} not under runtime.mounts "
+            f"({', '.join(rt.mounts) or 'none'}); add the filesystem to runtime.mounts (it goes into the EDF file)"
+        )
+    return [f"--environment={image}"]
+
+
+def _apptainer_prefix(
+    rt: RuntimeSpec, image: str, binds: Sequence[str], *, gpus: int | None, agent_cell: bool, job_dir: str | None
+) -> list[str]:
+    argv = ["apptainer", "exec"] + ([] if gpus == 0 else ["--nv"])
+    if agent_cell:
+        if not job_dir:
+            raise ValueError("runtime_argv: an agent cell needs job_dir (its private $HOME)")
+        argv += ["-c", "--writable-tmpfs", "--home", f"{job_dir}:{AGENT_HOME}"]
+    for path in list(rt.mounts) + [b for b in binds if b not in rt.mounts]:
+        argv += ["--bind", path]
+    return argv + [image]
+
+
+def _need_image(rt: RuntimeSpec, image: str | None) -> str:
+    if not image:
+        raise images.ImageError(
+            f"site {rt.site} runs commands in containers (runtime.kind = {rt.kind}) but no image was given; "
+            "name one under runtime.use for this stage or agent"
+        )
+    return image
 
 
 def runtime_argv(
-    site,
+    rt: RuntimeSpec,
     command: Sequence[str],
     *,
     image: str | None = None,
@@ -54,110 +113,104 @@ def runtime_argv(
     (enroot-edf). ``binds`` are extra host paths the command needs (job dir, HF cache view, checkpoints), mounted
     at the same place. ``gpus=0`` leaves GPUs out (``--nv``); ``None`` means the job's GPUs, if any.
     """
-    rt = _rt(site)
-    kind = rt["kind"]
     command = list(command)
     if not command:
         raise ValueError("runtime_argv: empty command")
-    if kind == "venv":
-        venv = rt.get("venv")
-        if venv and "/" not in command[0]:
-            return [str(Path(venv) / "bin" / command[0])] + command[1:]
+    if rt.kind == "venv":
+        if rt.venv and "/" not in command[0]:
+            return [str(Path(rt.venv) / "bin" / command[0])] + command[1:]
         return command
-    if not image:
-        raise images.ImageError(
-            f"site {_name(site)} runs commands in containers (runtime.kind = {kind}) but no image was given; "
-            "name one under runtime.use for this stage or agent"
-        )
-    mounts = list(rt.get("mounts") or [])
-    extra = [b for b in binds if b not in mounts]
-    if kind == "apptainer":
-        argv = ["apptainer", "exec"] + ([] if gpus == 0 else ["--nv"])
-        if agent_cell:
-            if not job_dir:
-                raise ValueError("runtime_argv: an agent cell needs job_dir (its private $HOME)")
-            argv += ["-c", "--writable-tmpfs", "--home", f"{job_dir}:{AGENT_HOME}"]
-        for path in mounts + extra:
-            argv += ["--bind", path]
-        return argv + [image] + command
-    if kind == "pyxis":
-        argv = ["srun", "--overlap", "--ntasks=1", f"--container-image={image}"]
-        if mounts + extra:
-            argv.append("--container-mounts=" + ",".join(mounts + extra))
-        if job_dir:
-            argv.append(f"--container-workdir={job_dir}")
-        return argv + command
-    if kind == "enroot-edf":
-        # The EDF file carries the image and the site's mounts: every path the job needs must lie under them.
-        outside = [b for b in extra if not any(b == m or b.startswith(m.rstrip("/") + "/") for m in mounts)]
-        if outside:
-            raise images.ImageError(
-                f"site {_name(site)} (runtime.kind enroot-edf): {', '.join(outside)} not under runtime.mounts "
-                f"({', '.join(mounts) or 'none'}); add the filesystem to runtime.mounts (it goes into the EDF file)"
-            )
-        return ["srun", "--overlap", "--ntasks=1", f"--environment={image}"] + command
-    raise ValueError(f"site {_name(site)}: unknown runtime.kind {kind!r}")
+    image = _need_image(rt, image)
+    if rt.kind == "apptainer":
+        return _apptainer_prefix(rt, image, binds, gpus=gpus, agent_cell=agent_cell, job_dir=job_dir) + command
+    if rt.kind in ("pyxis", "enroot-edf"):
+        return ["srun", "--overlap", "--ntasks=1", *_container_srun_flags(rt, image, binds, job_dir)] + command
+    raise ValueError(f"site {rt.site}: unknown runtime.kind {rt.kind!r}")
 
 
-def check_runtime_tool(site, which=shutil.which) -> None:
+@dataclass
+class NodeCommands:
+    """How a launcher runs ``ray``/``python`` in the srun steps it starts on each node: absolute paths (no PATH
+    lookup inside srun shells), srun flags for step containers (pyxis, EDF), or a prefix wrapping each command
+    (apptainer). Only venv sites (and this machine) run without a container."""
+
+    ray: str
+    python: str
+    srun_flags: list[str] = field(default_factory=list)
+    prefix: list[str] = field(default_factory=list)
+
+
+def node_commands(job: JobRuntime | None) -> NodeCommands:
+    """The commands of a multi-node launcher for a train job's runtime (None: the Python running ptflow)."""
+    rt = job.runtime if job else RuntimeSpec(site="local")
+    if rt.kind == "venv":
+        if rt.venv is None:  # this machine / the test cluster: the Python running ptflow
+            bindir = Path(sys.executable).parent
+            return NodeCommands(str(bindir / "ray"), sys.executable)
+        if not rt.venv.startswith("/"):
+            raise ValueError(f"site {rt.site} runtime.venv {rt.venv!r} must be an absolute venv path for kind venv")
+        return NodeCommands(f"{rt.venv}/bin/ray", f"{rt.venv}/bin/python")
+    image = _need_image(rt, job.image)
+    if rt.kind == "apptainer":
+        prefix = _apptainer_prefix(rt, image, (), gpus=None, agent_cell=False, job_dir=None)
+        return NodeCommands("ray", "python3", prefix=prefix)
+    return NodeCommands("ray", "python3", srun_flags=_container_srun_flags(rt, image, (), None))
+
+
+def check_runtime_tool(rt: RuntimeSpec, which=shutil.which) -> None:
     """The runtime's own tool must exist where jobs run; fail at once naming it and the setting."""
-    kind = _rt(site)["kind"]
-    if kind in TOOL:
-        images.require_tool(TOOL[kind], f"site {_name(site)} sets runtime.kind = {kind}", which)
-    venv = _rt(site).get("venv")
-    if kind == "venv" and venv and not Path(venv, "bin", "python").exists():
+    if rt.kind in TOOL:
+        images.require_tool(TOOL[rt.kind], f"site {rt.site} sets runtime.kind = {rt.kind}", which)
+    if rt.kind == "venv" and rt.venv and not Path(rt.venv, "bin", "python").exists():
         raise images.MissingToolError(
-            f"{venv}/bin/python does not exist, but site {_name(site)} sets runtime.venv = {venv}; create the venv "
+            f"{rt.venv}/bin/python does not exist, but site {rt.site} sets runtime.venv = {rt.venv}; create the venv "
             "there or fix runtime.venv"
         )
 
 
 def inside_runtime() -> bool:
     """True in the process a rule re-started inside the site's runtime (no second re-start)."""
-    return os.environ.get("PTFLOW_IN_RUNTIME") == "1"
+    return os.environ.get(IN_RUNTIME_ENV) == "1"
 
 
 def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, tmp_root: str | None = None) -> None:
     """Run this job's script again through the site's runtime and exit with its status; return to stay here.
 
-    ``spec`` is the rule's ``params.job["runtime"]`` (common.smk ``get_runtime_spec``): the site's runtime section,
-    the image handle, whether this is an agent cell, the job's GPUs and the paths to bind. Nothing happens when it is
-    None (the local default) or when this process already is the re-started one. The child gets a private HF cache
-    view (``runtime.hf_view``) as HF_HOME and ``HF_HUB_OFFLINE=1``: a GPU job never downloads. API keys and tokens
-    reach it through the environment only, never argv.
+    ``spec`` is the rule's ``params.job["runtime"]`` (a :class:`JobRuntime` as a dict, common.smk
+    ``get_job_runtime``). Nothing happens when it is None (the local default) or when this process already is the
+    re-started one. The child gets a private HF cache view (``runtime.hf_view``) as HF_HOME and
+    ``HF_HUB_OFFLINE=1``: a GPU job never downloads. API keys and tokens reach it through the environment only.
     """
     import subprocess
-    import sys
     import tempfile
 
     from ptflow.cluster import hfview
 
     if not spec or inside_runtime():
         return
-    site = spec["site"]
-    rt = site["runtime"]
+    job = JobRuntime.from_dict(spec)
+    rt = job.runtime
     script = script or sys.argv[0]
-    if rt["kind"] == "venv" and Path(sys.prefix) == Path(rt["venv"]):
+    if rt.kind == "venv" and rt.venv and Path(sys.prefix) == Path(rt.venv):
         return  # already the site venv's Python
-    check_runtime_tool(site)
-    python = rt.get("python", "python3") if rt["kind"] != "venv" else "python"
-    env = {**os.environ, "PTFLOW_IN_RUNTIME": "1", "HF_HUB_OFFLINE": "1"}
-    binds = list(spec.get("binds") or []) + [os.getcwd(), package_root()]
+    check_runtime_tool(rt)
+    python = rt.python if rt.is_container else "python"
+    env = {**os.environ, IN_RUNTIME_ENV: "1", "HF_HUB_OFFLINE": "1"}
+    binds = list(job.binds) + [os.getcwd(), package_root()]
     job_dir = tempfile.mkdtemp(prefix="ptflow-job-", dir=tmp_root or os.environ.get("TMPDIR"))
     view = None
-    method = rt.get("hf_view", "none")
     try:
-        if method != "none" and spec.get("hf_home"):
-            view = hfview.open_view(spec["hf_home"], Path(job_dir) / "hf_view", method=method, log=log)
+        if rt.hf_view != "none" and job.hf_home:
+            view = hfview.open_view(job.hf_home, Path(job_dir) / "hf_view", method=rt.hf_view, log=log)
             env["HF_HOME"] = str(view.path)
         binds.append(job_dir)
         argv = runtime_argv(
-            site,
+            rt,
             [python, script],
-            image=spec.get("image"),
+            image=job.image,
             job_dir=job_dir,
-            agent_cell=spec.get("agent_cell", False),
-            gpus=spec.get("gpus"),
+            agent_cell=job.agent_cell,
+            gpus=job.gpus,
             binds=sorted(set(binds)),
         )
         log("run in site runtime: $ " + " ".join(argv))

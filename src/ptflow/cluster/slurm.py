@@ -9,6 +9,7 @@ import logging
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 
 LOG = logging.getLogger("ptflow.cluster.slurm")
@@ -359,24 +360,13 @@ def job_state(job_id: str) -> JobRecord | None:
     return merged.get(jid)
 
 
-def update_node(node: str, state: str, reason: str | None = None) -> None:
-    """``scontrol update nodename=<node> state=<state> [reason=...]`` (tests restoring the shared cluster)."""
-    argv = ["scontrol", "update", f"nodename={node}", f"state={state}"]
-    if reason:
-        argv.append(f"reason={reason}")
-    LOG.info("run: %s", argv)
-    _run(argv)
-
-
-def node_state(node: str) -> str:
-    """The node's State as ``scontrol show node`` gives it (``IDLE``, ``DOWN*+NOT_RESPONDING`` ...)."""
-    for line in _run(["scontrol", "show", "node", "-o", node]).splitlines():
-        f = _fields(line)
-        if f.get("NodeName") == node:
-            return f.get("State", "")
-    raise SlurmUnavailable(f"scontrol show node {node} printed no such node")
-
-
-def node_running_jobs(node: str) -> list[str]:
-    """Ids of jobs running on ``node`` (squeue -w)."""
-    return _run(["squeue", "-h", "-a", "-t", "running", "-w", node, "-o", "%i"]).split()
+def wait_job(job_id: str, poll: float = 3.0, timeout: float | None = None) -> JobRecord:
+    """Block until the job has ended (a terminal state); its record. TimeoutError after ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        rec = job_state(job_id)
+        if rec and rec.base_state in TERMINAL_STATES:
+            return rec
+        if deadline and time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} still {rec.state if rec else 'unknown'} after {timeout:.0f} s")
+        time.sleep(poll)

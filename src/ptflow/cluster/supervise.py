@@ -4,9 +4,10 @@ node as a light supervisor, which submits the GPU job itself and resubmits it af
 Why not the plugin: a node failure kills the rule's own allocation, so whatever decides to retry must live outside
 it, and Snakemake's ``retries`` cannot tell a dead node from a Python traceback (see ``infra_retry``). The
 supervisor renders a batch script that runs the rule's own script again (Snakemake's generated script with the job's
-inputs, outputs and params) under ``sbatch`` with the options the site gives the stage — the same resources the
-plugin would have used — and hands it to :func:`ptflow.pyxis.run_with_retries`, which writes ``status.json`` beside
-the manifest. Inside the job (``PTFLOW_ATTEMPT`` set) the script trains as usual, in the site's container.
+inputs, outputs and params) under ``sbatch`` with the flags of the stage's request (``Request.sbatch_options``: the
+same resources the plugin would have used) and hands it to :func:`ptflow.cluster.infra_retry.run_with_retries`,
+which writes ``status.json`` beside the manifest. Inside the job (``PTFLOW_ATTEMPT`` set) the script trains as
+usual, in the site's container.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
+from ptflow.config.sites import Request
 from ptflow.files import atomic_path
 
 ATTEMPT_ENV = "PTFLOW_ATTEMPT"  # set by pyxis.sbatch_submitter in each submitted job
@@ -24,29 +25,6 @@ ATTEMPT_ENV = "PTFLOW_ATTEMPT"  # set by pyxis.sbatch_submitter in each submitte
 
 def inside_supervised_job() -> bool:
     return ATTEMPT_ENV in os.environ
-
-
-def sbatch_options(resources: Mapping, threads: int, *, job_name: str, output: str) -> list[str]:
-    """The sbatch flags for the plugin's resource names (snakemake-executor-plugin-slurm) of one job."""
-    opts = [f"--job-name={job_name}", f"--output={output}", f"--cpus-per-task={int(threads)}"]
-    flags = {
-        "slurm_partition": "--partition",
-        "slurm_account": "--account",
-        "runtime": "--time",
-        "gres": "--gres",
-        "constraint": "--constraint",
-        "nodes": "--nodes",
-        "tasks": "--ntasks",
-        "qos": "--qos",
-    }
-    for key, flag in flags.items():
-        value = resources.get(key)
-        if value not in (None, ""):
-            opts.append(f"{flag}={value}")
-    if resources.get("mem_mb"):
-        opts.append(f"--mem={int(resources['mem_mb'])}M")
-    opts += shlex.split(resources.get("slurm_extra") or "")
-    return opts
 
 
 def render_batch_script(
@@ -88,23 +66,24 @@ def internal_timeout_seconds(runtime_minutes, fraction: float | None) -> int | N
 def supervise(
     script: str,
     *,
-    resources: Mapping,
-    cpus: int,
+    request: Request,
+    attempt: int = 1,
     job_name: str,
     results_dir: str | Path,
     max_retries: int,
     internal_timeout_fraction: float | None = None,
     log=print,
 ) -> dict:
-    """Submit the rule's script as a job and resubmit it after infrastructure failures; the final status dict."""
+    """Submit the rule's script as a job with ``request`` (at the rule's ``attempt``) and resubmit it after
+    infrastructure failures; the final status dict."""
     from ptflow.cluster import infra_retry as pyxis
 
     results_dir = Path(results_dir)
     jobs_dir = results_dir / "slurm"
     jobs_dir.mkdir(parents=True, exist_ok=True)
-    internal = internal_timeout_seconds(resources.get("runtime"), internal_timeout_fraction)
+    internal = internal_timeout_seconds(request.scaled(attempt).get("runtime"), internal_timeout_fraction)
     batch = render_batch_script(jobs_dir / "train.sbatch", script, internal_timeout=internal)
-    options = sbatch_options(resources, cpus, job_name=job_name, output=str(jobs_dir / "train-%j.out"))
+    options = request.sbatch_options(job_name=job_name, output=str(jobs_dir / "train-%j.out"), attempt=attempt)
     log(f"supervising {job_name}: sbatch {shlex.join(options)} {batch} (up to {max_retries} resubmissions)")
 
     def log_of(job_id: str) -> str:

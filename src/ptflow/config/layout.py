@@ -64,7 +64,7 @@ class Layout:
         return f"{self.results}/heatmap.png"
 
     @classmethod
-    def from_config(cls, raw: dict, site_raw: dict | None = None) -> Layout:
-        paths = dict(raw["paths"])
-        paths.update((site_raw or {}).get("paths", {}))
+    def from_config(cls, raw: dict, site_paths: dict | None = None) -> Layout:
+        """config.paths, replaced key by key by the site's paths (``Site.paths``)."""
+        paths = {**raw["paths"], **(site_paths or {})}
         return cls(str(Path(paths["results"])), str(Path(paths["scratch"])), str(Path(paths["hf_home"])))

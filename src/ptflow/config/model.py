@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ptflow.config import naming
+from ptflow.config.kinds import KINDS, AgentKind
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
-TRAINING_KINDS = ("trl-sft", "trl-grpo")
 
 
 class ConfigError(ValueError):
@@ -70,8 +70,13 @@ class Agent:
     grace_minutes: float = 5.0  # cli-agent: timeout = hours*60 + grace_minutes
 
     @property
+    def spec(self) -> AgentKind:
+        """What this agent's kind needs and does (ptflow.config.kinds)."""
+        return KINDS[self.kind]
+
+    @property
     def trains(self) -> bool:
-        return self.kind != "baseline"
+        return self.spec.trains
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,7 @@ class Config:
             "agent": {"kind": agent.kind, "params": agent.params, "cli": agent.cli, "model": agent.model},
             "from": self.training_hash(Cell(cell.model, cell.eval, agent.start_from)) if agent.start_from else None,
         }
-        if agent.kind == "cli-agent":  # only here, so the hashes (and checkpoints) of other kinds stay as they were
+        if agent.spec.agent_cli:  # only here, so the hashes (and checkpoints) of other kinds stay as they were
             spec["agent"].update(hours=agent.hours, command=agent.command, grace_minutes=agent.grace_minutes)
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -267,13 +272,6 @@ def _build_evals(entries: list[dict]) -> dict[str, Eval]:
     return evals
 
 
-# Hyperparameters each trainer needs (no silent defaults: a run is described by its config alone).
-REQUIRED_PARAMS = {
-    "trl-sft": ("steps", "batch_size", "learning_rate", "seed"),
-    "trl-grpo": ("steps", "batch_size", "num_generations", "learning_rate", "max_completion_length", "seed"),
-}
-
-
 def _build_agents(entries: list[dict]) -> dict[str, Agent]:
     _unique(entries, "agents")
     agents = {}
@@ -282,16 +280,30 @@ def _build_agents(entries: list[dict]) -> dict[str, Agent]:
             naming.check_safe_id("agent", a["id"])
         except naming.NameError_ as exc:
             raise ConfigError(f"config error at agents[{i}].id: {exc}") from None
-        missing = [k for k in REQUIRED_PARAMS.get(a["kind"], ()) if k not in a.get("params", {})]
+        kind = KINDS.get(a["kind"])
+        if kind is None:
+            close = difflib.get_close_matches(a["kind"], list(KINDS), 1)
+            raise ConfigError(
+                f"config error at agents[{i}].kind: {a['kind']!r} is not an agent kind"
+                + (f" (did you mean '{close[0]}'?)" if close else "")
+                + f"; kinds: {', '.join(KINDS)}"
+            )
+        params = a.get("params", {})
+        missing = [k for k in kind.required_params if k not in params]
         if missing:
             raise ConfigError(
-                f"config error at agents[{i}].params: a {a['kind']} agent needs {', '.join(missing)}; "
+                f"config error at agents[{i}].params: a {kind.name} agent needs {', '.join(missing)}; "
                 "add them (see config/README.md)"
             )
-        if a["kind"] == "cli-agent":
-            missing = [k for k in ("cli", "model", "hours") if k not in a]
-            if missing:
-                raise ConfigError(f"config error at agents[{i}]: a cli-agent needs {', '.join(missing)}")
+        missing = [k for k in kind.required_fields if k not in a]
+        if missing:
+            raise ConfigError(f"config error at agents[{i}]: a {kind.name} agent needs {', '.join(missing)}")
+        if "variant" in params and params["variant"] not in kind.variants:
+            allowed = ", ".join(repr(v) for v in kind.variants) or "none (omit it)"
+            raise ConfigError(
+                f"config error at agents[{i}].params.variant: {params['variant']!r} is not a {kind.name} variant; "
+                f"use one of {allowed}"
+            )
         agents[a["id"]] = Agent(
             a["id"],
             a["kind"],
@@ -396,18 +408,3 @@ def build_config(raw: dict[str, Any]) -> Config:
     agents = _build_agents(raw["agents"])
     cells = _expand(raw, models, evals, agents)
     return Config(raw, models, evals, agents, cells)
-
-
-def load_config(*paths: str | Path, overrides: dict | None = None) -> Config:
-    """Load YAML files (later ones update earlier ones, as Snakemake's --configfile does) and validate."""
-    import yaml
-
-    raw: dict = {}
-    for p in paths:
-        with open(p) as fh:
-            data = yaml.safe_load(fh) or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"config error: {p} does not hold a mapping of keys")
-        raw.update(data)
-    raw.update(overrides or {})
-    return build_config(raw)

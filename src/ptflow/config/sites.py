@@ -1,26 +1,190 @@
-"""Sites: one YAML file per cluster holding partitions, account, paths and the request of each stage.
+"""Sites: one YAML file per cluster holding partitions, account, paths, the software runtime and each stage's request.
 
-Rules ask :meth:`Site.snakemake_resources` for their resources, so no partition, account or GPU count is written
-in a rule; the names produced are those of snakemake-executor-plugin-slurm. A user adds a cluster by adding a
-file to ``config/sites/``.
+:class:`Site` is the only reader of a site file. Everything else gets resolved values from it:
+
+- :meth:`Site.request` → a :class:`Request` (default, then the stage, then for ``train`` the agent's kind and id),
+  which turns itself into the slurm executor plugin's resources (:meth:`Request.snakemake_resources`, what rules
+  get) or into sbatch flags (:meth:`Request.sbatch_options`, what ptflow's own submissions get: the supervisor's
+  train jobs and SkyRL's runtime server). One table maps between the two, so both ask Slurm for the same thing.
+- :attr:`Site.runtime` → a :class:`RuntimeSpec`: how jobs run software (a container runtime or a venv), which
+  images exist and which stage runs in which.
+
+A user adds a cluster by adding a file to ``config/sites/``; rules never name a partition or an account.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import math
 import os
 import re
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from ptflow.cluster.preempt import signal_option
 from ptflow.config.model import SCHEMA_DIR, ConfigError
 
 STAGES = ("cache", "image", "preprocess", "train", "evaluate", "aggregate", "runtime_server")
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
+
+# The time-limit warning: `warn_seconds` in a request becomes --signal=USR1@N (no B:, see ptflow.cluster.preempt).
+WARNING_SIGNAL = "USR1"
+
+# snakemake-executor-plugin-slurm's resource names and the sbatch flag each becomes (plugin 2.8.0, submit_string.py).
+PLUGIN_FLAGS = {
+    "slurm_partition": "--partition",
+    "slurm_account": "--account",
+    "runtime": "--time",
+    "gres": "--gres",
+    "constraint": "--constraint",
+    "nodes": "--nodes",
+    "tasks": "--ntasks",
+    "qos": "--qos",
+}
+
+
+def signal_option(warn_seconds: int) -> str:
+    """The sbatch option for a request's ``warn_seconds`` (Slurm may send it up to 60 s earlier than asked)."""
+    if int(warn_seconds) < 1:
+        raise ValueError(f"warn_seconds must be at least 1, not {warn_seconds!r}")
+    return f"--signal={WARNING_SIGNAL}@{int(warn_seconds)}"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One stage's resolved request on a site, with what it needs to become sbatch flags on its own (so a job that
+    submits further jobs, like the supervisor, carries it as a plain dict through ``to_dict``/``from_dict``)."""
+
+    values: dict  # threads, mem_mb, runtime, partition, gpus, gpu_type, constraint, tmp_mb, nodes, ...
+    scheduler: str = "local"
+    account: str | None = None
+    requeue: bool = False
+    growth: float = 1.0
+    limits: dict = field(default_factory=dict)  # the partition's max_runtime / max_mem_mb
+
+    def get(self, key: str, default=None):
+        return self.values.get(key, default)
+
+    def __getitem__(self, key: str):
+        return self.values[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.values
+
+    @property
+    def threads(self) -> int:
+        return int(self.values.get("threads", 1))
+
+    @property
+    def gpus(self) -> int:
+        return int(self.values.get("gpus", 0) or 0)
+
+    def scaled(self, attempt: int = 1) -> Request:
+        """Retries get more of what may have run out (runtime, memory), never past the partition's limits."""
+        growth = self.growth ** max(attempt - 1, 0)
+        out = dict(self.values)
+        for key, limit_key in (("runtime", "max_runtime"), ("mem_mb", "max_mem_mb")):
+            if key in out:
+                value = math.ceil(out[key] * growth)
+                out[key] = min(value, self.limits[limit_key]) if limit_key in self.limits else value
+        return dataclasses.replace(self, values=out)
+
+    def snakemake_resources(self, attempt: int = 1) -> dict:
+        """The slurm executor plugin's resource names for this request at ``attempt``."""
+        req = self.scaled(attempt).values
+        out: dict = {k: req[k] for k in ("mem_mb", "runtime", "constraint", "nodes", "qos") if k in req}
+        if self.scheduler != "slurm":
+            return out
+        if "partition" in req:
+            out["slurm_partition"] = req["partition"]
+        if self.account:
+            out["slurm_account"] = self.account
+        if req.get("gpus"):
+            kind = f"gpu:{req['gpu_type']}" if req.get("gpu_type") else "gpu"
+            out["gres"] = f"{kind}:{req['gpus']}"
+        extra = []
+        if "tmp_mb" in req:
+            extra.append(f"--tmp={req['tmp_mb']}M")
+        if self.requeue:
+            extra.append("--requeue")
+        if req.get("warn_seconds"):
+            extra.append(signal_option(req["warn_seconds"]))
+        if req.get("extra"):
+            extra.append(req["extra"])
+        if extra:
+            out["slurm_extra"] = " ".join(extra)
+        if req.get("nodes", 1) > 1 or req.get("warn_seconds"):
+            # Multi-node, or warned before the end: one task per node and no inner srun, so the rule body runs in
+            # the batch step and spreads processes itself. The time-limit warning (no B:) reaches only job steps:
+            # the trainer's, never the Snakemake running the rule (Python dies of an unhandled USR1).
+            out["tasks"] = req.get("nodes", 1) * req.get("tasks_per_node", 1)
+            out["mpi"] = "srun"
+            if req.get("gpus"):
+                # The plugin turns `tasks` of a GPU job into --ntasks-per-gpu unless tasks_per_gpu is set; 0 keeps
+                # it out, so 2 nodes x 4 GPUs stays one task per node (plugin 2.8.0, submit_string.py).
+                out["tasks_per_gpu"] = 0
+        return out
+
+    def sbatch_options(self, *, job_name: str, output: str, attempt: int = 1, extra: tuple[str, ...] = ()) -> list[str]:
+        """The sbatch flags of this request: exactly what the plugin would submit for the same resources."""
+        resources = self.snakemake_resources(attempt)
+        opts = [f"--job-name={job_name}", f"--output={output}", f"--cpus-per-task={self.threads}"]
+        for key, flag in PLUGIN_FLAGS.items():
+            value = resources.get(key)
+            if value not in (None, ""):
+                opts.append(f"{flag}={value}")
+        if resources.get("mem_mb"):
+            opts.append(f"--mem={int(resources['mem_mb'])}M")
+        opts += shlex.split(resources.get("slurm_extra") or "")
+        return opts + list(extra)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Request:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """How a site's jobs run software: ``kind`` venv (bare metal or the local default), apptainer, pyxis or
+    enroot-edf, the images there are, and which stage or agent runs in which (``use``)."""
+
+    site: str  # the site's name, for messages
+    kind: str = "venv"
+    arch: str | None = None
+    images_dir: str = "images"
+    mounts: tuple[str, ...] = ()
+    venv: str | None = None
+    python: str = "python3"  # the interpreter inside an image that re-runs a rule
+    images: dict = field(default_factory=dict)
+    use: dict = field(default_factory=dict)
+    build: dict = field(default_factory=dict)
+    force_reconvert_latest: bool = False
+    hf_view: str = "none"
+
+    @property
+    def is_container(self) -> bool:
+        return self.kind != "venv"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RuntimeSpec:
+        return cls(**{**data, "mounts": tuple(data.get("mounts") or ())})
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """Sites with ``infra_retries``: the train rule is a login-node supervisor (``ptflow.cluster.supervise``)."""
+
+    max_retries: int
+    internal_timeout_fraction: float | None = None
 
 
 @dataclass
@@ -42,19 +206,45 @@ class Site:
 
     @property
     def env(self) -> dict:
-        return self.raw.get("env", {})
+        return dict(self.raw.get("env", {}))
 
-    def supervises(self, stage: str) -> dict | None:
-        """What the login-node supervisor of ``stage`` needs (``ptflow.cluster.supervise``), or None: only ``train``,
-        and only on Slurm sites with ``infra_retries``."""
+    @property
+    def account(self) -> str | None:
+        return self.raw.get("account")
+
+    @property
+    def shared_paths(self) -> list[str]:
+        return list(self.raw.get("shared_paths") or [])
+
+    @property
+    def forbid_home(self) -> bool:
+        return bool(self.raw.get("forbid_home"))
+
+    @property
+    def paths(self) -> dict:
+        """Site paths that replace config.paths (results, scratch, hf_home on the shared filesystem)."""
+        return dict(self.raw.get("paths", {}))
+
+    @property
+    def gpu_memory_utilization(self) -> float | None:
+        return self.raw.get("gpu_memory_utilization")
+
+    @property
+    def runtime(self) -> RuntimeSpec:
+        rt = dict(self.raw.get("runtime") or {"kind": "venv"})
+        return RuntimeSpec.from_dict({"site": self.name, **rt})
+
+    def supervises(self, stage: str) -> Supervision | None:
+        """Whether ``stage`` runs as a login-node supervisor: only ``train``, only on Slurm sites with
+        ``infra_retries``."""
         if stage != "train" or self.scheduler != "slurm" or self.raw.get("infra_retries") is None:
             return None
-        return {
-            "max_retries": self.raw["infra_retries"],
-            "internal_timeout_fraction": self.raw.get("internal_timeout_fraction"),
-        }
+        return Supervision(self.raw["infra_retries"], self.raw.get("internal_timeout_fraction"))
 
-    def request(self, stage: str, agent=None) -> dict:
+    def has_request(self, stage: str) -> bool:
+        return stage in self.raw["resources"]
+
+    def request(self, stage: str, agent=None) -> Request:
         """The merged request of a stage: default, then the stage, then (train only) the agent kind and id."""
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
@@ -65,57 +255,14 @@ class Site:
             per_agent = self.raw.get("agent_resources", {})
             req.update(per_agent.get(agent.kind, {}))
             req.update(per_agent.get(agent.id, {}))
-        return req
-
-    def scaled(self, request: dict, attempt: int = 1) -> dict:
-        """Retries get more of what may have run out (runtime, memory), never past the partition's limits."""
-        growth = self.raw.get("retry_growth", 1.0) ** max(attempt - 1, 0)
-        limits = self.partitions.get(request.get("partition"), {})
-        out = dict(request)
-        for key, limit_key in (("runtime", "max_runtime"), ("mem_mb", "max_mem_mb")):
-            if key in out:
-                value = math.ceil(out[key] * growth)
-                out[key] = min(value, limits[limit_key]) if limit_key in limits else value
-        return out
-
-    def snakemake_resources(self, request: dict, attempt: int = 1) -> dict:
-        """Translate a request into the slurm executor plugin's resource names."""
-        request = self.scaled(request, attempt)
-        out: dict = {}
-        for key in ("mem_mb", "runtime", "constraint", "nodes", "qos"):
-            if key in request:
-                out[key] = request[key]
-        if self.scheduler != "slurm":
-            return out
-        if "partition" in request:
-            out["slurm_partition"] = request["partition"]
-        if self.raw.get("account"):
-            out["slurm_account"] = self.raw["account"]
-        if request.get("gpus"):
-            kind = f"gpu:{request['gpu_type']}" if request.get("gpu_type") else "gpu"
-            out["gres"] = f"{kind}:{request['gpus']}"
-        extra = []
-        if "tmp_mb" in request:
-            extra.append(f"--tmp={request['tmp_mb']}M")
-        if self.raw.get("requeue"):
-            extra.append("--requeue")
-        if request.get("warn_seconds"):
-            extra.append(signal_option(request["warn_seconds"]))
-        if request.get("extra"):
-            extra.append(request["extra"])
-        if extra:
-            out["slurm_extra"] = " ".join(extra)
-        if request.get("nodes", 1) > 1 or request.get("warn_seconds"):
-            # Multi-node, or warned before the end: one task per node and no inner srun, so the rule body runs in
-            # the batch step and spreads processes itself. The time-limit warning (no B:) reaches only job steps:
-            # the trainer's, never the Snakemake running the rule (Python dies of an unhandled USR1).
-            out["tasks"] = request.get("nodes", 1) * request.get("tasks_per_node", 1)
-            out["mpi"] = "srun"
-            if request.get("gpus"):
-                # The plugin turns `tasks` of a GPU job into --ntasks-per-gpu unless tasks_per_gpu is set; 0 keeps
-                # it out, so 2 nodes x 4 GPUs stays one task per node (plugin 2.8.0, submit_string.py).
-                out["tasks_per_gpu"] = 0
-        return out
+        return Request(
+            values=req,
+            scheduler=self.scheduler,
+            account=self.account,
+            requeue=bool(self.raw.get("requeue")),
+            growth=float(self.raw.get("retry_growth", 1.0)),
+            limits=dict(self.partitions.get(req.get("partition"), {})),
+        )
 
 
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")

@@ -35,6 +35,8 @@ from pathlib import Path
 
 from ptflow import templates
 from ptflow.cluster import slurm
+from ptflow.cluster.runtime import NodeCommands, node_commands
+from ptflow.keys import refuse_secrets
 
 READY_SCRIPT = Path(__file__).with_name("ray_ready.py")
 
@@ -75,54 +77,6 @@ def temp_dir(base: str, job_id: int, restart: int, index: int) -> str:
 
 
 @dataclass
-class Runtime:
-    """How commands run on the nodes: absolute ``ray``/``python`` and what srun needs for a container.
-
-    venv/local: absolute paths of the venv (no PATH lookup inside srun shells). Containers (enroot EDF, pyxis)
-    add srun flags; apptainer wraps each command. Only ``local``/``venv`` run on this machine.
-    """
-
-    ray: str
-    python: str
-    srun_flags: list[str] = field(default_factory=list)
-    prefix: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_site(cls, runtime: dict | None, image: str = "ngc-ray-vllm") -> Runtime:
-        """``runtime`` is the site's ``runtime`` mapping, or the train job's runtime spec from common.smk
-        (``{"site": {"runtime": ...}, "image": <absolute EDF/.sqsh/.sif>}``), whose image handle wins."""
-        runtime = dict(runtime or {})
-        handle = None
-        if "site" in runtime:
-            handle = runtime.get("image")
-            runtime = dict(runtime["site"].get("runtime") or {})
-        kind = runtime.get("kind")
-        if kind is None:  # this machine / the test cluster: the Python running ptflow
-            bindir = Path(sys.executable).parent
-            return cls(str(bindir / "ray"), sys.executable)
-        if kind == "venv":
-            venv = runtime.get("venv")
-            if not venv or not venv.startswith("/"):
-                raise LaunchError(f"site runtime.venv {venv!r} must be an absolute venv path for kind venv")
-            return cls(f"{venv}/bin/ray", f"{venv}/bin/python")
-        # Same per-kind flags as ptflow.runtime.runtime_argv, but per srun step (node list and --overlap are ours).
-        images = runtime.get("images_dir", "")
-        mounts = ",".join(runtime.get("mounts", []))
-        if kind == "enroot-edf":  # CSCS Alps: srun --environment=<EDF TOML> (the image's venv is on PATH)
-            return cls("ray", "python3", [f"--environment={handle or f'{images}/{image}.toml'}"])
-        if kind == "pyxis":
-            flags = [f"--container-image={handle or f'{images}/{image}.sqsh'}"]
-            return cls("ray", "python3", flags + ([f"--container-mounts={mounts}"] if mounts else []))
-        if kind == "apptainer":
-            binds = [f"--bind={m}" for m in runtime.get("mounts", [])]
-            sif = handle or f"{images}/{image}.sif"
-            return cls("ray", "python3", [], ["apptainer", "exec", "--nv", *binds, sif])
-        raise LaunchError(
-            f"site runtime.kind {kind!r} has no Ray launch recipe; use venv, apptainer, enroot-edf or pyxis"
-        )
-
-
-@dataclass
 class RayNode:
     index: int
     name: str
@@ -143,7 +97,7 @@ class RayJob:
     nodes: list[slurm.NodeAddress]  # head first
     driver: list[str]
     log_dir: Path
-    runtime: Runtime
+    runtime: NodeCommands
     gpus_per_node: int = 0
     cpus_per_node: int = 1
     env: dict[str, str] = field(default_factory=dict)  # non-secret values only: they are written into the script
@@ -155,7 +109,7 @@ class RayJob:
     head_args: list[str] = field(default_factory=list)
     worker_args: list[str] = field(default_factory=list)
     # False for trainers without a USR1 hook (verl, NeMo-RL): the driver ignores Slurm's warning instead of dying
-    # of it, and saves by the deadline given in its own settings (ptflow.preempt.deadline_settings).
+    # of it, and saves by the deadline given in its own settings (ptflow.cluster.preempt.deadline_settings).
     driver_handles_warning: bool = True
 
     @property
@@ -223,11 +177,10 @@ def _env_check(env: dict[str, str]) -> None:
     for key in env:
         if not key.replace("_", "").isalnum() or key[0].isdigit():
             raise LaunchError(f"launcher env name {key!r} is not a shell variable name")
-        if any(s in key.upper() for s in ("TOKEN", "KEY", "SECRET", "PASSWORD")):
-            raise LaunchError(
-                f"launcher env {key!r} looks like a secret: secrets are inherited from the environment, "
-                "never written into the rendered launcher"
-            )
+    try:
+        refuse_secrets(env, "the rendered Ray launcher")
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
 
 
 def render(job: RayJob) -> Path:
@@ -342,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_ray_job(
         driver,
         args.log_dir,
-        runtime=Runtime.from_site(None),
+        runtime=node_commands(None),
         gpus_per_node=args.gpus_per_node,
         cpus_per_node=args.cpus_per_node,
         ready_timeout=args.ready_timeout,

@@ -20,7 +20,7 @@ outputs force one group = one allocation), so the train rule's process does it i
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import os
 import secrets
 import shlex
@@ -33,6 +33,10 @@ from pathlib import Path
 
 from ptflow import templates
 from ptflow.cluster import slurm
+from ptflow.cluster.runtime import runtime_argv
+from ptflow.config.sites import Request, RuntimeSpec, Site
+from ptflow.files import write_json_atomic, write_text_atomic
+from ptflow.keys import refuse_secrets
 from ptflow.launch import skyrl_server as rs
 
 DEFAULT_READY_TIMEOUT = 600
@@ -94,77 +98,68 @@ def make_coord(root: str | Path) -> Coord:
     return coord
 
 
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+@dataclass(frozen=True)
+class ServerSite:
+    """What the site says about the runtime server job: its resolved request (``resources.runtime_server``), how its
+    command runs (the site's runtime, no GPUs) and the environment every job of the site gets. A train rule's params
+    carry it as a dict."""
+
+    request: Request
+    runtime: RuntimeSpec
+    env: dict
+
+    @classmethod
+    def from_site(cls, site: Site) -> ServerSite:
+        if not site.has_request("runtime_server"):
+            raise SkyRLError(
+                f"site {site.name} has no resources.runtime_server request; add one (a CPU partition, threads, "
+                "mem_mb, runtime — see config/sites/fasrc.yaml) to run skyrl agents there"
+            )
+        return cls(site.request("runtime_server"), site.runtime, site.env)
+
+    def to_dict(self) -> dict:
+        return {"request": self.request.to_dict(), "runtime": self.runtime.to_dict(), "env": dict(self.env)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ServerSite:
+        return cls(Request.from_dict(data["request"]), RuntimeSpec.from_dict(data["runtime"]), dict(data["env"]))
 
 
-def server_request(site) -> dict:
-    """The site's ``resources.runtime_server`` request (merged over default); an error if the site has none."""
-    raw = site.raw if hasattr(site, "raw") else site
-    if "runtime_server" not in raw.get("resources", {}):
-        raise SkyRLError(
-            f"site {raw.get('name', '?')} has no resources.runtime_server request; add one (a CPU partition, "
-            "threads, mem_mb, runtime — see config/sites/fasrc.yaml) to run skyrl agents there"
-        )
-    req = dict(raw["resources"]["default"])
-    req.update(raw["resources"]["runtime_server"])
-    return req
+def server_sbatch_options(server: ServerSite, coord: Coord, job_name: str) -> list[str]:
+    """The server job's flags: its site request as sbatch flags, one task, its log appended, never requeued (a
+    requeued server would come back with a new URL the trainer does not know)."""
+    request = dataclasses.replace(server.request, requeue=False)
+    return request.sbatch_options(
+        job_name=job_name,
+        output=str(coord.server_log),
+        extra=("--open-mode=append", "--no-requeue", "--nodes=1", "--ntasks=1"),
+    )
 
 
-def server_sbatch_options(site, coord: Coord, job_name: str) -> list[str]:
-    raw = site.raw if hasattr(site, "raw") else site
-    req = server_request(raw)
-    opts = [f"--job-name={job_name}", f"--output={coord.server_log}", "--open-mode=append", "--no-requeue"]
-    if req.get("partition"):
-        opts.append(f"--partition={req['partition']}")
-    if raw.get("account"):
-        opts.append(f"--account={raw['account']}")
-    opts += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={req.get('threads', 1)}"]
-    if req.get("mem_mb"):
-        opts.append(f"--mem={req['mem_mb']}M")
-    if req.get("runtime"):
-        opts.append(f"--time={req['runtime']}")
-    if req.get("constraint"):
-        opts.append(f"--constraint={req['constraint']}")
-    if req.get("qos"):
-        opts.append(f"--qos={req['qos']}")
-    if req.get("extra"):
-        opts += shlex.split(req["extra"])
-    return opts
-
-
-def server_command(site, params: dict) -> list[str]:
+def server_command(server: ServerSite, params: dict) -> list[str]:
     """The server's argv in the site's runtime (the site venv's python, or this Python locally)."""
-    from ptflow.cluster.runtime import runtime_argv
-
-    raw = site.raw if hasattr(site, "raw") else site
-    rt = raw.get("runtime") or {"kind": "venv"}
-    python = "python" if (rt.get("kind") != "venv" or rt.get("venv")) else sys.executable
+    rt = server.runtime
+    python = "python" if (rt.is_container or rt.venv) else sys.executable
     cmd = [python, "-m", "ptflow.launch.skyrl_server", "--coord", "{coord}"]
     if params.get("sandbox_image"):
         cmd += ["--wrap", f"podman --remote run --rm {params['sandbox_image']}"]
-    return runtime_argv(raw, cmd, image=params.get("server_image"), gpus=0)
+    return runtime_argv(rt, cmd, image=params.get("server_image"), gpus=0)
 
 
-def render_server_script(site, coord: Coord, params: dict) -> Path:
-    raw = site.raw if hasattr(site, "raw") else site
-    site_env = dict(raw.get("env") or {})
-    for key in site_env:
-        if any(s in key.upper() for s in ("TOKEN", "KEY", "SECRET", "PASSWORD")):
-            raise SkyRLError(f"site env {key!r} looks like a secret: it would be written into {coord.script}")
-    server = [a.replace("{coord}", str(coord.root)) for a in server_command(raw, params)]
+def render_server_script(server: ServerSite, coord: Coord, params: dict) -> Path:
+    try:
+        refuse_secrets(server.env, str(coord.script))
+    except ValueError as exc:
+        raise SkyRLError(str(exc)) from None
+    command = [a.replace("{coord}", str(coord.root)) for a in server_command(server, params)]
     text = templates.render(
         "skyrl_server.sbatch.j2",
         coord=str(coord.root),
-        env=site_env,
-        server=server,
+        env=server.env,
+        server=command,
         podman_socket=bool(params.get("podman_socket")),
     )
-    tmp = coord.script.with_suffix(".partial")
-    tmp.write_text(text)
-    os.replace(tmp, coord.script)
+    write_text_atomic(coord.script, text)
     return coord.script
 
 
@@ -272,7 +267,7 @@ def run_trainer(argv: list[str], env: dict, coord: Coord, job_id: str | None, lo
 
 
 def run_two_job(
-    site,
+    server: ServerSite,
     coord_dir: str | Path,
     trainer_argv: list[str],
     *,
@@ -284,9 +279,8 @@ def run_two_job(
     server that died or never became ready, and on a trainer that failed."""
     params = dict(params or {})
     coord = make_coord(coord_dir)
-    raw = site.raw if hasattr(site, "raw") else site
     timeout = float(params.get("ready_timeout", DEFAULT_READY_TIMEOUT))
-    env = {**os.environ, **(raw.get("env") or {})}
+    env = {**os.environ, **server.env}
     job_id = None
     with _signals_raise():
         try:
@@ -296,16 +290,18 @@ def run_two_job(
                     raise SkyRLError(f"runtime_url {url} reuses a server: export {KEY_ENV} with that server's key")
                 log(f"skyrl: reusing runtime server {url} (runtime_url); no server job submitted")
             else:
-                script = render_server_script(raw, coord, params)
-                argv = slurm.sbatch_argv(str(script), options=server_sbatch_options(raw, coord, job_name))
-                _write_json(coord.root / "server.json", {"sbatch": argv, "request": server_request(raw)})
+                script = render_server_script(server, coord, params)
+                argv = slurm.sbatch_argv(str(script), options=server_sbatch_options(server, coord, job_name))
+                write_json_atomic(coord.root / "server.json", {"sbatch": argv, "request": server.request.values})
                 log(f"skyrl: submitting runtime server: {shlex.join(argv)}")
                 job_id = slurm.submit(argv)
                 log(f"skyrl: runtime server job {job_id}; waiting up to {timeout:.0f} s for {coord.ready_flag}")
                 url = wait_ready(coord, job_id, timeout, log=log)
                 env[KEY_ENV] = coord.key()
             env[URL_ENV] = url
-            _write_json(coord.root / "trainer.json", {"argv": trainer_argv, "runtime_url": url, "server_job": job_id})
+            write_json_atomic(
+                coord.root / "trainer.json", {"argv": trainer_argv, "runtime_url": url, "server_job": job_id}
+            )
             rc = run_trainer(trainer_argv, env, coord, job_id, log=log)
             if rc != 0 and job_id:
                 # A trainer failing at the moment its server dies sees the symptom (a killed command, a refused
@@ -327,25 +323,3 @@ def run_two_job(
             return {"server_job": job_id, "runtime_url": url, "returncode": rc}
         finally:
             stop_server(coord, job_id, log=log)
-
-
-def train_skyrl(start_model: str, out: Path, *, params: dict, coord_dir: str | Path, site, log=print) -> dict:
-    """Agent kind ``skyrl``: the trainer is ``params.trainer`` (argv; placeholders {python} {start_model} {out})
-    or, by default, the STAND-IN ``ptflow.standins.skyrl_trainer`` (no GPU here to run SkyRL itself)."""
-    trainer = params.get("trainer") or [
-        "{python}",
-        "-m",
-        "ptflow.standins.skyrl_trainer",
-        "--start-model",
-        "{start_model}",
-        "--out",
-        "{out}",
-        "--calls",
-        str(params.get("steps", 3)),
-    ]
-    values = {"python": sys.executable, "start_model": str(start_model), "out": str(out)}
-    argv = [a.format(**values) for a in trainer]
-    res = run_two_job(site, coord_dir, argv, params=params, log=log)
-    summary = out / "skyrl_standin.json"
-    step = json.loads(summary.read_text()).get("step") if summary.is_file() else None
-    return {"step": step, "train_loss": None, "skyrl": res}

@@ -29,22 +29,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from ptflow.files import write_text_atomic
+
 URL_FILE = "runtime_url.txt"
 KEY_FILE = "api_key"
 READY_FLAG = "runtime_ready.flag"
 COMPLETE_FLAG = "training_complete.flag"
 KEY_HEADER = "X-API-Key"
 MAX_BODY = 1 << 20
-
-
-def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    tmp = path.with_name(f".{path.name}.partial")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def make_handler(key: str, wrap: list[str], max_timeout: float):
@@ -129,8 +121,8 @@ def serve(coord: Path, host: str, port: int, advertise: str, wrap: list[str], ma
     signal.signal(signal.SIGINT, on_signal)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    _write_atomic(coord / URL_FILE, url + "\n")
-    _write_atomic(coord / READY_FLAG, f"{time.time():.3f} pid={os.getpid()} host={socket.gethostname()}\n")
+    write_text_atomic(coord / URL_FILE, url + "\n")
+    write_text_atomic(coord / READY_FLAG, f"{time.time():.3f} pid={os.getpid()} host={socket.gethostname()}\n")
     print(f"runtime server: serving {url} (pid {os.getpid()})", flush=True)
     try:
         httpd.serve_forever(poll_interval=0.2)

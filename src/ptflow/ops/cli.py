@@ -15,21 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from ptflow.cluster import slurm
 from ptflow.config import naming
 from ptflow.config.layout import Layout
-from ptflow.config.model import Cell, Config, ConfigError, build_config
-from ptflow.config.sites import Site, load_site
+from ptflow.config.load import find_workflow, load
+from ptflow.config.model import Cell, Config, ConfigError
+from ptflow.config.sites import Site
 
-REPO = Path(__file__).resolve().parents[2]
 LOG = logging.getLogger("ptflow.ops.cli")
 
 
@@ -83,37 +80,12 @@ class Context:
     snakefile: Path
 
 
-def _parse_config_items(items) -> dict:
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ConfigError(f"config error at --config: {item!r} is not key=value; write e.g. --config site=local")
-        out[key] = yaml.safe_load(value) if value else value
-    return out
-
-
 def load_context(args: SmkArgs) -> Context:
-    from snakemake.utils import update_config
-
+    """The configuration of a snakemake command line, read the way the workflow reads it (ptflow.config.load)."""
     workdir = (args.directory or Path.cwd()).resolve()
-    snakefile = (args.snakefile or REPO / "Snakefile").resolve()
-    basedir = snakefile.parent
-    base = args.run_dir or Path.cwd()
-    raw = yaml.safe_load((basedir / "config" / "config.yaml").read_text()) or {}
-    for f in args.configfiles:
-        p = Path(f) if Path(f).is_absolute() else base / f
-        update_config(raw, yaml.safe_load(p.read_text()) or {})
-    update_config(raw, _parse_config_items(args.config))
-    cfg = build_config(raw)
-    old = Path.cwd()
-    os.chdir(workdir)  # the workflow runs in its --directory: relative site paths are relative to it
-    try:
-        site = load_site(raw["site"], raw.get("sites_dir", str(basedir / "config" / "sites")))
-    finally:
-        os.chdir(old)
-    layout = Layout.from_config(raw, site.raw)
-    return Context(cfg, site, layout, workdir, snakefile)
+    workflow = find_workflow(args.snakefile)
+    loaded = load(workflow, args.configfiles, args.config, base_dir=args.run_dir or Path.cwd(), workdir=workdir)
+    return Context(loaded.cfg, loaded.site, loaded.layout, workdir, workflow / "Snakefile")
 
 
 def context_for_workdir(ns) -> Context:
@@ -160,8 +132,8 @@ def cmd_plan(ns, rest: list[str]) -> int:
     smk = parse_smk_args(rest)
     args = list(rest)
     if smk.snakefile is None and not (Path(smk.directory or ".") / "Snakefile").is_file():
-        args = ["-s", str(REPO / "Snakefile"), *args]
-        smk.snakefile = REPO / "Snakefile"
+        smk.snakefile = find_workflow() / "Snakefile"
+        args = ["-s", str(smk.snakefile), *args]
     ctx = load_context(smk)
     text = dry_run(args)
     plan = make_plan(ctx.cfg, ctx.layout, ctx.workdir, text)

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ptflow.cluster import slurm
 from ptflow.config.layout import Layout
 from ptflow.config.model import Cell, Config
 from ptflow.ops.status import rule_log_failed, valid_eval_json
@@ -24,16 +25,6 @@ CELL_STATES = (DONE, TO_RUN, FAILED_BEFORE, STALE)
 _RULE = re.compile(r"^(local)?rule (\w+):\s*$")
 _FIELD = re.compile(r"^\s{4}(\w+): (.*)$")
 _STATS_ROW = re.compile(r"^(\w+)\s+(\d+)\s*$")
-# Dry-run reasons that mean "outputs exist but are out of date" (Snakemake's rerun triggers).
-STALE_REASONS = (
-    "Params have changed",
-    "Code has changed",
-    "Input files updated by another job",
-    "Updated input files",
-    "Set of input files has changed",
-    "Software environment definition has changed",
-    "Forced execution",
-)
 
 
 @dataclass
@@ -65,12 +56,7 @@ class PlannedJob:
     @property
     def gpus(self) -> int:
         """GPUs of the whole job: gres ``gpu[:type]:N`` is per node (x nodes); resource ``gpu`` is a total."""
-        gres = self.resources.get("gres", "")
-        per_node = 0
-        for item in gres.split(","):
-            parts = item.strip().split(":")
-            if parts and parts[0] == "gpu":
-                per_node += int(parts[-1]) if parts[-1].isdigit() else 1
+        per_node = slurm.gpus_in_gres(self.resources.get("gres", ""))
         if per_node:
             return per_node * self.nodes
         try:

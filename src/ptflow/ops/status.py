@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -434,12 +433,3 @@ def write_grid_png(snap: Snapshot, path: Path) -> Path:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
     return Path(path)
-
-
-def command_of(runs: list[RunLog]) -> list[str]:
-    """The latest run's snakemake command line (to read its --configfile / --config the way it did)."""
-    return runs[-1].command if runs else []
-
-
-def quote(argv: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)

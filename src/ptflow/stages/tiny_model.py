@@ -10,6 +10,7 @@ import os
 import string
 from collections.abc import Iterable
 
+from ptflow.files import staged_dir
 from ptflow.stages.data.verl_format import INSTRUCTION
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -79,8 +80,6 @@ def create_tiny_llama(
     The directory is written to a temp sibling and renamed into place, so a crashed job never
     leaves a half-written model where the workflow expects a complete one.
     """
-    import shutil
-    import tempfile
 
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
@@ -113,15 +112,6 @@ def create_tiny_llama(
         pad_token_id=tokenizer.pad_token_id,
         do_sample=False,
     )
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-" + os.path.basename(out_dir))
-    try:
+    with staged_dir(out_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if os.path.isdir(out_dir):
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

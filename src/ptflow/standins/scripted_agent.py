@@ -21,16 +21,16 @@ import sys
 import time
 from pathlib import Path
 
+from ptflow.files import staged_dir
+
 
 def event(kind: str, text: str) -> None:
     print(json.dumps({"type": kind, "message": {"content": [{"type": "text", "text": text}]}}), flush=True)
 
 
 def save_atomically(src_dir: Path, final: Path) -> None:
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src_dir, tmp)
-    os.replace(tmp, final)
+    with staged_dir(final) as tmp:
+        shutil.copytree(src_dir, tmp, dirs_exist_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

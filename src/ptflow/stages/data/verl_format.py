@@ -99,18 +99,8 @@ def validate_verl_frame(df: pd.DataFrame) -> None:
 
 def write_parquet(df: pd.DataFrame, path: str) -> None:
     """Validate and write ``df`` atomically (temp file + rename)."""
-    import os
-    import tempfile
+    from ptflow.files import atomic_path
 
     validate_verl_frame(df)
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, suffix=".parquet.tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ptflow import templates
+from ptflow.stages.checkpoint import has_weights
 
 # The evaluation code the agent may read (no test data): the modules that score its cell.
 EVAL_CODE_MODULES = ("ptflow.stages.evaluate.inspect_eval", "ptflow.stages.scoring")
@@ -95,18 +96,19 @@ def agent_command(agent: dict, values: dict) -> list[str]:
 
 def build_argv(agent: dict, values: dict, runtime: dict | None, task_dir: str, binds: list[str]) -> list[str]:
     """The full argv: timeout, then (container sites) the runtime, then the agent CLI."""
-    from ptflow.cluster.runtime import runtime_argv
+    from ptflow.cluster.runtime import JobRuntime, runtime_argv
 
     command = agent_command(agent, values)
     if runtime:
+        job = JobRuntime.from_dict(runtime)
         command = runtime_argv(
-            runtime["site"],
+            job.runtime,
             command,
-            image=runtime.get("image"),
+            image=job.image,
             job_dir=task_dir,
             agent_cell=True,
-            gpus=runtime.get("gpus"),
-            binds=sorted(set(list(runtime.get("binds") or []) + binds)),
+            gpus=job.gpus,
+            binds=sorted(set(job.binds) | set(binds)),
         )
     return timeout_argv(agent["hours"], agent.get("grace_minutes", 5.0)) + command
 
@@ -156,12 +158,6 @@ def make_task_dir(
     return task_dir
 
 
-def _has_weights(path: Path) -> bool:
-    from ptflow.stages.train.cell import weight_files
-
-    return path.is_dir() and bool(weight_files(path))
-
-
 def train_agent_cell(
     start_model: str,
     train_parquet: str | None,
@@ -192,7 +188,8 @@ def train_agent_cell(
     task_dir = None
     try:
         if hf_home and Path(hf_home).is_dir():
-            method = ((runtime or {}).get("site", {}).get("runtime", {}) or {}).get("hf_view", "auto")
+            # an agent always gets a private view (it may write to the cache); the site picks overlay or copy
+            method = runtime["runtime"].get("hf_view", "auto") if runtime else "auto"
             method = "auto" if method == "none" else method
             view_root = Path(tempfile.mkdtemp(prefix="ptflow-hfview-", dir=tmp_root))
             view = hfview.open_view(hf_home, view_root, method=method, log=log)
@@ -234,7 +231,7 @@ def train_agent_cell(
             )
         budget_exhausted = rc in (TIMEOUT_EXIT, KILLED_EXIT)
         final = task_dir / "final_model"
-        has_model = _has_weights(final)
+        has_model = has_weights(final)
         if has_model:
             shutil.copytree(final, out, symlinks=False)
         else:
@@ -265,3 +262,10 @@ def train_agent_cell(
             "model": agent["model"],
         },
     }
+
+
+def run(job) -> dict:
+    """Kind ``cli-agent``: a coding agent under a time budget (PostTrainBench)."""
+    return train_agent_cell(
+        job.start_model, job.train_parquet, job.out, agent=job.agent, cell=job.cell, runtime=job.runtime, log=job.log
+    )

@@ -8,102 +8,45 @@ weight file; evaluation checks those before trusting the directory.
 
 from __future__ import annotations
 
-import hashlib
+import importlib
 import json
 import os
 import shutil
 import socket
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from ptflow.files import write_json_atomic
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
-
-
-def weight_files(checkpoint: Path) -> list[Path]:
-    return sorted(p for p in checkpoint.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+from ptflow.config.kinds import KINDS
+from ptflow.files import promote_dir, write_json_atomic
+from ptflow.stages.checkpoint import describe_checkpoint
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+@dataclass
+class TrainJob:
+    """What every trainer gets: the cell, its kind's params, where to start and where to write (a staging dir that
+    becomes the checkpoint only when the trainer returns), the job's runtime and time-limit warning."""
+
+    cell: dict
+    kind: str
+    params: dict
+    start_model: str
+    train_parquet: str | None
+    out: Path
+    log: Callable[[str], None] = print
+    runtime: dict | None = None  # ptflow.cluster.runtime.JobRuntime as a dict; None: this Python, this machine
+    agent: dict | None = None  # kind-specific settings from common.smk (agent CLI, SkyRL server)
+    warn_seconds: int | None = None
 
 
-def describe_checkpoint(checkpoint: Path) -> dict:
-    weights = weight_files(checkpoint)
-    if not weights:
-        raise RuntimeError(f"trainer finished but {checkpoint} holds no weight files ({', '.join(WEIGHT_SUFFIXES)})")
-    return {
-        "bytes": sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file()),
-        "weights": [{"path": p.relative_to(checkpoint).as_posix(), "sha256": sha256_file(p)} for p in weights],
-    }
-
-
-def verify_checkpoint(manifest: dict) -> Path:
-    """The checkpoint a manifest names, after checking its weights are those that were written."""
-    ckpt = Path(manifest["checkpoint"])
-    for w in manifest["weights"]:
-        p = ckpt / w["path"]
-        if not p.is_file():
-            raise FileNotFoundError(
-                f"checkpoint file {p} named in the manifest is missing (scratch purged?); "
-                "delete the manifest to retrain this cell"
-            )
-        if sha256_file(p) != w["sha256"]:
-            raise RuntimeError(
-                f"checkpoint file {p} differs from the manifest's sha256; it was changed after "
-                "training — delete the manifest to retrain this cell"
-            )
-    return ckpt
-
-
-def _run_trainer(
-    kind: str,
-    start_model: str,
-    train_parquet: str | None,
-    out: Path,
-    params: dict,
-    log,
-    runtime=None,
-    cell=None,
-    agent: dict | None = None,
-    warn_seconds: int | None = None,
-) -> dict:
-    if kind == "trl-sft":
-        from ptflow.stages.train.sft import train_sft
-
-        return train_sft(start_model, train_parquet, out, log=log, **params)
-    if kind == "trl-grpo":
-        from ptflow.stages.train.grpo import train_grpo
-
-        return train_grpo(start_model, train_parquet, out, log=log, **params)
-    if kind == "verl":  # multi-node: a Ray cluster over the job's allocation (ptflow.launch.ray)
-        from ptflow.stages.train.verl import train_verl
-
-        return train_verl(
-            start_model, train_parquet, out, params=params, runtime=runtime, warn_seconds=warn_seconds, log=log
-        )
-    if kind == "nemo-distill":
-        from ptflow.stages.train.nemo import train_nemo
-
-        return train_nemo(
-            str(cell), start_model, out, params=params, runtime=runtime, warn_seconds=warn_seconds, log=log
-        )
-    if kind == "cli-agent":  # a coding agent under a time budget (PostTrainBench); ptflow.stages.train.agent_cell
-        from ptflow.stages.train.agent_cell import train_agent_cell
-
-        return train_agent_cell(start_model, train_parquet, out, agent=agent, cell=cell, runtime=runtime, log=log)
-    if (
-        kind == "skyrl"
-    ):  # CPU runtime server job beside this GPU trainer (ptflow.launch.skyrl); `agent` holds site + coord dir
-        from ptflow.launch.skyrl import train_skyrl
-
-        return train_skyrl(start_model, out, params=params, coord_dir=agent["coord_dir"], site=agent["site"], log=log)
-    raise ValueError(f"agent kind {kind!r} has no trainer in this workflow yet")
+def trainer_of(kind: str) -> Callable[[TrainJob], dict]:
+    """The ``run(job)`` of an agent kind, from the registry (``ptflow.config.kinds``)."""
+    spec = KINDS[kind]
+    if spec.trainer is None:
+        raise ValueError(f"agent kind {kind!r} trains nothing (it has no train job)")
+    module, _, func = spec.trainer.partition(":")
+    return getattr(importlib.import_module(module), func)
 
 
 def train_cell(
@@ -135,11 +78,11 @@ def train_cell(
     staging.parent.mkdir(parents=True, exist_ok=True)
     log(f"training {cell} kind={kind} params={json.dumps(params, sort_keys=True)} from {start_model}")
     started = time.time()
-    result = _run_trainer(kind, start_model, train_parquet, staging, params, log, runtime, cell, agent, warn_seconds)
+    job = TrainJob(cell, kind, params, start_model, train_parquet, staging, log, runtime, agent, warn_seconds)
+    result = trainer_of(kind)(job)
     seconds = time.time() - started
     # Swap the finished model in: a crash before this leaves only the .partial dir, which the next run clears.
-    shutil.rmtree(ckpt, ignore_errors=True)
-    os.replace(staging, ckpt)
+    promote_dir(staging, ckpt)
     manifest = {
         **cell,
         "kind": kind,

@@ -108,3 +108,8 @@ def train_grpo(
         "seconds": seconds,
         "reward_mean": reward_mean,
     }
+
+
+def run(job) -> dict:
+    """Kind ``trl-grpo`` (a ``ptflow.stages.train.cell.TrainJob``)."""
+    return train_grpo(job.start_model, job.train_parquet, job.out, log=job.log, **job.params)

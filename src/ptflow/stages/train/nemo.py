@@ -141,8 +141,9 @@ def state_dir(out: Path) -> Path:
 
 
 def default_checkout(runtime: dict | None) -> str | None:
-    """The NeMo-RL checkout of a bare-metal site: the directory holding its uv venv (JUWELS: <checkout>/.venv)."""
-    venv = (runtime or {}).get("venv")
+    """The NeMo-RL checkout of a bare-metal site: the directory holding its uv venv (JUWELS: <checkout>/.venv).
+    ``runtime`` is the train job's runtime (``ptflow.cluster.runtime.JobRuntime`` as a dict)."""
+    venv = (runtime or {}).get("runtime", {}).get("venv")
     return str(Path(venv).parent) if venv and Path(venv).name == ".venv" else None
 
 
@@ -160,7 +161,8 @@ def train_nemo(
     to HF format in ``out``. Needs GPUs and a NeMo-RL checkout: it does not run on the CPU test machine."""
     from ptflow.cluster import slurm
     from ptflow.cluster.preempt import deadline_settings, job_deadline, stopped_by_deadline
-    from ptflow.launch.ray import Runtime, job_from_allocation, run, run_step
+    from ptflow.cluster.runtime import JobRuntime, node_commands
+    from ptflow.launch.ray import job_from_allocation, run, run_step
 
     checkout = params.get("checkout") or default_checkout(runtime)
     if not checkout:
@@ -169,7 +171,7 @@ def train_nemo(
         )
     if "teacher" not in params:
         raise ValueError("nemo-distill needs params.teacher (the teacher model)")
-    rt = Runtime.from_site(runtime)
+    rt = node_commands(JobRuntime.from_dict(runtime) if runtime else None)
     state = state_dir(Path(out))
     job = job_from_allocation([], state / "logs", runtime=rt, workdir=checkout, driver_handles_warning=False)
     nnodes, cpus, gpus = slurm.job_per_node(str(job.job_id))
@@ -206,3 +208,16 @@ def train_nemo(
         )
     run_step(job, ["bash", "-c", f'cd {checkout} && exec "$@"', "convert", *convert_argv(step, out, uv=uv)], log=log)
     return {"step": int(step.name.split("_")[1]), "train_loss": None}
+
+
+def run(job) -> dict:
+    """Kind ``nemo-distill``: NeMo-RL on a Ray cluster over the job's allocation."""
+    return train_nemo(
+        str(job.cell),
+        job.start_model,
+        job.out,
+        params=job.params,
+        runtime=job.runtime,
+        warn_seconds=job.warn_seconds,
+        log=job.log,
+    )

@@ -65,3 +65,8 @@ def train_sft(
     seconds = time.perf_counter() - t0
     log(f"sft done: {result.global_step} steps, train_loss={result.training_loss:.4f}, {seconds:.1f}s")
     return {"step": int(result.global_step), "train_loss": float(result.training_loss), "seconds": seconds}
+
+
+def run(job) -> dict:
+    """Kind ``trl-sft`` (a ``ptflow.stages.train.cell.TrainJob``)."""
+    return train_sft(job.start_model, job.train_parquet, job.out, log=job.log, **job.params)

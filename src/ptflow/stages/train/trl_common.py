@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 
 
@@ -78,21 +76,13 @@ def quiet_trainer(trainer) -> None:
 
 def save_final(trainer, tokenizer, output_dir) -> None:
     """save_pretrained model + tokenizer into ``output_dir`` via a temp sibling dir and a rename."""
-    output_dir = os.path.abspath(os.fspath(output_dir))
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix=".tmp-" + os.path.basename(output_dir))
-    try:
-        model = trainer.model
-        # Training may leave sampling settings in the generation config; evals must stay greedy.
-        model.generation_config.do_sample = False
-        for attr in ("temperature", "top_p", "top_k"):
-            setattr(model.generation_config, attr, None)
+    from ptflow.files import staged_dir
+
+    model = trainer.model
+    # Training may leave sampling settings in the generation config; evals must stay greedy.
+    model.generation_config.do_sample = False
+    for attr in ("temperature", "top_p", "top_k"):
+        setattr(model.generation_config, attr, None)
+    with staged_dir(output_dir) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if os.path.isdir(output_dir):
-            shutil.rmtree(output_dir)
-        os.replace(tmp, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

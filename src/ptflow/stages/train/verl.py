@@ -141,7 +141,7 @@ def trainer_overrides(
         "trainer.default_local_dir": checkpoint_dir,  # scratch: ~47 GB per checkpoint, never $HOME
         "trainer.save_freq": save_freq,
         "trainer.resume_mode": "auto",  # a requeued job resumes from the newest checkpoint
-        **(deadline or {}),  # save before the job's end (ptflow.preempt.deadline_settings)
+        **(deadline or {}),  # save before the job's end (ptflow.cluster.preempt.deadline_settings)
     }
     if variant == "ppo-gsm8k":
         managed["critic.model.path"] = model_path
@@ -208,12 +208,13 @@ def train_verl(
     ``out`` (HF format). Needs GPUs and verl: it does not run on the CPU test machine."""
     from ptflow.cluster import slurm
     from ptflow.cluster.preempt import deadline_settings, job_deadline
-    from ptflow.launch.ray import Runtime, job_from_allocation, run, run_step
+    from ptflow.cluster.runtime import JobRuntime, node_commands
+    from ptflow.launch.ray import job_from_allocation, run, run_step
 
     variant = params.get("variant", "ppo-gsm8k")
     if variant not in VARIANTS:
         raise ValueError(f"agent params.variant {variant!r} is not a verl variant; use {' or '.join(VARIANTS)}")
-    rt = Runtime.from_site(runtime)
+    rt = node_commands(JobRuntime.from_dict(runtime) if runtime else None)
     state = state_dir(Path(out))
     ckpts = state / "checkpoints"
     ckpts.mkdir(parents=True, exist_ok=True)
@@ -243,3 +244,16 @@ def train_verl(
     step = newest_checkpoint(ckpts)
     run_step(job, merge_argv(rt.python, step, out), log=log)
     return {"step": int(step.name.rsplit("_", 1)[1]), "train_loss": None}
+
+
+def run(job) -> dict:
+    """Kind ``verl``: multi-node, a Ray cluster over the job's allocation (``ptflow.launch.ray``)."""
+    return train_verl(
+        job.start_model,
+        job.train_parquet,
+        job.out,
+        params=job.params,
+        runtime=job.runtime,
+        warn_seconds=job.warn_seconds,
+        log=job.log,
+    )

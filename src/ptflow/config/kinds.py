@@ -1,0 +1,96 @@
+"""The agent kinds: what each kind needs and does, in one table that config checks, rules, scripts and preflight ask.
+
+A new agent kind is one entry here plus its trainer module (``ptflow.stages.train.<module>``, a ``run(job)``
+function). The config schema's ``kind`` enum is filled from this table at validation time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# How a kind gets the eval's preprocessed train split (verl parquet, rule preprocess).
+TRAIN_DATA_NONE = "none"
+TRAIN_DATA_ALWAYS = "always"  # it trains on it: the eval must have a dataset to preprocess
+TRAIN_DATA_IF_PARQUET = "if-parquet"  # given to it when the eval is evaluated on the parquet (task 'ptflow')
+
+
+@dataclass(frozen=True)
+class AgentKind:
+    name: str
+    description: str
+    trains: bool = True
+    required_params: tuple[str, ...] = ()  # under the agent's params: no silent defaults for a run's definition
+    required_fields: tuple[str, ...] = ()  # keys of the agent entry itself
+    variants: tuple[str, ...] = ()  # allowed params.variant values ((): none)
+    train_data: str = TRAIN_DATA_NONE
+    # The rule's process re-runs itself inside the site's container/venv. False: it stays on the batch host and
+    # puts only its children there (Ray kinds start srun steps per node; a cli-agent puts only the agent inside).
+    reexec_in_runtime: bool = True
+    trainer: str | None = None  # "module:function" taking a ptflow.stages.train.cell.TrainJob
+    agent_cli: bool = False  # an LLM coding agent under a time budget: keys, task dir, judge, budget preflight
+    site_requests: tuple[str, ...] = ()  # further site requests its jobs submit (preflight: the site must have them)
+
+
+KINDS: dict[str, AgentKind] = {
+    k.name: k
+    for k in (
+        AgentKind("baseline", "evaluates the untouched base model", trains=False),
+        AgentKind(
+            "trl-sft",
+            "TRL SFTTrainer on the eval's train split",
+            required_params=("steps", "batch_size", "learning_rate", "seed"),
+            train_data=TRAIN_DATA_ALWAYS,
+            trainer="ptflow.stages.train.sft:run",
+        ),
+        AgentKind(
+            "trl-grpo",
+            "TRL GRPOTrainer rewarded by the eval's scorer",
+            required_params=(
+                "steps",
+                "batch_size",
+                "num_generations",
+                "learning_rate",
+                "max_completion_length",
+                "seed",
+            ),
+            train_data=TRAIN_DATA_ALWAYS,
+            trainer="ptflow.stages.train.grpo:run",
+        ),
+        AgentKind(
+            "cli-agent",
+            "a coding agent (claude, codex, gemini, scripted) post-trains the model within its budget",
+            required_fields=("cli", "model", "hours"),
+            train_data=TRAIN_DATA_IF_PARQUET,
+            reexec_in_runtime=False,
+            trainer="ptflow.stages.train.agent_cell:run",
+            agent_cli=True,
+        ),
+        AgentKind(
+            "verl",
+            "verl's PPO/DAPO recipes on a Ray cluster over the job's allocation",
+            variants=("ppo-gsm8k", "dapo"),
+            train_data=TRAIN_DATA_ALWAYS,
+            reexec_in_runtime=False,
+            trainer="ptflow.stages.train.verl:run",
+        ),
+        AgentKind(
+            "nemo-distill",
+            "NeMo-RL on-policy distillation from a teacher on a Ray cluster",
+            required_params=("teacher",),
+            variants=("full", "smoke"),
+            reexec_in_runtime=False,
+            trainer="ptflow.stages.train.nemo:run",
+        ),
+        AgentKind(
+            "skyrl",
+            "SkyRL-style training beside a CPU runtime server job",
+            trainer="ptflow.stages.train.skyrl:run",
+            site_requests=("runtime_server",),
+        ),
+    )
+}
+
+
+def kind_of(agent) -> AgentKind:
+    """The kind of an agent (a config Agent or anything with ``.kind``)."""
+    return KINDS[agent.kind]

@@ -1,0 +1,138 @@
+"""Loading the configuration the one way the workflow does, for the workflow, the ``ptflow`` command, tests and bench.
+
+The workflow's ``config`` is the embedded default (``config/config.yaml`` of the workflow), then each
+``--configfile``, then ``--config key=value`` items, merged as Snakemake merges them: mappings key by key, lists and
+scalars replaced (``snakemake.utils.update_config``; ``--config`` values parsed by Snakemake's own parser). Snakemake
+does that merge for the workflow itself; :func:`merged_config` repeats it for everyone else, and :func:`resolve`
+turns a merged config into the validated :class:`Loaded` (config, site, layout) for both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ptflow.config.layout import Layout
+from ptflow.config.model import Config, ConfigError, build_config
+from ptflow.config.sites import Site, load_site
+
+WORKFLOW_ENV = "PTFLOW_WORKFLOW"
+
+
+@dataclass
+class Loaded:
+    cfg: Config
+    site: Site
+    layout: Layout
+
+
+def default_config(workflow: Path) -> Path:
+    return Path(workflow) / "config" / "config.yaml"
+
+
+def sites_dir(raw: dict, workflow: Path) -> Path:
+    return Path(raw.get("sites_dir") or Path(workflow) / "config" / "sites")
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"config error: cannot read {path}: {exc.strerror}; check the --configfile path") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config error: {path} does not hold a mapping of keys")
+    return data
+
+
+def merged_config(
+    workflow: Path, configfiles=(), config_items=(), *, base_dir: Path | None = None, overrides: dict | None = None
+) -> dict:
+    """The workflow's ``config`` for these command-line settings (relative config files from ``base_dir``)."""
+    from snakemake.cli import parse_config
+    from snakemake.utils import update_config
+
+    raw = _read_yaml(default_config(workflow))
+    for f in configfiles:
+        path = Path(f) if Path(f).is_absolute() else Path(base_dir or Path.cwd()) / f
+        update_config(raw, _read_yaml(path))
+    try:
+        update_config(raw, parse_config(list(config_items)))
+    except ValueError as exc:
+        raise ConfigError(f"config error at --config: {exc}; write e.g. --config site=local") from None
+    update_config(raw, overrides or {})
+    return raw
+
+
+def resolve(raw: dict, workflow: Path, workdir: Path | None = None) -> Loaded:
+    """Validate a merged config and load its site; relative site paths are relative to ``workdir`` (the workflow's
+    --directory), as they are for the workflow's jobs."""
+    cfg = build_config(raw)
+    old = Path.cwd()
+    if workdir is not None:
+        os.chdir(workdir)
+    try:
+        site = load_site(raw["site"], sites_dir(raw, workflow))
+    finally:
+        os.chdir(old)
+    return Loaded(cfg, site, Layout.from_config(raw, site.paths))
+
+
+def load(
+    workflow: Path,
+    configfiles=(),
+    config_items=(),
+    *,
+    base_dir: Path | None = None,
+    workdir: Path | None = None,
+    overrides: dict | None = None,
+) -> Loaded:
+    raw = merged_config(workflow, configfiles, config_items, base_dir=base_dir, overrides=overrides)
+    return resolve(raw, workflow, workdir)
+
+
+def _installed_from() -> Path | None:
+    """The checkout this package was installed from in editable mode (PEP 610 direct_url.json), if any."""
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    try:
+        text = metadata.distribution("ptflow").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+    if not text:
+        return None
+    info = json.loads(text)
+    if not info.get("dir_info", {}).get("editable") or not info.get("url", "").startswith("file://"):
+        return None
+    return Path(unquote(urlparse(info["url"]).path))
+
+
+def _is_workflow(path: Path) -> bool:
+    return (path / "Snakefile").is_file() and (path / "workflow" / "rules" / "common.smk").is_file()
+
+
+def find_workflow(snakefile: str | Path | None = None) -> Path:
+    """The workflow directory: the given Snakefile's, else ``$PTFLOW_WORKFLOW``, else the nearest directory from the
+    current one upwards that holds ptflow's Snakefile, else the checkout ptflow was installed from (editable)."""
+    if snakefile:
+        return Path(snakefile).resolve().parent
+    if os.environ.get(WORKFLOW_ENV):
+        path = Path(os.environ[WORKFLOW_ENV]).resolve()
+        if not _is_workflow(path):
+            raise ConfigError(f"{WORKFLOW_ENV}={path} holds no ptflow workflow (Snakefile, workflow/rules/)")
+        return path
+    here = Path.cwd().resolve()
+    for path in (here, *here.parents):
+        if _is_workflow(path):
+            return path
+    installed = _installed_from()
+    if installed and _is_workflow(installed):
+        return installed
+    raise ConfigError(
+        "cannot find the ptflow workflow: run from its checkout, pass -s/--snakefile PATH, or export "
+        f"{WORKFLOW_ENV}=<checkout>"
+    )
