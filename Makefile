@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ptflow-installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test lint format bench clean
+.PHONY: venv demo test check lint format bench clean
 
 $(STAMP): envs/requirements.txt envs/requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -21,9 +21,15 @@ demo: venv
 	@cat results/leaderboard.md
 
 # Every test, the real Slurm cluster ones included (they start it themselves). pytest's exit 5 (no tests
-# collected) fails here like any other non-zero exit.
+# collected) fails here like any other non-zero exit. Three workers on two cores: the Slurm tests mostly wait on the
+# cluster, so the CPU-bound workflow runs go on beside them (groups: tests/conftest.py).
+TEST_WORKERS ?= 3
 test: venv
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest $(PYTEST_ARGS)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The inner loop: lint and the unit tests (no Slurm cluster, no workflow runs), in under two minutes.
+check: lint
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest tests/unit -n 2 $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check src tests workflow bench

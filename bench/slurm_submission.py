@@ -137,9 +137,10 @@ def slurm_jobs(env: dict, run_id: str) -> list[tuple[str, datetime]]:
 
 
 def latency(env: dict, cells: int, settings: list[str], label: str) -> None:
+    from ptflow.config.load import merged_config
     from ptflow.config.model import build_config
 
-    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw = merged_config(REPO)
     raw["agents"] = [{"id": "baseline", "kind": "baseline"}] + [
         {"id": f"a{i}", "kind": "trl-sft", "params": {"steps": 1, "batch_size": 8, "learning_rate": 1e-3, "seed": 0}}
         for i in range(cells)

@@ -8,20 +8,10 @@ CI=true where that is a failure: CI must not go green without having run them.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from tests.support.local_slurm import DEFAULT_WORKDIR, LocalSlurmCluster, SlurmClusterError
-
-HERE = Path(__file__).parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The hook sees the whole session's items: mark only ours.
-    for item in items:
-        if item.path.is_relative_to(HERE):
-            item.add_marker(pytest.mark.slurm)
 
 
 def _unavailable(reason: str) -> None:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from ptflow.cluster import slurm
+from ptflow.config.load import merged_config
 from ptflow.config.model import build_config
 from ptflow.config.sites import load_site
 from ptflow.stages.report import SUMMARY_COLUMNS
@@ -103,7 +104,7 @@ def test_every_rule_is_a_slurm_job_and_results_match_local_shape(matrix_done):
 def test_recorded_request_equals_site(matrix_done):
     work, jobs, _ = matrix_done
     site = load_site(str(SITE), REPO)
-    cfg = build_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
+    cfg = build_config(merged_config(REPO))
     for job in jobs:
         rule, _, wc = job["Comment"].removeprefix("rule_").partition("_wildcards_")
         agent = cfg.agents[wc.rsplit("_", 1)[1]] if rule == "train" else None

@@ -14,7 +14,7 @@ import yaml
 from ptflow import templates
 from ptflow.cluster import preempt
 from ptflow.config.model import ConfigError
-from ptflow.config.sites import load_site
+from ptflow.config.sites import load_site, signal_option
 from ptflow.stages.train import nemo
 from tests.conftest import REPO
 from tests.unit.test_verl_nemo_commands import overrides, values
@@ -23,13 +23,13 @@ SITES = REPO / "config" / "sites"
 
 
 def test_signal_option_and_reading_it_back():
-    assert preempt.signal_option(600) == "--signal=USR1@600"
+    assert signal_option(600) == "--signal=USR1@600"
     assert preempt.warning_seconds("--tmp=10M --signal=USR1@600") == 600
     assert preempt.warning_seconds("--tmp=10M") is None and preempt.warning_seconds(None) is None
     with pytest.raises(ValueError, match="warn_seconds"):
         preempt.warning_seconds("--signal=B:TERM@60")
     with pytest.raises(ValueError, match="at least 1"):
-        preempt.signal_option(0)
+        signal_option(0)
 
 
 def test_site_warning_asks_slurm_and_runs_the_rule_in_the_batch_step(tmp_path):

@@ -133,19 +133,12 @@ def hub_repos_needed(cfg) -> list[tuple[str, str, str]]:
 
 def missing_repos(hf_home: str | Path, repos: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """Those of ``repos`` not complete in the cache, checked without the network."""
-    from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     missing = []
     for repo_type, repo_id, revision in repos:
         try:
-            snapshot_download(
-                repo_id,
-                repo_type=repo_type,
-                revision=revision,
-                cache_dir=str(hub_dir(hf_home)),
-                local_files_only=True,
-            )
+            snapshot_path(hf_home, repo_id, repo_type, revision)
         except LocalEntryNotFoundError:
             missing.append((repo_type, repo_id, revision))
     return missing

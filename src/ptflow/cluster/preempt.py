@@ -24,15 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-WARNING_SIGNAL = "USR1"
+from ptflow.config.sites import WARNING_SIGNAL
+
 _SIGNAL_OPTION = re.compile(r"--signal=(?:[BR]+:)?(?:SIG)?(\w+)@(\d+)")
-
-
-def signal_option(warn_seconds: int) -> str:
-    """The sbatch option for a site's ``warn_seconds`` (Slurm may send it up to 60 s earlier than asked)."""
-    if int(warn_seconds) < 1:
-        raise ValueError(f"warn_seconds must be at least 1, not {warn_seconds!r}")
-    return f"--signal={WARNING_SIGNAL}@{int(warn_seconds)}"
 
 
 def warning_seconds(slurm_extra: str | None) -> int | None:

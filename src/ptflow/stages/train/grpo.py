@@ -53,7 +53,7 @@ def train_grpo(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from ptflow.stages.train.trl_common import common_args, log_callback, quiet_trainer, read_verl_rows, save_final
+    from ptflow.stages.train.trl_common import common_args, log_callback, read_verl_rows, train_and_save
 
     if num_generations < 2:
         raise ValueError("GRPO needs num_generations >= 2 (advantages are relative within a group)")
@@ -93,9 +93,7 @@ def train_grpo(
             processing_class=tokenizer,
             callbacks=[log_callback(on_log)],
         )
-        quiet_trainer(trainer)
-        result = trainer.train()
-        save_final(trainer, tokenizer, output_dir)
+        result = train_and_save(trainer, tokenizer, output_dir)
     seconds = time.perf_counter() - t0
     reward_mean = sum(rewards) / len(rewards) if rewards else float("nan")
     log(

@@ -30,7 +30,7 @@ def train_sft(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from ptflow.stages.train.trl_common import common_args, log_callback, quiet_trainer, read_verl_rows, save_final
+    from ptflow.stages.train.trl_common import common_args, log_callback, read_verl_rows, train_and_save
 
     rows = read_verl_rows(train_parquet)
     dataset = Dataset.from_list(
@@ -59,9 +59,7 @@ def train_sft(
             processing_class=tokenizer,
             callbacks=[log_callback(log)],
         )
-        quiet_trainer(trainer)
-        result = trainer.train()
-        save_final(trainer, tokenizer, output_dir)
+        result = train_and_save(trainer, tokenizer, output_dir)
     seconds = time.perf_counter() - t0
     log(f"sft done: {result.global_step} steps, train_loss={result.training_loss:.4f}, {seconds:.1f}s")
     return {"step": int(result.global_step), "train_loss": float(result.training_loss), "seconds": seconds}

@@ -74,6 +74,14 @@ def quiet_trainer(trainer) -> None:
     trainer.remove_callback(ProgressCallback)
 
 
+def train_and_save(trainer, tokenizer, output_dir):
+    """Train (reporting through ``log_callback`` only) and save the final model; the Trainer's TrainOutput."""
+    quiet_trainer(trainer)
+    result = trainer.train()
+    save_final(trainer, tokenizer, output_dir)
+    return result
+
+
 def save_final(trainer, tokenizer, output_dir) -> None:
     """save_pretrained model + tokenizer into ``output_dir`` via a temp sibling dir and a rename."""
     from ptflow.files import staged_dir

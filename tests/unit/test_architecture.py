@@ -1,0 +1,113 @@
+"""The package's layers, read from its source: who may import whom, no cycle, no path into a checkout.
+
+Layers (src/ptflow/__init__.py): foundation (files, keys, templates, jobenv) < config < cluster < launch < stages
+< ops; standins may use stages. A module imports only its own layer and those below it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import ptflow
+from tests.conftest import REPO
+
+PACKAGE = Path(ptflow.__file__).parent
+LAYERS = {"foundation": 0, "config": 1, "cluster": 2, "launch": 3, "stages": 4, "standins": 5, "ops": 5}
+FOUNDATION = {"files", "keys", "templates", "jobenv", "__init__"}
+
+
+def _layer(module: str) -> str:
+    top = module.split(".")[1] if module.count(".") else "__init__"
+    return "foundation" if top in FOUNDATION else top
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ptflow module a file imports (at any depth: lazy imports inside functions count too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("ptflow")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ptflow"):
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: {m for m in _imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def test_every_import_goes_down_the_layers():
+    wrong = []
+    for name, deps in _graph().items():
+        for dep in deps:
+            if dep == "ptflow" or dep.endswith("__init__"):
+                continue
+            if LAYERS[_layer(dep)] > LAYERS[_layer(name)] or (_layer(name) != _layer(dep) == "standins"):
+                wrong.append(f"{name} imports {dep}")
+    assert wrong == [], "imports against the layers:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_import_cycle():
+    graph = _graph()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if dep == "ptflow" or dep not in graph:
+                continue
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(dep) :], dep]) if dep in stack else f"{node}->{dep}")
+            elif dep not in state:
+                visit(dep, [*stack, dep])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_the_package_reaches_no_path_of_a_checkout_and_ships_no_test_support():
+    """Templates and schemas are package data; the local Slurm cluster, sshd and fake judge live under tests/."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        for needle in ("parents[", 'hasattr(site, "raw")', "SITE.raw", '"workflow" / "templates"'):
+            if needle in text:
+                offenders.append(f"{path.relative_to(PACKAGE)}: {needle}")
+    assert offenders == []
+    assert not (PACKAGE / "testing").exists() and not (PACKAGE / "agents").exists()
+
+
+def test_only_the_site_module_reads_a_site_file():
+    """Everything else asks Site (requests, runtime, paths); nothing outside config/sites.py touches site.raw."""
+    readers = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "sites.py" and ("site.raw" in path.read_text() or "SITE.raw" in path.read_text())
+    ]
+    rules = REPO / "workflow"
+    readers += [str(p) for p in rules.rglob("*") if p.is_file() and "SITE.raw" in p.read_text()]
+    assert readers == []
+
+
+def test_every_subpackage_says_what_it_owns():
+    for init in PACKAGE.rglob("__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 60, f"{init.relative_to(PACKAGE)} has no paragraph saying what it owns"
