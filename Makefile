@@ -22,10 +22,10 @@ demo: venv
 
 # Every test, the real Slurm cluster ones included (they start it themselves). pytest's exit 5 (no tests
 # collected) fails here like any other non-zero exit. Three workers on two cores: the Slurm tests mostly wait on the
-# cluster, so the CPU-bound workflow runs go on beside them (groups: tests/conftest.py).
+# cluster, so the CPU-bound workflow runs go on beside them (scopes: tests/conftest.py, suite_scope).
 TEST_WORKERS ?= 3
 test: venv
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The inner loop: lint and the unit tests (no Slurm cluster, no workflow runs), in under two minutes.
 check: lint

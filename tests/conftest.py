@@ -14,14 +14,31 @@ def default_raw() -> dict:
     return merged_config(REPO)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """How `make test` spreads the suite over pytest-xdist workers (--dist loadgroup): every test of the real Slurm
-    cluster on one worker (they share the cluster the session starts), each other module that runs the workflow on
-    one worker (its module-scoped run is made once), unit tests wherever a worker is free."""
-    for item in items:
-        rel = item.path.relative_to(TESTS)
-        if rel.parts[0] == "slurm":
-            item.add_marker(pytest.mark.slurm)
-            item.add_marker(pytest.mark.xdist_group("slurm"))
-        elif rel.parts[0] != "unit":
-            item.add_marker(pytest.mark.xdist_group(str(rel)))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if item.path.relative_to(TESTS).parts[0] == "slurm":
+        item.add_marker(pytest.mark.slurm)
+
+
+def suite_scope(nodeid: str) -> str:
+    """What must run on one pytest-xdist worker: every test of the real Slurm cluster (they share the cluster the
+    session starts), each other module that runs the workflow (its module-scoped run is made once); a unit test is
+    a scope of its own."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/slurm/"):
+        return "tests/slurm"
+    if path.startswith("tests/unit/"):
+        return nodeid
+    return path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs the suite on several workers (-n). pytest-xdist 3.8's --dist loadgroup does not group under
+    pytest 9 (it rewrites a node id attribute pytest 9 no longer reads), so scopes are given by the documented
+    LoadScopeScheduling._split_scope hook instead."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SuiteScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return suite_scope(nodeid)
+
+    return SuiteScheduling(config, log)

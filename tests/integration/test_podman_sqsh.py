@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from ptflow.cluster import images
+from ptflow.config.sites import RuntimeSpec
 from tests.conftest import REPO
 from tests.e2e.smk import snakemake
 
@@ -95,10 +96,11 @@ def squash_listing(sqsh: Path) -> str:
 def test_podman_build_to_real_sqsh(tools, podman_env, tmp_path):
     storage = Path("/dev/shm") / f"ptflow-test-{os.getpid()}"
     site = make_site(tmp_path, storage)
-    assert images.builder_of(site, site["runtime"]["images"]["tiny"]) == "podman"
-    digest = images.image_digest(site, "tiny", site["runtime"]["images"]["tiny"], REPO)
+    rt = RuntimeSpec.from_dict({"site": site["name"], **site["runtime"]})
+    assert images.builder_of(rt, rt.images["tiny"]) == "podman"
+    digest = images.image_digest(rt, "tiny", rt.images["tiny"], REPO)
     out = tmp_path / "images" / "tiny.sqsh"
-    plan = images.plan_build(site, "tiny", out, digest=digest, recipe_root=REPO, workdir=tmp_path / "work")
+    plan = images.plan_build(rt, "tiny", out, digest=digest, recipe_root=REPO, workdir=tmp_path / "work")
     # The base goes into the same podman storage the build will use (the plan's storage.conf).
     for path, text in plan.files.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -1,15 +1,25 @@
 # The Ray launcher as a train-like rule: a two-node Slurm job submitted by the slurm executor plugin; the rule body
 # runs once, brings up Ray on both nodes (ptflow.launch.ray) and runs a real Ray driver (ray_probe.py) on the head.
+import dataclasses
 import os
 import sys
 
-from ptflow.launch.ray import Runtime, run_ray_job
+from ptflow.cluster.runtime import node_commands
+from ptflow.launch.ray import run_ray_job
 from ptflow.config.sites import load_site
 
 SITE = load_site(config["site"], os.path.dirname(config["site"]))
-RESOURCES = SITE.snakemake_resources(
-    {"partition": "debug", "nodes": 2, "threads": 2, "mem_mb": 2000, "runtime": 15}
-)
+# the site's request (account, scheduler) with this rule's own values
+RESOURCES = dataclasses.replace(
+    SITE.request("aggregate"),
+    values={
+        "partition": "debug",
+        "nodes": 2,
+        "threads": 2,
+        "mem_mb": 2000,
+        "runtime": 15,
+    },
+).snakemake_resources()
 PROBE = os.path.join(workflow.basedir, "ray_probe.py")
 
 
@@ -29,7 +39,7 @@ rule ray_probe:
             rc = run_ray_job(
                 [sys.executable, PROBE, os.path.abspath(output[0])],
                 os.path.abspath("ray/logs"),
-                runtime=Runtime.from_site(None),
+                runtime=node_commands(None),
                 cpus_per_node=2,
                 ready_timeout=600,
                 log=say,

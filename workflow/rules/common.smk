@@ -71,7 +71,11 @@ def get_resources(stage):
 
         return value
 
-    return {key: value_of(key) for key in keys}
+    resources = {key: value_of(key) for key in keys}
+    if is_supervised(stage):
+        # the login-node supervisor scales the job it submits by the rule's attempt, which scripts see only here
+        resources["attempt"] = lambda wildcards, attempt: attempt
+    return resources
 
 
 # ---- cache ----

@@ -20,7 +20,7 @@ def supervise_this_job(job, log) -> None:
     supervise.supervise(
         sys.argv[0],
         request=Request.from_dict(spec["request"]),
-        attempt=snakemake.attempt,
+        attempt=snakemake.resources["attempt"],
         job_name=f"ptflow-train-{snakemake.wildcards.model}-{snakemake.wildcards.eval}-{snakemake.wildcards.agent}",
         results_dir=Path(snakemake.output[0]).parent,
         max_retries=spec["max_retries"],
