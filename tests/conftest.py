@@ -1,8 +1,11 @@
+import os
+import uuid
 from pathlib import Path
 
 import pytest
 
 from ptflow.config.load import merged_config
+from tests.support.slurm_session import SESSION_ENV, stop_if_ours
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).parent
@@ -14,18 +17,28 @@ def default_raw() -> dict:
     return merged_config(REPO)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The test session's id, for every pytest-xdist worker (they inherit this environment): a Slurm cluster a worker
+    starts belongs to it (tests/slurm/conftest.py)."""
+    if not hasattr(config, "workerinput"):
+        os.environ.setdefault(SESSION_ENV, uuid.uuid4().hex)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without workers)
+        stop_if_ours(os.environ.get(SESSION_ENV, ""))
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     if item.path.relative_to(TESTS).parts[0] == "slurm":
         item.add_marker(pytest.mark.slurm)
 
 
 def suite_scope(nodeid: str) -> str:
-    """What must run on one pytest-xdist worker: every test of the real Slurm cluster (they share the cluster the
-    session starts), each other module that runs the workflow (its module-scoped run is made once); a unit test is
-    a scope of its own."""
+    """What must run on one pytest-xdist worker: each module that runs the workflow or uses the Slurm cluster (its
+    module-scoped run is made once; the cluster itself is shared by all workers); a unit test is a scope of its
+    own."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/slurm/"):
-        return "tests/slurm"
     if path.startswith("tests/unit/"):
         return nodeid
     return path

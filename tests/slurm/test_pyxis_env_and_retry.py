@@ -3,7 +3,8 @@
 pyxis/enroot cannot run here: the per-node steps run with the local runtime (no --container-* flags) to prove the
 rendezvous env on both nodes; the pyxis command line itself is checked as text (tests/unit/test_pyxis.py).
 The retry classification runs on REAL failures we cause: a training error (exit 1 with a traceback), a log line
-showing a bad GPU, and a real NODE_FAIL from killing node2's slurmd.
+showing a bad GPU, and a real NODE_FAIL from killing the slurmd of the cluster's spare node (partition ``nodefail``
+only, so no other test's job runs there while the suite runs in parallel).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import pytest
 
 from ptflow.cluster import infra_retry as pyxis
 from ptflow.cluster import multinode, slurm
+from ptflow.files import write_json_atomic
 from tests.support import slurm_admin
+from tests.support.local_slurm import SPARE_NODE
+from tests.support.slurm_session import cluster_workdir
 
 BASE = Path("/var/lib/ptflow-tests/skyrl-pyxis")
 REPO = Path(__file__).resolve().parents[2]
-STATE = Path("/tmp/ptflow-slurm/state.json")
+STATE = cluster_workdir() / "state.json"
 
 
 def _script(path: Path, body: str) -> Path:
@@ -113,30 +117,32 @@ def test_bad_gpu_log_line_is_retried_elsewhere(slurm_cluster):
     assert res["history"][1]["nodes"] != ["node2"]
 
 
-def _slurmd2() -> tuple[int, list[str], dict]:
-    pid = json.loads(STATE.read_text())["procs"]["slurmd-2"][0]
+def _spare_slurmd() -> tuple[int, list[str], dict]:
+    """The spare node's slurmd as the cluster started it: pid, argv, environment, cwd and output file."""
+    procs = json.loads(STATE.read_text())["procs"]
+    name = next(n for n, (pid, _) in procs.items() if n.startswith("slurmd-") and _is_spare(pid))
+    pid = procs[name][0]
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
     env = dict(
         kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0") if b"=" in kv
     )
     cwd = os.readlink(f"/proc/{pid}/cwd")
     out = os.readlink(f"/proc/{pid}/fd/1")  # the cluster sends slurmd's output to a log file: keep appending there
-    assert b"node2" in argv, argv
     env = {k.decode(): v.decode() for k, v in env.items()}
-    return pid, [a.decode() for a in argv], {"env": env, "cwd": cwd, "out": out}
+    return pid, [a.decode() for a in argv], {"env": env, "cwd": cwd, "out": out, "name": name}
+
+
+def _is_spare(pid: int) -> bool:
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return SPARE_NODE.encode() in argv
 
 
 def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
-    """REAL slurmd kill on node2 while attempt 1 runs there. SlurmdTimeout is 300 s on the shared cluster, so after
-    the kill we mark node2 DOWN ourselves (what slurmctld does when the timeout passes) to keep it down briefly; then
-    slurmd is restarted with its original argv and the node resumed."""
-    for _ in range(90):  # the cluster is shared: wait (up to 3 min) for node2 to have no other running jobs
-        others = slurm_admin.node_running_jobs("node2")
-        if not others:
-            break
-        time.sleep(2)
-    if others:
-        pytest.skip(f"jobs {others} of other tests run on node2: not killing its slurmd under them")
+    """REAL slurmd kill on the spare node while attempt 1 runs there. SlurmdTimeout is 300 s, so after the kill we
+    mark the node DOWN ourselves (what slurmctld does when the timeout passes); then slurmd is restarted with its
+    original argv and the node resumed. Attempt 2 excludes it and runs on node2 (partition nodefail)."""
+    if SPARE_NODE not in slurm_cluster.all_nodes:
+        pytest.skip(f"this cluster has no spare node {SPARE_NODE} (started by an older tests/support/local_slurm)")
     d = BASE / f"nodefail-{uuid.uuid4().hex[:8]}"
     d.mkdir(parents=True)
     body = 'echo "started on $SLURMD_NODENAME"\nif [[ "$PTFLOW_ATTEMPT" == 1 ]]; then sleep 300; fi\n'
@@ -144,7 +150,7 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
     restarted = {}
 
     def submit(attempt, exclude):
-        extra = ["--nodelist=node2"] if attempt == 1 else []
+        extra = ["--partition=nodefail"] + ([f"--nodelist={SPARE_NODE}"] if attempt == 1 else [])
         return pyxis.sbatch_submitter(script, _opts(d, "ptflow-pyxis-nodefail", extra))(attempt, exclude)
 
     def wait(job_id):
@@ -155,15 +161,11 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
             if rec and rec.base_state == "RUNNING" and "started on" in _log_of(d)(job_id):
                 break
             time.sleep(1)
-        others = [j for j in slurm_admin.node_running_jobs("node2") if j != job_id]
-        if others:  # another test's job landed on node2 meanwhile: do not take the node down under it
-            slurm.cancel([job_id])
-            pytest.skip(f"jobs {others} of other tests started on node2; not killing its slurmd")
-        pid, argv, ctx = _slurmd2()
+        pid, argv, ctx = _spare_slurmd()
         restarted["argv"] = argv
         os.kill(pid, signal.SIGKILL)
         try:
-            slurm_admin.update_node("node2", "down", "ptflow-test-slurmd-killed")
+            slurm_admin.update_node(SPARE_NODE, "down", "ptflow-test-slurmd-killed")
             rec = slurm.wait_job(job_id, 1, 120)
         finally:
             with open(ctx["out"] if ctx["out"].startswith("/") else os.devnull, "ab") as out:
@@ -174,22 +176,21 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
             from tests.support.local_slurm import _proc_start_time
 
             state = json.loads(STATE.read_text())
-            state["procs"]["slurmd-2"] = [proc.pid, _proc_start_time(proc.pid)]
-            tmp = STATE.with_suffix(".json.partial")
-            tmp.write_text(json.dumps(state, indent=1))
-            os.replace(tmp, STATE)
+            state["procs"][ctx["name"]] = [proc.pid, _proc_start_time(proc.pid)]
+            write_json_atomic(STATE, state)
             for _ in range(60):  # ReturnToService=2 may bring it back by itself once slurmd registers
                 time.sleep(1)
-                state = slurm_admin.node_state("node2")
+                state = slurm_admin.node_state(SPARE_NODE)
                 if "DOWN" not in state and "DRAIN" not in state:
                     break
                 with contextlib.suppress(slurm.SlurmUnavailable):  # "invalid transition" until slurmd is back
-                    slurm_admin.update_node("node2", "resume")
+                    slurm_admin.update_node(SPARE_NODE, "resume")
         restarted["state"] = rec.base_state
         return rec
 
     res = pyxis.run_with_retries(submit, _log_of(d), d, wait=wait)
     assert restarted["state"] == "NODE_FAIL"
     assert res["history"][0]["kind"] == "infra" and "NODE_FAIL" in res["history"][0]["reason"]
-    assert res["exclude"] == ["node2"] and res["status"] == "succeeded"
-    assert "DOWN" not in slurm_admin.node_state("node2")
+    assert res["exclude"] == [SPARE_NODE] and res["status"] == "succeeded"
+    assert res["history"][1]["nodes"] == ["node2"]  # the retry ran on the other node of the partition
+    assert "DOWN" not in slurm_admin.node_state(SPARE_NODE)

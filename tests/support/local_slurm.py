@@ -77,9 +77,13 @@ PARTITIONS = (
     Partition("cpu", 120),
     Partition("short", 5),
 )
+# A third node for tests that kill a slurmd (a real NODE_FAIL): it is only in partition `nodefail` (with node2, where
+# a retry that excludes it runs), so no other test's job ever lands on it while the suite runs tests in parallel.
+SPARE_NODE = "spare1"
+SPARE_PARTITION = Partition("nodefail", 60)
 
 # Daemon start order; stop() goes in reverse, in these phases so slurmctld can still flush to slurmdbd.
-_STOP_PHASES = (("slurmd-1", "slurmd-2", "slurmctld"), ("slurmdbd",), ("mysqld",), ("munged",))
+_STOP_PHASES = (("slurmd-1", "slurmd-2", "slurmd-3", "slurmctld"), ("slurmdbd",), ("mysqld",), ("munged",))
 
 
 def _proc_start_time(pid: int) -> str | None:
@@ -124,7 +128,8 @@ class LocalSlurmCluster:
     """Start/stop a real Slurm 22.05 cluster of two nodes on this machine.
 
     Node 1 is named after this host (NodeAddr 127.0.0.1), node 2 is ``node2`` (NodeAddr 127.0.0.2); both run
-    here as separate slurmd processes. With ``accounting`` (the default) slurmdbd stores into a private
+    here as separate slurmd processes, and so does the spare node ``spare1`` (127.0.0.3, partition ``nodefail``
+    only), which tests may take down. With ``accounting`` (the default) slurmdbd stores into a private
     MariaDB, so ``sacct``/``sacctmgr`` work and associations are enforced: user root has the default
     account ``ptflow`` and no association with ``other``.
     """
@@ -151,9 +156,9 @@ class LocalSlurmCluster:
         self.external = False
         self._conf_override: Path | None = None
         host = socket.gethostname().split(".")[0]
-        self._node_addrs = {host: "127.0.0.1", "node2": "127.0.0.2"}
-        self._node_ports = {host: port_base + 1, "node2": port_base + 11}
-        self.partitions: dict[str, Partition] = {p.name: p for p in PARTITIONS}
+        self._node_addrs = {host: "127.0.0.1", "node2": "127.0.0.2", SPARE_NODE: "127.0.0.3"}
+        self._node_ports = {host: port_base + 1, "node2": port_base + 11, SPARE_NODE: port_base + 21}
+        self.partitions: dict[str, Partition] = {p.name: p for p in (*PARTITIONS, SPARE_PARTITION)}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self.startup_seconds: float | None = None
 
@@ -199,7 +204,15 @@ class LocalSlurmCluster:
 
     @property
     def hostnames(self) -> list[str]:
+        """The nodes of the ordinary partitions (every partition but ``nodefail``)."""
+        return [n for n in self._node_addrs if n != SPARE_NODE]
+
+    @property
+    def all_nodes(self) -> list[str]:
         return list(self._node_addrs)
+
+    def partition_nodes(self, partition: str) -> list[str]:
+        return ["node2", SPARE_NODE] if partition == SPARE_PARTITION.name else self.hostnames
 
     def node_addr(self, name: str) -> str:
         return self._node_addrs[name]
@@ -258,7 +271,7 @@ class LocalSlurmCluster:
                 self._start_slurmdbd()
                 self._register_associations()
             self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf_path)])
-            for i, node in enumerate(self.hostnames, start=1):
+            for i, node in enumerate(self.all_nodes, start=1):
                 self._spawn(f"slurmd-{i}", ["slurmd", "-D", "-f", str(self.conf_path), "-N", node])
             self._wait_nodes_idle(t0 + timeout)
         except BaseException:
@@ -440,7 +453,7 @@ class LocalSlurmCluster:
         # munged refuses sockets in group/other-writable dirs.
         for d in (self.workdir, self.workdir / "munge"):
             d.chmod(0o755)
-        for node in self.hostnames:
+        for node in self.all_nodes:
             (self.workdir / "spool" / node).mkdir()
             (self.workdir / "gpu" / node).mkdir()
             for i in range(self.node_spec.gpus):
@@ -518,9 +531,9 @@ class LocalSlurmCluster:
                 f"NodeName={name}{hostname} NodeAddr={addr} Port={self._node_ports[name]} CPUs={s.cpus}"
                 f" RealMemory={s.real_memory_mb} TmpDisk={s.tmp_disk_mb} Gres={s.gres} State=UNKNOWN"
             )
-        nodes = ",".join(self.hostnames)
         for p in self.partitions.values():
             default = " Default=YES" if p.default else ""
+            nodes = ",".join(self.partition_nodes(p.name))
             lines.append(f"PartitionName={p.name} Nodes={nodes} MaxTime={p.max_time_min}{default} State=UP")
         return "\n".join(lines) + "\n"
 
@@ -530,7 +543,7 @@ class LocalSlurmCluster:
         files = f"nvidia[0-{s.gpus - 1}]"
         return "".join(
             f"NodeName={node} Name=gpu Type={s.gpu_type} File={self.workdir}/gpu/{node}/{files}\n"
-            for node in self.hostnames
+            for node in self.all_nodes
         )
 
     def _slurmdbd_conf(self) -> str:
@@ -670,7 +683,7 @@ class LocalSlurmCluster:
                     raise SlurmClusterError(f"{name} exited ({proc.returncode}) during start-up\n{self.logs_tail()}")
             out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=15)
             states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
-            if out.returncode == 0 and all(states.get(n) == "idle" for n in self.hostnames):
+            if out.returncode == 0 and all(states.get(n) == "idle" for n in self.all_nodes):
                 return
             time.sleep(0.25)
         raise SlurmClusterError(f"nodes not idle in time (states {states})\n{self.logs_tail()}")
