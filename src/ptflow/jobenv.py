@@ -1,4 +1,15 @@
-"""A job's environment and output: what every job the workflow starts inherits, and its rule log."""
+"""A job's environment and output: what every job the workflow starts inherits, and its rule log.
+
+Jobs do not depend on the user's shell start-up files (the Alps guide's conda auto-activation, the "I have no
+name!" prompt of a user without a passwd entry in the container):
+
+- every script ptflow starts is a non-interactive ``bash --noprofile --norc`` with ``BASH_ENV`` and ``ENV`` removed
+  from its environment (:func:`clean_shell_env`), so no ``~/.bashrc``, profile or ``$BASH_ENV`` file is read;
+- tools are called by absolute path where a venv or image provides them (``ptflow.cluster.runtime``), so a conda
+  ``base`` on PATH cannot shadow them;
+- the user's name comes from ``$USER``, then the passwd entry, then ``u<uid>`` (:func:`user_name`), and the home from
+  ``$HOME`` or the passwd entry (:func:`home_dir`): a missing passwd entry never stops a job.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +38,62 @@ def prepend_pythonpath(path: str) -> None:
 def apply_site_env(env: dict[str, str]) -> None:
     """Variables a site sets for every job (e.g. FI_PROVIDER=tcp); jobs inherit them from this process."""
     os.environ.update(env)
+
+
+def user_name() -> str:
+    """``$USER``, else the passwd entry's name, else ``u<uid>`` (a container without the user's passwd entry)."""
+    import pwd
+
+    if os.environ.get("USER"):
+        return os.environ["USER"]
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"u{os.getuid()}"
+
+
+def home_dir() -> str:
+    """The passwd entry's home, else ``$HOME`` (Slurm may set HOME to something else in a job: PostTrainBench's
+    apptainer ``--home`` trouble), else the current directory."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.environ.get("HOME") or os.getcwd()
+
+
+# Files a non-interactive shell reads at start (bash: $BASH_ENV; sh/dash: $ENV for interactive ones only).
+SHELL_STARTUP_VARS = ("BASH_ENV", "ENV")
+CLEAN_BASH = ("bash", "--noprofile", "--norc")
+
+
+def clean_shell_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) without the variables that make a shell read start-up files."""
+    return {k: v for k, v in (os.environ if env is None else env).items() if k not in SHELL_STARTUP_VARS}
+
+
+NODE_TMP_FALLBACK = "/tmp"
+
+
+def node_tmp(env: dict[str, str] | None = None) -> str:
+    """Node-local scratch as PostTrainBench's Slurm guide picks it: ``$TMPDIR`` (Slurm points it at the node's local
+    SSD) when set and existing, else ``/tmp``."""
+    value = (os.environ if env is None else env).get("TMPDIR")
+    return value if value and os.path.isdir(value) else NODE_TMP_FALLBACK
+
+
+def require_free_space(path: str, need_mb: int | None, what: str) -> int:
+    """Free MB at ``path``; one clear error when fewer than ``need_mb`` (e.g. 400 GB for a PostTrainBench cell)."""
+    import shutil
+
+    free_mb = shutil.disk_usage(path).free // 2**20
+    if need_mb and free_mb < need_mb:
+        raise OSError(
+            f"{what}: {path} has {free_mb} MB free, the site requests tmp_mb={need_mb}; ask for nodes with more "
+            "local disk (sbatch --tmp), point TMPDIR at a larger node-local disk, or lower tmp_mb"
+        )
+    return free_mb
 
 
 @contextlib.contextmanager

@@ -25,17 +25,24 @@ def site(name):
 def test_alps_dockerfile_is_podman_build_then_enroot_import(tmp_path):
     """Alps guide: podman storage in /dev/shm/$USER, podman build, enroot import -x mount ... podman://localhost/..."""
     rt = site("alps")
-    digest = images.image_digest(rt, "ngc-ray", images.image_spec(rt, "ngc-ray"), REPO)
+    digest = images.image_digest(rt, "ngc-ray:25.06", images.image_spec(rt, "ngc-ray:25.06"), REPO)
     plan = images.plan_build(
-        rt, "ngc-ray", "/capstor/i/ngc-ray.sqsh", digest=digest, recipe_root=REPO, workdir=tmp_path, euid=1000
+        rt,
+        "ngc-ray:25.06",
+        "/capstor/i/ngc-ray+25.06.sqsh",
+        digest=digest,
+        recipe_root=REPO,
+        workdir=tmp_path,
+        euid=1000,
     )
     build, imp = plan.steps
     assert build[:2] == ["podman", "build"] and "--platform=linux/arm64" in build
     assert build[build.index("-f") + 1] == str(REPO / "envs" / "ngc-ray.Dockerfile")
     assert imp[:5] == ["enroot", "import", "-x", "mount", "-o"]
-    assert imp[-1] == f"podman://localhost/ptflow/ngc-ray:{digest}"
+    # the guide's tag: podman build -t ${USER}/ngc-ray:25.06, enroot import ... podman://localhost/${USER}/ngc-ray:25.06
+    assert build[build.index("-t") + 1] == imp[-1].removeprefix("podman://") == "localhost/alice/ngc-ray:25.06"
     conf = plan.files[plan.env["CONTAINERS_STORAGE_CONF"]]
-    assert 'graphroot = "/dev/shm/alice/ptflow-ngc-ray-' in conf and 'driver = "overlay"' in conf
+    assert 'graphroot = "/dev/shm/alice/ptflow-ngc-ray+25.06-' in conf and 'driver = "overlay"' in conf
     assert ["podman", "unshare", "rm", "-rf"] == plan.cleanup[-1][:4]  # rootless storage needs unshare
     assert plan.tmp_output.parent == plan.output.parent and not plan.tmp_output.exists()
 
@@ -44,7 +51,7 @@ def test_without_enroot_podman_export_and_mksquashfs(tmp_path):
     rt = site("alps")
     rt = dataclasses.replace(rt, build={"converter": "auto"})
     plan = images.plan_build(
-        rt, "ngc-ray", tmp_path / "x.sqsh", digest="d", recipe_root=REPO, workdir=tmp_path, which=lambda _: None
+        rt, "ngc-ray:25.06", tmp_path / "x.sqsh", digest="d", recipe_root=REPO, workdir=tmp_path, which=lambda _: None
     )
     tools = [s[0] + " " + s[1] for s in plan.steps]
     assert tools == ["podman build", "podman create", "podman export", "podman rm", f"mksquashfs {tmp_path}/rootfs"]
@@ -111,14 +118,14 @@ def test_digest_changes_with_recipe_only(tmp_path):
     (tmp_path / "envs").mkdir()
     recipe = tmp_path / "envs" / "ngc-ray.Dockerfile"
     recipe.write_text("FROM a\n")
-    spec = images.image_spec(rt, "ngc-ray")
-    first = images.image_digest(rt, "ngc-ray", spec, tmp_path)
-    assert images.image_digest(rt, "ngc-ray", spec, tmp_path) == first
+    spec = images.image_spec(rt, "ngc-ray:25.06")
+    first = images.image_digest(rt, "ngc-ray:25.06", spec, tmp_path)
+    assert images.image_digest(rt, "ngc-ray:25.06", spec, tmp_path) == first
     recipe.write_text("FROM b\n")
-    assert images.image_digest(rt, "ngc-ray", spec, tmp_path) != first
+    assert images.image_digest(rt, "ngc-ray:25.06", spec, tmp_path) != first
     rt = dataclasses.replace(rt, arch="amd64")
     recipe.write_text("FROM a\n")
-    assert images.image_digest(rt, "ngc-ray", spec, tmp_path) != first  # another arch is another image
+    assert images.image_digest(rt, "ngc-ray:25.06", spec, tmp_path) != first  # another arch is another image
 
 
 def test_missing_tool_names_tool_and_setting(tmp_path):
@@ -160,7 +167,7 @@ def test_edf_renders_and_parses(tmp_path):
     text = images.render_edf("ngc-ray", img, list(rt.mounts), tmp_path / "e.toml", env={"FI_PROVIDER": "cxi"})
     doc = tomllib.loads(text)
     assert doc["image"] == str(img.resolve())
-    assert doc["mounts"] == ["/capstor", "/iopsstor", "/users/alice"]
+    assert doc["mounts"] == ["/capstor", "/iopsstor", "/ritom", "/users/alice"]
     assert doc["env"] == {"FI_PROVIDER": "cxi"} and doc["writable"] is True
 
 

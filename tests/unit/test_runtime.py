@@ -76,10 +76,10 @@ def test_alps_edf_environment():
     """Alps guide: srun --environment ./env/ngc-ray-vllm-....toml; the EDF file carries image and mounts."""
     site = load_site("alps", SITES)
     name = images.image_for(site.runtime, "train", Agent("verl", "verl"))
-    assert name == "ngc-ray-vllm"
-    assert images.image_inputs(site.runtime, name) == {
-        "image": "/capstor/scratch/cscs/alice/images/ngc-ray-vllm.sqsh",
-        "edf": "/capstor/scratch/cscs/alice/images/edf/ngc-ray-vllm.toml",
+    assert name == "ngc-ray-vllm:v0.10.2"
+    assert images.image_inputs(site.runtime, name) == {  # the guide's file names
+        "image": "/capstor/scratch/cscs/alice/images/ngc-ray-vllm+v0.10.2.sqsh",
+        "edf": "/capstor/scratch/cscs/alice/images/edf/ngc-ray-vllm-v0.10.2.toml",
     }
     toml = images.runtime_handle(site.runtime, name)
     argv = runtime_argv(site.runtime, ["python", "t.py"], image=toml, binds=["/capstor/scratch/cscs/alice/ptflow"])

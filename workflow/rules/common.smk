@@ -353,32 +353,67 @@ def _runtime_param(stage, wildcards):
     return {"runtime": spec} if spec else {}
 
 
+def get_image_name(wildcards):
+    """The image behind a file stem (ngc-ray+25.06 -> ngc-ray:25.06)."""
+    return images.name_of(RT, wildcards.image)
+
+
 def get_image_spec(wildcards):
-    return images.image_spec(RT, wildcards.image)
+    return images.image_spec(RT, get_image_name(wildcards))
 
 
 def get_image_runtime(wildcards):
     """The part of the site's runtime that defines this image (so unrelated site edits do not rebuild it)."""
-    return images.image_runtime(RT, wildcards.image).to_dict()
+    return images.image_runtime(RT, get_image_name(wildcards)).to_dict()
 
 
 def get_image_recipe(wildcards):
-    spec = images.image_spec(RT, wildcards.image)
+    spec = get_image_spec(wildcards)
     return [str(Path(workflow.basedir) / spec["recipe"])] if spec.get("recipe") else []
 
 
 def get_image_digest(wildcards):
-    spec = images.image_spec(RT, wildcards.image)
-    return images.image_digest(RT, wildcards.image, spec, workflow.basedir)
+    return images.image_digest(
+        RT, get_image_name(wildcards), get_image_spec(wildcards), workflow.basedir
+    )
 
 
 def get_image_reconvert(wildcards):
-    spec = images.image_spec(RT, wildcards.image)
-    return images.reconvert_token(RT, spec, RUN_TOKEN)
+    return images.reconvert_token(RT, get_image_spec(wildcards), RUN_TOKEN)
+
+
+def get_image_stage(wildcards):
+    """Registry imports run with the site's `convert` request (TAO's conversion partition), builds with `image`."""
+    return "convert" if get_image_spec(wildcards).get("source") else "image"
+
+
+def get_image_threads(wildcards):
+    return SITE.request(get_image_stage(wildcards)).threads
+
+
+def get_image_resources():
+    """Per image: its stage's request (keys are the union of both stages' resources)."""
+    keys = sorted(
+        set(SITE.request("image").snakemake_resources())
+        | set(SITE.request("convert").snakemake_resources())
+    )
+
+    def value_of(key):
+        def value(wildcards, attempt):
+            req = SITE.request(get_image_stage(wildcards))
+            return req.snakemake_resources(attempt).get(key)
+
+        return value
+
+    return {key: value_of(key) for key in keys}
 
 
 def get_edf_image(wildcards):
-    return images.image_path(RT, wildcards.image)
+    return images.image_path(RT, images.name_of(RT, wildcards.image, edf=True))
+
+
+def get_edf_name(wildcards):
+    return images.name_of(RT, wildcards.image, edf=True)
 
 
 # ---- judge: agent-CLI cells' traces checked for contamination / disallowed models (optional) ----

@@ -15,10 +15,11 @@ rule image:
         suffix="sif|sqsh",
     conda:
         CONDA_ENV
-    threads: get_threads("image")
+    threads: get_image_threads
     resources:
-        **get_resources("image"),
+        **get_image_resources(),
     params:
+        name=get_image_name,
         spec=get_image_spec,
         digest=get_image_digest,
         reconvert=get_image_reconvert,
@@ -44,6 +45,7 @@ rule edf:
     resources:
         **get_resources("aggregate"),
     params:
+        name=get_edf_name,
         mounts=list(RT.mounts),
         env=SITE.env,
     script:

@@ -12,11 +12,12 @@ with rule_log(snakemake.log[0]) as log:
     with tempfile.TemporaryDirectory(prefix=f"ptflow-image-{snakemake.wildcards.image}-") as work:
         plan = images.plan_build(
             rt,
-            snakemake.wildcards.image,
+            snakemake.params.name,
             snakemake.output.image,
             digest=snakemake.params.digest,
             recipe_root=snakemake.params.recipe_root,
             workdir=work,
+            job_minutes=snakemake.resources.get("runtime"),
         )
         images.run_build(
             plan,

@@ -6,7 +6,7 @@ from ptflow.jobenv import rule_log
 
 with rule_log(snakemake.log[0]) as log:
     text = render_edf(
-        snakemake.wildcards.image,
+        snakemake.params.name,
         snakemake.input.image,
         snakemake.params.mounts,
         snakemake.output[0],

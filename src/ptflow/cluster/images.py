@@ -9,6 +9,9 @@ A site's ``runtime.images`` maps an image name to where it comes from:
 - ``source: <registry URI>``          -> ``enroot import -o <name>.sqsh docker://registry#image:tag`` (pyxis/TAO) or
   ``apptainer build <name>.sif docker://...``.
 
+Names follow enroot's convention: an image ``ngc-ray:25.06`` is the file ``ngc-ray+25.06.sqsh`` and, on CSCS, the
+EDF file ``edf/ngc-ray-25.06.toml`` (the Alps guide's names); a name without a tag is ``<name>.sqsh``.
+
 Images are cached by name and recipe: :func:`image_digest` (recipe bytes, source, arch, builder) goes into the
 rule's params, so Snakemake rebuilds an image only when its recipe changes. A ``:latest`` source is re-converted
 only when ``runtime.force_reconvert_latest`` is set. Everything here builds argv lists; nothing runs a command.
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.config.sites import RuntimeSpec
+from ptflow.jobenv import user_name
 
 CONTAINER_KINDS = ("apptainer", "enroot-edf", "pyxis")
 SUFFIX = {"apptainer": "sif", "enroot-edf": "sqsh", "pyxis": "sqsh"}
@@ -39,6 +43,33 @@ class ImageError(RuntimeError):
 
 class MissingToolError(ImageError):
     """A tool the site's runtime needs is not on PATH."""
+
+
+def image_stem(name: str) -> str:
+    """File name (no suffix) of image ``name``: ``ngc-ray:25.06`` -> ``ngc-ray+25.06`` (enroot's ``name+tag``)."""
+    return name.replace(":", "+")
+
+
+def edf_stem(name: str) -> str:
+    """EDF file name (no suffix): ``ngc-ray-vllm:v0.10.2`` -> ``ngc-ray-vllm-v0.10.2`` (the Alps guide's env/ names)."""
+    return name.replace(":", "-")
+
+
+def name_of(rt: RuntimeSpec, stem: str, *, edf: bool = False) -> str:
+    """The image name behind a file stem of rule ``image`` (or ``edf``)."""
+    for name in rt.images:
+        if (edf_stem(name) if edf else image_stem(name)) == stem:
+            return name
+    raise ImageError(
+        f"site {rt.site}: no image under runtime.images is stored as {stem!r} "
+        f"(known: {', '.join(sorted(rt.images)) or 'none'})"
+    )
+
+
+def podman_tag(name: str, user: str, digest: str) -> str:
+    """``localhost/<user>/<name>:<tag>`` as the Alps guide tags its builds (the digest where the name has no tag)."""
+    repo, _, tag = name.partition(":")
+    return f"localhost/{user}/{repo}:{tag or digest}"
 
 
 def needs_images(rt: RuntimeSpec) -> bool:
@@ -208,6 +239,8 @@ class BuildPlan:
     extract: tuple[Path, Path] | None = None  # (tar, dir): unpack between steps (mksquashfs route)
     tools: dict[str, str] = field(default_factory=dict)  # tool -> why it is needed (for the error message)
     cwd: str | None = None  # apptainer resolves %files relative to it
+    import_timeout: float | None = None  # seconds: a registry import taking longer is stopped and retried once
+    source: str | None = None  # the registry URI of an import (for messages)
 
     def record(self) -> dict:
         return {"name": self.name, "builder": self.builder, "output": str(self.output), "steps": self.steps}
@@ -236,8 +269,10 @@ def plan_build(
     which=shutil.which,
     euid: int | None = None,
     user: str | None = None,
+    job_minutes: float | None = None,
 ) -> BuildPlan:
-    """The commands that make ``output`` for image ``name`` on this site. ``workdir`` holds the job's scratch."""
+    """The commands that make ``output`` for image ``name`` on this site. ``workdir`` holds the job's scratch;
+    ``job_minutes`` (the job's time limit) sizes the timeout of a registry import when the site sets none."""
     spec = image_spec(rt, name)
     build = rt.build
     builder = builder_of(rt, spec)
@@ -245,25 +280,47 @@ def plan_build(
     tmp = output.with_name(f".{output.stem}.{os.getpid()}.tmp{output.suffix}")  # must not exist (enroot refuses)
     workdir = Path(workdir)
     euid = os.geteuid() if euid is None else euid
-    user = user or os.environ.get("USER") or "ptflow"
+    user = user or user_name()
     kind_setting = f"runtime.kind = {rt.kind} and runtime.images.{name}"
+
+    timeout = None
+    if spec.get("source"):
+        minutes = build.get("import_timeout_minutes") or (IMPORT_TIMEOUT_SHARE * job_minutes if job_minutes else None)
+        timeout = float(minutes) * 60 if minutes else None
 
     if builder in ("apptainer-def", "apptainer-uri"):
         fakeroot = build.get("fakeroot", euid != 0) and builder == "apptainer-def"
         src = str(Path(recipe_root) / spec["recipe"]) if builder == "apptainer-def" else _apptainer_uri(spec["source"])
         argv = ["apptainer", "build"] + (["--fakeroot"] if fakeroot else []) + [str(tmp), src]
         return BuildPlan(
-            name, builder, output, tmp, [argv], tools={"apptainer": _why(rt, kind_setting)}, cwd=str(recipe_root)
+            name,
+            builder,
+            output,
+            tmp,
+            [argv],
+            tools={"apptainer": _why(rt, kind_setting)},
+            cwd=str(recipe_root),
+            import_timeout=timeout,
+            source=spec.get("source"),
         )
 
     if builder == "enroot-uri":
         argv = ["enroot", "import", "-o", str(tmp), enroot_uri(spec["source"])]
-        return BuildPlan(name, builder, output, tmp, [argv], tools={"enroot": _why(rt, kind_setting)})
+        return BuildPlan(
+            name,
+            builder,
+            output,
+            tmp,
+            [argv],
+            tools={"enroot": _why(rt, kind_setting)},
+            import_timeout=timeout,
+            source=spec["source"],
+        )
 
     # podman build + conversion, in one job: podman's storage lives in /dev/shm and dies with the job.
-    storage = Path(str(build.get("podman_storage") or f"/dev/shm/{user}")) / f"ptflow-{name}-{os.getpid()}"
+    storage = Path(str(build.get("podman_storage") or f"/dev/shm/{user}")) / f"ptflow-{image_stem(name)}-{os.getpid()}"
     conf = workdir / "storage.conf"
-    tag = f"localhost/ptflow/{name}:{digest}"
+    tag = podman_tag(name, user, digest)
     recipe = Path(recipe_root) / spec["recipe"]
     context = Path(recipe_root) / spec.get("context", str(Path(spec["recipe"]).parent))
     arch = rt.arch
@@ -281,7 +338,7 @@ def plan_build(
         plan.steps.append(["enroot", "import", "-x", "mount", "-o", str(tmp), f"podman://{tag}"])
         plan.tools["enroot"] = _why(rt, "runtime.build.converter = enroot")
     else:
-        cname = f"ptflow-export-{name}-{os.getpid()}"
+        cname = f"ptflow-export-{image_stem(name)}-{os.getpid()}"
         tar, rootfs = workdir / "rootfs.tar", workdir / "rootfs"
         plan.steps += [
             ["podman", "create", "--name", cname, tag, "/bin/sh"],
@@ -316,14 +373,57 @@ def check_tools(plan: BuildPlan, which=shutil.which) -> None:
 # ---- running a plan (the image job) ----
 
 
-def _run(argv: list[str], env: dict, log, check: bool = True, cwd: str | None = None) -> int:
+# Share of the job's time limit one registry import may take: two tries (the first and its one retry) fit.
+IMPORT_TIMEOUT_SHARE = 0.4
+
+
+class ImportTimeout(ImageError):
+    """A registry import (``.sqsh`` conversion) took longer than its timeout, twice."""
+
+
+def _run(argv: list[str], env: dict, log, check: bool = True, cwd: str | None = None, timeout=None) -> int:
     import subprocess
 
     log("$ " + " ".join(argv))
-    proc = subprocess.run(argv, env=env, cwd=cwd)
-    if check and proc.returncode != 0:
-        raise ImageError(f"image build step failed with exit {proc.returncode}: {' '.join(argv)} (output above)")
-    return proc.returncode
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=timeout is not None)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)  # the tool and what it started (enroot runs curl, mksquashfs ...)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        raise
+    if check and rc != 0:
+        raise ImageError(f"image build step failed with exit {rc}: {' '.join(argv)} (output above)")
+    return rc
+
+
+def _import_with_retry(plan: BuildPlan, argv: list[str], env: dict, log) -> None:
+    """A registry import under ``plan.import_timeout``: on a timeout, a clear message, the partial file removed, and
+    one more try; a second timeout is an :class:`ImportTimeout` naming the settings to change."""
+    import subprocess
+
+    minutes = plan.import_timeout / 60
+    for attempt in (1, 2):
+        try:
+            _run(argv, env, log, cwd=plan.cwd, timeout=plan.import_timeout)
+            return
+        except subprocess.TimeoutExpired:
+            plan.tmp_output.unlink(missing_ok=True)
+            log(
+                f"image {plan.name}: converting {plan.source} did not finish within {minutes:g} min "
+                f"(try {attempt} of 2){'; trying once more' if attempt == 1 else ''}"
+            )
+    raise ImportTimeout(
+        f"image {plan.name}: converting {plan.source} to {plan.output.name} timed out twice ({minutes:g} min each); "
+        "the registry or the network is slow: raise runtime.build.import_timeout_minutes and "
+        "resources.convert.runtime, or convert on a partition with better registry access (resources.convert.partition)"
+    )
 
 
 def _extract(tar: Path, dest: Path, env: dict, log) -> None:
@@ -349,7 +449,10 @@ def run_build(plan: BuildPlan, record_path: str | Path | None = None, extra_reco
         for argv in plan.steps:
             if plan.extract and argv[0] == "mksquashfs":
                 _extract(*plan.extract, env, log)
-            _run(argv, env, log, cwd=plan.cwd)
+            if plan.import_timeout and plan.source:
+                _import_with_retry(plan, argv, env, log)
+            else:
+                _run(argv, env, log, cwd=plan.cwd)
         if not plan.tmp_output.is_file():
             raise ImageError(f"image build finished but wrote no {plan.tmp_output}")
         os.replace(plan.tmp_output, plan.output)
@@ -377,11 +480,11 @@ def run_build(plan: BuildPlan, record_path: str | Path | None = None, extra_reco
 
 
 def image_path(rt: RuntimeSpec, name: str) -> str:
-    return f"{images_dir(rt)}/{name}.{image_suffix(rt)}"
+    return f"{images_dir(rt)}/{image_stem(name)}.{image_suffix(rt)}"
 
 
 def edf_path(rt: RuntimeSpec, name: str) -> str:
-    return f"{images_dir(rt)}/edf/{name}.toml"
+    return f"{images_dir(rt)}/edf/{edf_stem(name)}.toml"
 
 
 def image_inputs(rt: RuntimeSpec, name: str | None) -> dict[str, str]:

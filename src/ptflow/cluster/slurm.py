@@ -80,6 +80,7 @@ class PartitionInfo:
     nodes: list[str] = field(default_factory=list)
     max_gpus_per_node: int = 0
     state: str = "UP"
+    features: frozenset[str] = frozenset()  # AvailableFeatures of its nodes (sbatch --constraint names these)
 
 
 @dataclass
@@ -87,19 +88,53 @@ class ClusterInfo:
     partitions: dict[str, PartitionInfo]
     accounts: set[str] | None  # None: no accounting, nothing to check
     user: str
+    accounting: str = ""  # AccountingStorageType, e.g. accounting_storage/slurmdbd or accounting_storage/none
+
+
+# ---- the cluster's configuration: facts are read from it, never from the wording of an error message ----
+
+ACCOUNTING_NONE = "accounting_storage/none"
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` as a dict (``Key = value`` lines; the header and trailing status lines skipped)."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def read_config() -> dict[str, str]:
+    return parse_config(_run(["scontrol", "show", "config"]))
+
+
+def accounting_enabled(config: dict[str, str]) -> bool:
+    """Whether the cluster keeps accounting (sacct, sacctmgr): AccountingStorageType is not ``.../none``. Slurm
+    22.05 and later leave the key empty or ``(null)`` when accounting is off, older versions say ``none``."""
+    value = config.get("AccountingStorageType", "").strip()
+    return value not in ("", "(null)", ACCOUNTING_NONE)
 
 
 def hostnames(nodelist: str) -> list[str]:
     return _run(["scontrol", "show", "hostnames", nodelist]).split()
 
 
-def read_cluster(user: str) -> ClusterInfo:
-    """Partitions with MaxTime and the GPUs of their nodes, and the user's accounts (when accounting exists)."""
-    node_gpus = {}
+def _features(value: str | None) -> set[str]:
+    return {f for f in (value or "").split(",") if f and f != "(null)"}
+
+
+def read_cluster(user: str, config: dict[str, str] | None = None) -> ClusterInfo:
+    """Partitions with MaxTime, the GPUs and features of their nodes, and the user's accounts (when the cluster keeps
+    accounting: ``scontrol show config`` says so)."""
+    config = read_config() if config is None else config
+    node_gpus, node_features = {}, {}
     for line in _run(["scontrol", "show", "node", "-o"]).splitlines():
         f = _fields(line)
         if "NodeName" in f:
             node_gpus[f["NodeName"]] = gpus_in_gres(f.get("Gres", ""))
+            node_features[f["NodeName"]] = _features(f.get("AvailableFeatures"))
     parts = {}
     for line in _run(["scontrol", "show", "partition", "-o"]).splitlines():
         f = _fields(line)
@@ -112,18 +147,39 @@ def read_cluster(user: str) -> ClusterInfo:
             nodes,
             max((node_gpus.get(n, 0) for n in nodes), default=0),
             f.get("State", "UP"),
+            frozenset().union(*(node_features.get(n, set()) for n in nodes)),
         )
-    return ClusterInfo(parts, user_accounts(user), user)
+    return ClusterInfo(parts, user_accounts(user, config), user, config.get("AccountingStorageType", ""))
 
 
-def user_accounts(user: str) -> set[str] | None:
-    try:
-        out = _run(["sacctmgr", "-nP", "show", "assoc", f"user={user}", "format=account"])
-    except SlurmUnavailable as exc:
-        if "accounting storage is disabled" in str(exc).lower() or "not found" in str(exc):
-            return None
-        raise
+def user_accounts(user: str, config: dict[str, str] | None = None) -> set[str] | None:
+    """The user's accounts from sacctmgr, or None where the cluster keeps no accounting (nothing to check)."""
+    config = read_config() if config is None else config
+    if not accounting_enabled(config):
+        return None
+    out = _run(["sacctmgr", "-nP", "show", "assoc", f"user={user}", "format=account"])
     return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def user_associations(user: str, config: dict[str, str] | None = None) -> list[dict[str, str]] | None:
+    """(account, partition, qos) of each of the user's associations; None without accounting."""
+    config = read_config() if config is None else config
+    if not accounting_enabled(config):
+        return None
+    out = _run(["sacctmgr", "-nP", "show", "assoc", f"user={user}", "format=account,partition,qos"])
+    rows = []
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3:
+            rows.append(dict(zip(("account", "partition", "qos"), parts, strict=True)))
+    return rows
+
+
+def has_sacct(config: dict[str, str] | None = None) -> bool:
+    """sacct can answer: it is installed and the cluster keeps accounting."""
+    if shutil.which("sacct") is None:
+        return False
+    return accounting_enabled(read_config() if config is None else config)
 
 
 def job_nodelist(job_id: str) -> str:
@@ -227,21 +283,17 @@ def merge_records(squeue: list[JobRecord], sacct: list[JobRecord]) -> dict[str, 
     return out
 
 
-def run_jobs(names: list[str], since: str = "now-7days") -> dict[str, JobRecord]:
+def run_jobs(names: list[str], since: str = "now-7days", accounting: bool | None = None) -> dict[str, JobRecord]:
     """Every job whose name is one of ``names`` (the plugin's run UUIDs): one squeue call plus one sacct call.
 
-    sacct is optional (clusters without accounting answer "accounting storage is disabled"): then only what
-    slurmctld still holds is known.
+    sacct is asked only where the cluster keeps accounting (``scontrol show config``; ``accounting`` given by a
+    caller that knows already): elsewhere only what slurmctld still holds (squeue, MinJobAge) is known.
     """
     if not names:
         return {}
     queued = parse_squeue(_run(squeue_argv(names)))
-    try:
-        accounted = parse_sacct(_run(sacct_argv(names, since)))
-    except SlurmUnavailable as exc:
-        if "accounting storage is disabled" not in str(exc).lower() and "not found" not in str(exc):
-            raise
-        accounted = []
+    use_sacct = has_sacct() if accounting is None else accounting
+    accounted = parse_sacct(_run(sacct_argv(names, since))) if use_sacct else []
     return merge_records(queued, accounted)
 
 
@@ -250,7 +302,8 @@ def scancel_argv(job_ids: list[str]) -> list[str]:
 
 
 def cancel(job_ids: list[str]) -> None:
-    """``scancel`` the given jobs in one call. Jobs that ended meanwhile are no error (Slurm only warns)."""
+    """``scancel`` the given jobs in one call. Jobs that ended meanwhile are no error: when scancel fails, squeue
+    says which of them are still live (scancel's message text is not read)."""
     if not job_ids:
         return
     argv = scancel_argv(job_ids)
@@ -259,13 +312,13 @@ def cancel(job_ids: list[str]) -> None:
     if proc is None:
         raise SlurmUnavailable("scancel not found: this is not a Slurm login node (or Slurm is not on PATH)")
     if proc.returncode != 0:
-        msg = proc.stderr.strip()
-        # "Job has already finished" / "Invalid job id specified" for jobs that ended: cancelling them is done.
-        lines = [
-            ln for ln in msg.splitlines() if ln and "already" not in ln.lower() and "invalid job id" not in ln.lower()
-        ]
-        if lines:
-            raise SlurmUnavailable(f"{' '.join(argv)} failed: {msg}")
+        # --me, not --jobs: squeue refuses a list holding a job slurmctld has forgotten already
+        out = _run(["squeue", "-h", "-a", "-t", "all", "--me", "-o", _SQUEUE_FORMAT])
+        live = [r.id for r in parse_squeue(out) if r.id in job_ids and r.base_state not in TERMINAL_STATES]
+        if live:
+            raise SlurmUnavailable(
+                f"{' '.join(argv)} failed and jobs {', '.join(live)} are still live: {proc.stderr.strip()}"
+            )
 
 
 @dataclass
@@ -352,10 +405,13 @@ def job_state(job_id: str) -> JobRecord | None:
     jid = str(job_id)
     out = _run(["squeue", "-h", "-a", "-t", "all", "-j", jid, "-o", _SQUEUE_FORMAT], timeout=30)
     recs = [r for r in parse_squeue(out) if r.id == jid]
-    try:
-        acc = [r for r in parse_sacct(_run(["sacct", "-X", "-n", "-P", "-j", jid, "-o", _SACCT_FORMAT])) if r.id == jid]
-    except SlurmUnavailable:
-        acc = []
+    acc = []
+    if not recs or recs[0].base_state in TERMINAL_STATES:
+        # sacct only for what squeue no longer shows as live (exit code, or beyond MinJobAge), where there is one
+        if has_sacct():
+            acc = [
+                r for r in parse_sacct(_run(["sacct", "-X", "-n", "-P", "-j", jid, "-o", _SACCT_FORMAT])) if r.id == jid
+            ]
     merged = merge_records(recs, acc)
     return merged.get(jid)
 

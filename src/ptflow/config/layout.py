@@ -66,5 +66,12 @@ class Layout:
     @classmethod
     def from_config(cls, raw: dict, site_paths: dict | None = None) -> Layout:
         """config.paths, replaced key by key by the site's paths (``Site.paths``)."""
+        from ptflow.config.model import ConfigError
+        from ptflow.config.uris import PathURIError, cluster_path
+
         paths = {**raw["paths"], **(site_paths or {})}
+        try:
+            paths = {k: cluster_path(v, f"paths.{k}") for k, v in paths.items()}  # lustre:///abs -> /abs
+        except PathURIError as exc:
+            raise ConfigError(f"config error: {exc}") from None
         return cls(str(Path(paths["results"])), str(Path(paths["scratch"])), str(Path(paths["hf_home"])))

@@ -15,7 +15,6 @@ A user adds a cluster by adding a file to ``config/sites/``; rules never name a 
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import math
 import os
 import re
@@ -26,8 +25,14 @@ from pathlib import Path
 import yaml
 
 from ptflow.config.model import SCHEMA_DIR, ConfigError
+from ptflow.config.uris import PathURIError, cluster_path
+from ptflow.jobenv import user_name
 
-STAGES = ("cache", "image", "preprocess", "train", "evaluate", "aggregate", "runtime_server")
+# `convert` (registry image -> .sqsh, TAO's conversion partition) falls back to `image` when a site has none.
+STAGES = ("cache", "image", "convert", "preprocess", "train", "evaluate", "aggregate", "runtime_server")
+FALLBACK_STAGE = {"convert": "image"}
+# Stages whose wall time a site's `time_hours` sets (TAO: the GPU job's SLURM_TIME_HOURS).
+TIMED_STAGES = ("train", "evaluate")
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
 
 # The time-limit warning: `warn_seconds` in a request becomes --signal=USR1@N (no B:, see ptflow.cluster.preempt).
@@ -166,6 +171,7 @@ class RuntimeSpec:
     build: dict = field(default_factory=dict)
     force_reconvert_latest: bool = False
     hf_view: str = "none"
+    envs: dict = field(default_factory=dict)  # software environments built by rule `env` (ptflow.cluster.envs)
 
     @property
     def is_container(self) -> bool:
@@ -210,7 +216,17 @@ class Site:
 
     @property
     def account(self) -> str | None:
-        return self.raw.get("account")
+        return self.raw.get("account") or None  # "" (an unset ${SLURM_ACCOUNT:-}) is no account
+
+    @property
+    def time_hours(self) -> float | None:
+        """Wall time of the GPU jobs (train, evaluate) in hours, TAO's SLURM_TIME_HOURS; None: each request's own."""
+        return _hours(self.raw.get("time_hours"), "time_hours", self.path)
+
+    @property
+    def timeout_hours(self) -> float | None:
+        """When a supervised job stops itself, in hours (TAO's SLURM_TIMEOUT_HOURS, 3.8 of 4)."""
+        return _hours(self.raw.get("timeout_hours"), "timeout_hours", self.path)
 
     @property
     def shared_paths(self) -> list[str]:
@@ -239,7 +255,10 @@ class Site:
         ``infra_retries``."""
         if stage != "train" or self.scheduler != "slurm" or self.raw.get("infra_retries") is None:
             return None
-        return Supervision(self.raw["infra_retries"], self.raw.get("internal_timeout_fraction"))
+        fraction = self.raw.get("internal_timeout_fraction")
+        if self.timeout_hours and self.time_hours:
+            fraction = self.timeout_hours / self.time_hours  # SLURM_TIMEOUT_HOURS of SLURM_TIME_HOURS
+        return Supervision(self.raw["infra_retries"], fraction)
 
     def has_request(self, stage: str) -> bool:
         return stage in self.raw["resources"]
@@ -250,11 +269,15 @@ class Site:
             raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
         res = self.raw["resources"]
         req = dict(res["default"])
+        if stage in FALLBACK_STAGE and stage not in res:
+            req.update(res.get(FALLBACK_STAGE[stage], {}))
         req.update(res.get(stage, {}))
         if stage == "train" and agent is not None:
             per_agent = self.raw.get("agent_resources", {})
             req.update(per_agent.get(agent.kind, {}))
             req.update(per_agent.get(agent.id, {}))
+        if stage in TIMED_STAGES and self.time_hours:
+            req["runtime"] = math.ceil(self.time_hours * 60)
         return Request(
             values=req,
             scheduler=self.scheduler,
@@ -265,31 +288,114 @@ class Site:
         )
 
 
-_VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
 
 
-def _expand_env(node, path: Path, where: str = ""):
-    """``${VAR}`` / ``$VAR`` in site strings come from the environment (e.g. $USER, the account a user picks)."""
+def _expand_env(node, path: Path, where: str = "", names: dict | None = None):
+    """``${VAR}`` / ``$VAR`` / ``${VAR:-default}`` in site strings: the site's own ``vars`` first, then the environment
+    (e.g. $USER, the account a user picks, TAO's SLURM_TIME_HOURS)."""
     if isinstance(node, dict):
         return {
-            _expand_env(k, path, where): _expand_env(v, path, f"{where}.{k}" if where else k) for k, v in node.items()
+            _expand_env(k, path, where, names): _expand_env(v, path, f"{where}.{k}" if where else k, names)
+            for k, v in node.items()
         }
     if isinstance(node, list):
-        return [_expand_env(v, path, f"{where}[{i}]") for i, v in enumerate(node)]
+        return [_expand_env(v, path, f"{where}[{i}]", names) for i, v in enumerate(node)]
     if isinstance(node, str):
-        env = {"USER": getpass.getuser(), **os.environ}  # USER is unset in many non-login shells
+        env = {"USER": user_name(), **os.environ, **(names or {})}  # USER is unset in many non-login shells
 
         def value(m: re.Match) -> str:
-            name = m.group(1) or m.group(2)
-            if name not in env:
-                raise ConfigError(
-                    f"site error in {path} at {where}: {node!r} needs the environment variable {name}; "
-                    f"export {name}=... (see the comment in that file) or edit the site file"
-                )
-            return env[name]
+            name = m.group(1) or m.group(3)
+            if name in env:
+                return env[name]
+            if m.group(2) is not None:
+                return _VAR.sub(value, m.group(2))
+            raise ConfigError(
+                f"site error in {path} at {where}: {node!r} needs the environment variable {name}; "
+                f"export {name}=... (see the comment in that file) or edit the site file"
+            )
 
         return _VAR.sub(value, node)
     return node
+
+
+def _expand_site(raw: dict, path: Path) -> dict:
+    """``vars`` (expanded in order, each may use the environment and the ones before it), then the rest of the file
+    with them: one key such as ``SCRATCH`` moves every path that uses it (Alps: /capstor -> /ritom scratch)."""
+    names: dict[str, str] = {}
+    for key, value in (raw.get("vars") or {}).items():
+        names[str(key)] = str(_expand_env(str(value), path, f"vars.{key}", names))
+    out = _expand_env({k: v for k, v in raw.items() if k != "vars"}, path, "", names)
+    if names:
+        out["vars"] = names
+    return out
+
+
+def _hours(value, key: str, path: Path) -> float | None:
+    if value in (None, ""):
+        return None
+    try:
+        hours = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"site error in {path} at {key}: {value!r} is not a number of hours") from None
+    if hours <= 0:
+        raise ConfigError(f"site error in {path} at {key}: {value!r} must be more than 0 hours")
+    return hours
+
+
+# Site keys holding paths that may be given as lustre:/// or slurm:// URIs.
+def _convert_paths(raw: dict, path: Path) -> None:
+    try:
+        for key, value in (raw.get("paths") or {}).items():
+            raw["paths"][key] = cluster_path(value, f"site {path} paths.{key}")
+        rt = raw.get("runtime") or {}
+        for key in ("images_dir", "venv"):
+            if key in rt:
+                rt[key] = cluster_path(rt[key], f"site {path} runtime.{key}")
+        for name, env in (rt.get("envs") or {}).items():
+            for key in ("path", "checkout"):
+                if key in env:
+                    env[key] = cluster_path(env[key], f"site {path} runtime.envs.{name}.{key}")
+    except PathURIError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _check_times(raw: dict, path: Path) -> None:
+    """No request may ask a partition for more time than the site declares it allows (TAO: the packaged 4-hour
+    partitions refuse more), nor may time_hours."""
+    partitions = raw.get("partitions") or {}
+    requests = [(f"resources.{k}", v) for k, v in raw["resources"].items()]
+    requests += [(f"agent_resources.{k}", v) for k, v in (raw.get("agent_resources") or {}).items()]
+    default_part = raw["resources"]["default"].get("partition")
+    for where, req in requests:
+        part = req.get("partition", default_part)
+        limit = partitions.get(part, {}).get("max_runtime")
+        if limit and req.get("runtime") and req["runtime"] > limit:
+            raise ConfigError(
+                f"site error in {path} at {where}.runtime: {req['runtime']} min is above partition {part}'s "
+                f"max_runtime of {limit} min; lower it or use a partition with a longer limit"
+            )
+    time_hours = _hours(raw.get("time_hours"), "time_hours", path)
+    timeout_hours = _hours(raw.get("timeout_hours"), "timeout_hours", path)
+    if time_hours:
+        for stage in TIMED_STAGES:
+            reqs = [raw["resources"].get(stage, {})]
+            if stage == "train":
+                reqs += list((raw.get("agent_resources") or {}).values())
+            for req in reqs:
+                part = req.get("partition", raw["resources"].get(stage, {}).get("partition", default_part))
+                limit = partitions.get(part, {}).get("max_runtime")
+                if limit and time_hours * 60 > limit:
+                    raise ConfigError(
+                        f"site error in {path} at time_hours: {time_hours:g} h (SLURM_TIME_HOURS) is above partition "
+                        f"{part}'s limit of {limit / 60:g} h; lower SLURM_TIME_HOURS or choose a partition with a "
+                        "longer limit (SLURM_PARTITION, listed under partitions with its max_runtime)"
+                    )
+        if timeout_hours and timeout_hours >= time_hours:
+            raise ConfigError(
+                f"site error in {path} at timeout_hours: {timeout_hours:g} h (SLURM_TIMEOUT_HOURS) must be below "
+                f"time_hours {time_hours:g} h, so the job stops itself and saves before Slurm's limit"
+            )
 
 
 def load_site(site: str, sites_dir: str | Path) -> Site:
@@ -308,7 +414,7 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
             f"config error at site: no site file {str(path)!r}; known sites: {', '.join(known)} — "
             "pick one or add config/sites/<name>.yaml"
         )
-    raw = _expand_env(yaml.safe_load(path.read_text()) or {}, path)
+    raw = _expand_site(yaml.safe_load(path.read_text()) or {}, path)
     try:
         validate(raw, str(SITE_SCHEMA), set_default=False)
     except WorkflowError as exc:
@@ -330,4 +436,6 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
                 f"site error in {path} at resources.{stage}.partition: {part!r} is not listed under partitions "
                 f"({', '.join(raw['partitions'])}); add its limits there"
             )
+    _check_times(raw, path)
+    _convert_paths(raw, path)
     return Site(raw, path)
