@@ -114,12 +114,18 @@ def test_train_like_rule_brings_up_ray_on_both_nodes_through_the_plugin(slurm_cl
     assert len(probe["cluster_nodes"]) == 2, probe
     assert {t["node_id"] for t in probe["tasks"]} == set(probe["cluster_nodes"]), probe
     assert {t["slurm_node"] for t in probe["tasks"]} == set(slurm_cluster.hostnames), probe
-    (job_dir,) = (work / "ray" / "logs").glob("*-0-logs")
+    (job_dir,) = (work / "ray" / "logs").glob("*-logs")
     job_id = job_dir.name.split("-")[0]
-    for name in ("launcher.sh", "ray_node.sh", "ready.log", "driver.log", "ENDED"):
+    for name in ("launcher.sh", "ray_node.sh", "ray-ready.log", "ray-driver.log", "ENDED"):
         assert (job_dir / name).is_file(), name
-    assert {p.name for p in job_dir.glob("ray-*.log")} == {f"ray-{n}.log" for n in slurm_cluster.hostnames}
-    assert "All nodes joined" in (work / "ray" / "train.log").read_text(), out.stdout[-2000:]
+    # NeMo-RL's log names
+    assert {p.name for p in job_dir.glob("ray-*.log")} == {
+        "ray-head.log",
+        "ray-worker-1.log",
+        "ray-ready.log",
+        "ray-driver.log",
+    }
+    assert "All workers connected!" in (work / "ray" / "train.log").read_text(), out.stdout[-2000:]
     assert wait_gone(job_id) == []
     assert not list(Path("/tmp").glob(f"ptr{job_id}r*"))
 
@@ -132,8 +138,8 @@ def test_worker_that_cannot_start_fails_the_job_naming_the_node(slurm_cluster, w
     assert state == "FAILED" and code != "0:0", (state, code, text[-3000:])
     head = re.search(r"head (\S+) \(", text).group(1)
     (worker,) = set(slurm_cluster.hostnames) - {head}
-    assert f"the Ray step on node {worker} ended" in text, text[-3000:]
-    worker_log = (work / f"{job_id}-0-logs" / f"ray-{worker}.log").read_text()
+    assert f"the Ray step on node {worker} ended" in text and "ray-worker-1.log" in text, text[-3000:]
+    worker_log = (work / f"{job_id}-logs" / "ray-worker-1.log").read_text()
     assert "giving up" in worker_log and "attempt 2/2" in worker_log
     assert not (work / "probe.json").exists()
     assert wait_gone(job_id) == []
@@ -142,7 +148,7 @@ def test_worker_that_cannot_start_fails_the_job_naming_the_node(slurm_cluster, w
 def test_scancel_mid_run_leaves_no_ray_process_on_either_node(slurm_cluster, work):
     job_id = sbatch_ray(slurm_cluster, work, hold=600)
     deadline = time.monotonic() + 600
-    driver_log = work / f"{job_id}-0-logs" / "driver.log"
+    driver_log = work / f"{job_id}-logs" / "ray-driver.log"
     while not (driver_log.is_file() and "Connected to Ray cluster" in driver_log.read_text()):
         assert time.monotonic() < deadline, "the driver never connected"
         assert job_state(slurm_cluster, job_id)[0] in ("PENDING", "RUNNING", ""), (work / "job.out").read_text()
@@ -173,7 +179,7 @@ def test_time_limit_warning_saves_and_requeued_job_resumes(slurm_cluster, work):
     cluster (restart 1) whose driver resumes from the saved step and finishes with the full result."""
     total = 45
     job_id = sbatch_ray(slurm_cluster, work, driver=f"{RESUMABLE} {work}/ckpt {total} {work}/result.json")
-    first = work / f"{job_id}-0-logs" / "driver.log"
+    first = work / f"{job_id}-logs" / "ray-driver.log"
     wait_for_line(first, "step 3\n", slurm_cluster, job_id)
     # scancel --signal without --batch/--full signals the job steps only: Slurm's own delivery of the warning.
     slurm_cluster.run(["scancel", "--signal=USR1", job_id], check=True)
@@ -192,10 +198,10 @@ def test_time_limit_warning_saves_and_requeued_job_resumes(slurm_cluster, work):
         time.sleep(1)
     state, code = wait_job(slurm_cluster, job_id)
     assert state == "COMPLETED", (state, code, (work / "job.out").read_text()[-3000:])
-    second = (work / f"{job_id}-1-logs" / "driver.log").read_text()
+    second = (work / f"{job_id}-logs" / "restart-1" / "ray-driver.log").read_text()
     assert f"resumed from step {saved}" in second, second[-2000:]
     assert f"step {saved + 1}\n" in second and "step 1\n" not in second
     result = json.loads((work / "result.json").read_text())
     assert result == {"state": result["expected"], "expected": total * (total + 1) // 2, "resumed_from": saved}
-    assert (work / f"{job_id}-0-logs" / "ENDED").is_file() and (work / f"{job_id}-1-logs" / "ENDED").is_file()
+    assert (work / f"{job_id}-logs" / "ENDED").is_file() and (work / f"{job_id}-logs" / "restart-1" / "ENDED").is_file()
     assert wait_gone(job_id) == []

@@ -54,7 +54,7 @@ def test_temp_dir_is_short_per_node_and_long_bases_are_refused():
 def test_rendered_launcher_is_shellcheck_clean_and_starts_head_then_workers(tmp_path):
     j = job(tmp_path)
     launcher = L.render(j)
-    assert launcher == tmp_path.resolve() / "1234567-2-logs" / "launcher.sh"
+    assert launcher == tmp_path.resolve() / "1234567-logs" / "restart-2" / "launcher.sh"
     assert (launcher.parent / "ray_node.sh").is_file() and (launcher.parent / "ray_ready.py").is_file()
     shellcheck = REPO / ".venv" / "bin" / "shellcheck"
     ignoring = L.render(job(tmp_path / "ignoring", driver_handles_warning=False))  # verl/NeMo-RL variant
@@ -67,7 +67,11 @@ def test_rendered_launcher_is_shellcheck_clean_and_starts_head_then_workers(tmp_
     gcs = L.node_ports(1234567, 0)["gcs"]
     assert "--head" in head.argv and f"--port={gcs}" in head.argv and "--num-gpus=4" in head.argv
     assert f"--address=10.0.0.1:{gcs}" in worker.argv and "--head" not in worker.argv
-    assert text.index("--nodelist=nid001 bash") < text.index("--nodelist=nid002 bash")
+    assert text.index('--nodelist=nid001 "${CLEAN_BASH[@]}"') < text.index('--nodelist=nid002 "${CLEAN_BASH[@]}"')
+    assert "CLEAN_BASH=(env -u BASH_ENV -u ENV bash --noprofile --norc)" in text  # no ~/.bashrc, no $BASH_ENV
+    assert '>"$JOB_DIR/ray-head.log"' in text and '>"$JOB_DIR/ray-worker-1.log"' in text
+    assert '>"$JOB_DIR/ray-driver.log"' in text and 'echo "All workers connected!"' in text
+    assert '"worker_units":4' in " ".join(head.argv) and '"worker_units":4' in " ".join(worker.argv)
     assert "srun --jobid=1234567 --overlap --nodes=1 --ntasks=1" in text
     assert "--resource GPU" in text and "--expect nid002=10.0.0.2:4" in text
     assert "/venv/bin/python -m verl.trainer.main_ppo 'a=b c'" in text  # the driver, quoted, on the head

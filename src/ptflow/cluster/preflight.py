@@ -1,19 +1,23 @@
 """Preflight: what would make jobs fail, checked on the login node before a single job is submitted.
 
 Runs from the workflow's ``onstart`` (never on a dry-run, never inside a job) and from ``ptflow preflight``.
-Each problem is one line that names the setting, the value and what to do.
+Each problem is one line that names the setting, the value and what to do. Notes (things that are fine but worth
+saying once: a cluster without accounting, a /tmp path the site declares shared) are printed and stop nothing.
 """
 
 from __future__ import annotations
 
-import getpass
 import os
+import sys
 
 from ptflow.config.layout import Layout
 from ptflow.config.model import Config
 from ptflow.config.sites import Site
+from ptflow.jobenv import user_name
 
 NODE_LOCAL_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+# Where enroot (and so pyxis) keeps registry logins: $ENROOT_CONFIG_PATH/.credentials, default ~/.config/enroot.
+ENROOT_CREDENTIALS = ".credentials"
 
 
 class PreflightError(RuntimeError):
@@ -29,8 +33,13 @@ def requests_in_use(cfg: Config, site: Site) -> list[tuple[str, dict]]:
     return out
 
 
-def check_paths(layout: Layout, site: Site, home: str | None = None) -> list[str]:
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix.rstrip("/") or path.startswith(prefix.rstrip("/") + "/")
+
+
+def check_paths(layout: Layout, site: Site, home: str | None = None, notes: list[str] | None = None) -> list[str]:
     problems = []
+    notes = [] if notes is None else notes
     home = home or os.path.expanduser("~")
     shared = site.shared_paths
     for key in ("results", "scratch", "hf_home"):
@@ -39,18 +48,29 @@ def check_paths(layout: Layout, site: Site, home: str | None = None) -> list[str
         if value.startswith("file:"):  # Path() has already folded file:/// into file:/
             problems.append(
                 f"{where} = {value!r}: a file:// URI is local to one machine; use a path on a shared "
-                "filesystem that every node mounts"
+                "filesystem that every node mounts (lustre:///abs/path names one)"
             )
             continue
         path = os.path.abspath(value)
         if site.scheduler == "slurm":
-            if any(path == p or path.startswith(p + "/") for p in NODE_LOCAL_PREFIXES):
-                problems.append(
-                    f"{where} = {path!r} is node-local storage; compute nodes cannot see it — use a "
-                    f"shared filesystem{' (' + ', '.join(shared) + ')' if shared else ''}"
+            local = next((p for p in NODE_LOCAL_PREFIXES if _under(path, p)), None)
+            declared = next((p for p in shared if _under(path, p)), None)
+            if local and declared:
+                # the site's explicit declaration wins (a test cluster on one machine, a /tmp that is shared)
+                notes.append(
+                    f"{where} = {path!r} is under {local}, node-local on most clusters; site {site.name} declares "
+                    f"{declared} in shared_paths, so it is used as shared storage"
                 )
                 continue
-            if shared and not any(path == p or path.startswith(p.rstrip("/") + "/") for p in shared):
+            if local:
+                others = [p for p in shared if not any(_under(p, n) for n in NODE_LOCAL_PREFIXES)]
+                problems.append(
+                    f"{where} = {path!r} is node-local storage; compute nodes cannot see it — use a "
+                    f"shared filesystem{' (' + ', '.join(others) + ')' if others else ''}, or list it under "
+                    "shared_paths if this cluster shares it"
+                )
+                continue
+            if shared and not any(_under(path, p) for p in shared):
                 problems.append(
                     f"{where} = {path!r} is not under the site's shared filesystems "
                     f"({', '.join(shared)}); move it there or add its prefix to shared_paths"
@@ -99,10 +119,25 @@ def check_agent_budgets(cfg: Config, site: Site) -> list[str]:
     return problems
 
 
-def check_cluster(cfg: Config, site: Site, cluster) -> list[str]:
-    """Partitions, account, time limits and GPUs per node against the live cluster (``slurm.ClusterInfo``)."""
+def constraint_features(constraint: str) -> set[str]:
+    """Feature names of an sbatch ``--constraint`` expression (``a&b``, ``a|b``, ``[a*2&b]``, ``a,b``)."""
+    import re
+
+    return {f for f in re.split(r"[&|,()\[\]\s]+", re.sub(r"\*\d+", "", constraint or "")) if f}
+
+
+def check_cluster(cfg: Config, site: Site, cluster, notes: list[str] | None = None) -> list[str]:
+    """Partitions, account, time limits, GPUs per node and node features against the live cluster
+    (``slurm.ClusterInfo``)."""
     problems = []
+    notes = [] if notes is None else notes
     account = site.account
+    if cluster.accounts is None:
+        notes.append(
+            f"this Slurm cluster keeps no accounting (AccountingStorageType={cluster.accounting or 'none'}): the "
+            f"account check is skipped{f' (site account {account!r} goes to sbatch as it is)' if account else ''}, "
+            "and status comes from squeue alone"
+        )
     if account and cluster.accounts is not None and account not in cluster.accounts:
         have = ", ".join(sorted(cluster.accounts)) or "none"
         problems.append(
@@ -131,6 +166,13 @@ def check_cluster(cfg: Config, site: Site, cluster) -> list[str]:
                 problems.append(
                     f"site {site.name} partitions.{name}.max_runtime: {declared} min is above the "
                     f"cluster's MaxTime of {part.max_runtime} min (retries would ask for it); lower it"
+                )
+            missing = sorted(constraint_features(req.get("constraint", "")) - set(part.features))
+            if missing:
+                problems.append(
+                    f"site {site.name} resources.{label}.constraint: {req['constraint']!r} names feature(s) "
+                    f"{', '.join(missing)} that no node of partition {name} has (features: "
+                    f"{', '.join(sorted(part.features)) or 'none'}); fix or drop constraint in {site.path}"
                 )
             gpus = req.get("gpus", 0)
             if gpus and gpus > part.max_gpus_per_node:
@@ -177,18 +219,89 @@ def check_hf_cache(cfg: Config, layout: Layout, env: dict | None = None, reachab
     return [problem] if problem else []
 
 
-def run_preflight(cfg: Config, site: Site, layout: Layout, read_cluster=None) -> list[str]:
-    """All problems; an empty list means go. ``read_cluster`` (user -> ClusterInfo) defaults to the live one."""
-    problems = check_paths(layout, site) + check_secrets(cfg) + check_hf_cache(cfg, layout)
+def required_inputs(cfg: Config, site: Site) -> list[tuple[str, str]]:
+    """(setting, path) of every input that must exist on the cluster before anything runs: source checkouts the
+    matrix's agents and the site's environments use, and a bare-metal site's venv (unless an env rule builds it)."""
+    from ptflow.config.uris import cluster_path
+
+    out = []
+    kinds_in_use = set()
+    for agent_id in sorted({c.agent for c in cfg.training_cells()}):
+        agent = cfg.agents[agent_id]
+        kinds_in_use |= {agent.id, agent.kind}
+        if agent.params.get("checkout"):
+            out.append((f"agents[{agent_id}].params.checkout", cluster_path(agent.params["checkout"])))
+    rt = site.runtime
+    built_venvs = set()
+    for name, env in rt.envs.items():
+        if not kinds_in_use & set(env.get("for", [])):
+            continue
+        if env.get("checkout"):
+            out.append((f"site {site.name} runtime.envs.{name}.checkout", env["checkout"]))
+        if env.get("build") == "uv-sync" and env.get("checkout"):
+            built_venvs.add(os.path.join(env["checkout"], ".venv"))
+    if rt.kind == "venv" and rt.venv and os.path.normpath(rt.venv) not in {os.path.normpath(v) for v in built_venvs}:
+        out.append((f"site {site.name} runtime.venv", rt.venv))
+    return out
+
+
+def check_inputs(cfg: Config, site: Site, exists=os.path.exists) -> list[str]:
+    problems = []
+    for where, path in required_inputs(cfg, site):
+        if path.startswith("file:"):
+            problems.append(f"{where} = {path!r}: a file:// URI names one machine's disk; use a cluster path")
+        elif not exists(path):
+            problems.append(
+                f"{where} = {path!r} does not exist on this cluster; fix the path or stage it onto the shared "
+                "filesystem before running"
+            )
+    return problems
+
+
+def images_needing_credentials(site: Site) -> list[str]:
+    rt = site.runtime
+    if rt.kind not in ("pyxis", "enroot-edf"):
+        return []
+    return sorted(name for name, spec in rt.images.items() if spec.get("credentials"))
+
+
+def enroot_credentials_path(env: dict | None = None, home: str | None = None) -> str:
+    env = os.environ if env is None else env
+    base = env.get("ENROOT_CONFIG_PATH") or os.path.join(home or os.path.expanduser("~"), ".config", "enroot")
+    return os.path.join(base, ENROOT_CREDENTIALS)
+
+
+def check_enroot_credentials(site: Site, exists=os.path.exists, env: dict | None = None) -> list[str]:
+    """Private registry images (``credentials: true``): enroot on the compute nodes needs its credentials file (it
+    does not read NGC_KEY from the job's environment). Presence only: the file is never opened."""
+    names = images_needing_credentials(site)
+    path = enroot_credentials_path(env)
+    if names and not exists(path):
+        return [
+            f"site {site.name}: images {', '.join(names)} need registry credentials, but {path} does not exist; "
+            "create it once on the cluster (a `machine nvcr.io login $oauthtoken password <key>` line, written "
+            "without the key entering your shell history), or drop credentials: true for public images"
+        ]
+    return []
+
+
+def run_preflight(
+    cfg: Config, site: Site, layout: Layout, read_cluster=None, notes: list[str] | None = None
+) -> list[str]:
+    """All problems; an empty list means go. ``read_cluster`` (user -> ClusterInfo) defaults to the live one;
+    ``notes`` collects what is worth saying once but stops nothing."""
+    notes = [] if notes is None else notes
+    problems = check_paths(layout, site, notes=notes) + check_secrets(cfg) + check_hf_cache(cfg, layout)
     problems += check_agent_budgets(cfg, site) + check_site_requests(cfg, site)
     if site.scheduler == "slurm":
         from ptflow.cluster import slurm
 
+        problems += check_inputs(cfg, site) + check_enroot_credentials(site)
         try:
-            cluster = (read_cluster or slurm.read_cluster)(getpass.getuser())
+            cluster = (read_cluster or slurm.read_cluster)(user_name())
         except slurm.SlurmUnavailable as exc:
             return problems + [f"site {site.name} uses Slurm, but {exc}; run on the cluster's login node"]
-        problems += check_cluster(cfg, site, cluster)
+        problems += check_cluster(cfg, site, cluster, notes=notes)
     return problems
 
 
@@ -198,7 +311,15 @@ def format_problems(problems: list[str]) -> str:
     return "\n".join(lines)
 
 
-def ensure_ok(cfg: Config, site: Site, layout: Layout) -> None:
-    problems = run_preflight(cfg, site, layout)
+def ensure_ok(cfg: Config, site: Site, layout: Layout, extra_checks=(), log=None) -> list[str]:
+    """Raise :class:`PreflightError` listing every problem; print the notes. ``extra_checks``: callables
+    ``(cfg, site, layout) -> problems`` of higher layers (the Ray launcher's ``bash -n`` / ``sbatch --test-only``)."""
+    notes: list[str] = []
+    problems = run_preflight(cfg, site, layout, notes=notes)
+    for check in extra_checks:
+        problems += check(cfg, site, layout)
+    for note in notes:
+        (log or (lambda m: print(m, file=sys.stderr)))(f"preflight note: {note}")
     if problems:
         raise PreflightError(format_problems(problems))
+    return notes

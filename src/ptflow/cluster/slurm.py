@@ -389,6 +389,17 @@ def sbatch_argv(script: str, *, options: list[str]) -> list[str]:
     return ["sbatch", "--parsable", *options, str(script)]
 
 
+def test_only(args: list[str], env: dict[str, str] | None = None) -> tuple[bool, str]:
+    """``sbatch --test-only ARGS``: whether Slurm would accept and could schedule the job (its exit status), and
+    what it said (where and when it would start, or why not). Nothing is submitted."""
+    if shutil.which("sbatch") is None:
+        return False, "sbatch not found: this is not a Slurm login node (or Slurm is not on PATH)"
+    argv = ["sbatch", "--test-only", *args]
+    LOG.info("run: %s", argv)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    return proc.returncode == 0, (proc.stderr.strip() or proc.stdout.strip())
+
+
 def submit(argv: list[str], env: dict[str, str] | None = None) -> str:
     """Run an sbatch argv from :func:`sbatch_argv`; the job id. ``env`` is the environment sbatch exports."""
     if shutil.which(argv[0]) is None:
