@@ -21,6 +21,7 @@ configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/cache.smk"
 include: "workflow/rules/images.smk"
+include: "workflow/rules/envs.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"

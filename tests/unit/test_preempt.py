@@ -105,7 +105,7 @@ def test_launcher_driver_ignores_the_warning_when_it_cannot_save_on_it(tmp_path)
     text = L.render(job(tmp_path, driver_handles_warning=False)).read_text()
     line = next(x for x in text.splitlines() if "main_ppo" in x and "--nodelist" in x)
     assert 'bash -c \'trap "" USR1; exec "$@"\' driver /venv/bin/python -m verl.trainer.main_ppo' in line
-    assert 'trap "" USR1' not in L.render(job(tmp_path / "b")).read_text().split("All nodes joined")[1]
+    assert 'trap "" USR1' not in L.render(job(tmp_path / "b")).read_text().split("All workers connected!")[1]
     code = "import os, signal, time; os.kill(os.getpid(), signal.SIGUSR1); time.sleep(0.2); print('alive')"
     out = subprocess.run(
         ["bash", "-c", 'trap "" USR1; exec "$@"', "driver", sys.executable, "-c", code], capture_output=True, text=True

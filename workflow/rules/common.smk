@@ -4,7 +4,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from ptflow.cluster import images
+from ptflow.cluster import envs, images
 from ptflow.cluster.preflight import PreflightError, ensure_ok
 from ptflow.cluster.runtime import JobRuntime
 from ptflow.config import naming
@@ -12,6 +12,7 @@ from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
 from ptflow.config.load import resolve
 from ptflow.config.model import Cell, ConfigError
 from ptflow.jobenv import apply_site_env
+from ptflow.launch.check import check_ray_launchers
 from ptflow.launch.skyrl import ServerSite
 
 try:
@@ -144,7 +145,31 @@ def get_train_input(wildcards):
     if agent.start_from:
         inputs["parent"] = L.manifest(wildcards.model, wildcards.eval, agent.start_from)
     inputs.update(get_image_inputs("train", wildcards))
+    inputs.update(get_env_inputs(wildcards))
     return inputs
+
+
+def get_env_inputs(wildcards):
+    """The software environments (rule env) this agent's train job runs with."""
+    names = envs.envs_for(RT, _agent_of(wildcards))
+    return {f"env_{n}": L.env_record(n) for n in names}
+
+
+def get_env_build_spec(wildcards):
+    return envs.env_spec(RT, wildcards.env)
+
+
+def get_env_build_input(wildcards):
+    """An overlay venv sits on its image: the image (and EDF file) first."""
+    spec = envs.env_spec(RT, wildcards.env)
+    if spec["build"] != "overlay-venv":
+        return {}
+    return {
+        key: ancient(path)
+        for key, path in images.image_inputs(
+            RT, spec["image"] if images.needs_images(RT) else None
+        ).items()
+    }
 
 
 def get_train_params(wildcards):
@@ -299,7 +324,7 @@ def get_final_outputs():
 
 def run_preflight():
     try:
-        ensure_ok(CFG, SITE, L)
+        ensure_ok(CFG, SITE, L, extra_checks=[check_ray_launchers])
     except PreflightError as exc:
         raise WorkflowError(str(exc)) from None
 
@@ -321,8 +346,9 @@ def get_image_inputs(stage, wildcards):
     return {key: ancient(path) for key, path in files.items()}
 
 
-def _job_runtime_dict(image_name, gpus, agent_cell=False):
+def _job_runtime_dict(image_name, gpus, agent_cell=False, overlay=None):
     return JobRuntime(
+        **(overlay or {}),
         runtime=RT,
         image=images.runtime_handle(RT, image_name) if image_name else None,
         gpus=gpus,
@@ -337,13 +363,15 @@ def _job_runtime_dict(image_name, gpus, agent_cell=False):
 def get_job_runtime(stage, wildcards):
     """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python."""
     name = _image_name(stage, wildcards)
-    if name is None and not (RT.kind == "venv" and RT.venv):
-        return None
     agent = _agent_of(wildcards)
+    overlay = envs.overlay_venv(RT, agent) if stage == "train" else None
+    if name is None and not (RT.kind == "venv" and RT.venv) and not overlay:
+        return None
     return _job_runtime_dict(
         name,
         SITE.request(stage, agent).gpus,
         agent_cell=bool(agent is not None and agent.spec.agent_cli),
+        overlay=overlay,
     )
 
 

@@ -45,9 +45,15 @@ class JobRuntime:
     binds: tuple[str, ...] = ()
     hf_home: str | None = None
     agent_cell: bool = False
+    venv: str | None = None  # an overlay venv over the image (rule env: verl's); its python and ray run the job
+    checkout: str | None = None  # the source checkout installed in that venv (the trainer's working directory)
 
     def to_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "runtime": self.runtime.to_dict(), "binds": list(self.binds)}
+        out = {**dataclasses.asdict(self), "runtime": self.runtime.to_dict(), "binds": list(self.binds)}
+        for key in ("venv", "checkout"):  # absent unless set: other jobs' params (and outputs) stay as they were
+            if out[key] is None:
+                del out[key]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> JobRuntime:
@@ -143,6 +149,15 @@ class NodeCommands:
 def node_commands(job: JobRuntime | None) -> NodeCommands:
     """The commands of a multi-node launcher for a train job's runtime (None: the Python running ptflow)."""
     rt = job.runtime if job else RuntimeSpec(site="local")
+    if job is not None and job.venv:  # the overlay venv (verl): its python and the ray entry point rule env wrote
+        python, ray = f"{job.venv}/bin/python", f"{job.venv}/bin/ray"
+        if rt.kind == "venv":
+            return NodeCommands(ray, python)
+        image = _need_image(rt, job.image)
+        if rt.kind == "apptainer":
+            prefix = _apptainer_prefix(rt, image, (job.venv,), gpus=None, agent_cell=False, job_dir=None)
+            return NodeCommands(ray, python, prefix=prefix)
+        return NodeCommands(ray, python, srun_flags=_container_srun_flags(rt, image, (job.venv,), None))
     if rt.kind == "venv":
         if rt.venv is None:  # this machine / the test cluster: the Python running ptflow
             bindir = Path(sys.executable).parent

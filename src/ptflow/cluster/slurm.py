@@ -182,6 +182,15 @@ def has_sacct(config: dict[str, str] | None = None) -> bool:
     return accounting_enabled(read_config() if config is None else config)
 
 
+def partition_nodes(partition: str) -> list[str]:
+    """The nodes of a partition, as Slurm lists them."""
+    for line in _run(["scontrol", "show", "partition", "-o", partition]).splitlines():
+        f = _fields(line)
+        if f.get("PartitionName") == partition and f.get("Nodes") not in (None, "", "(null)"):
+            return hostnames(f["Nodes"])
+    return []
+
+
 def job_nodelist(job_id: str) -> str:
     """The node list of a running job, read back from Slurm (the plugin's job step strips SLURM_JOB_NODELIST)."""
     out = _run(["squeue", "-j", str(job_id), "-h", "-o", "%N"]).strip()

@@ -29,6 +29,7 @@ class AgentKind:
     trainer: str | None = None  # "module:function" taking a ptflow.stages.train.cell.TrainJob
     agent_cli: bool = False  # an LLM coding agent under a time budget: keys, task dir, judge, budget preflight
     site_requests: tuple[str, ...] = ()  # further site requests its jobs submit (preflight: the site must have them)
+    ray_launcher: bool = False  # its train job brings up Ray over the allocation (ptflow.launch.ray; preflight checks)
 
 
 KINDS: dict[str, AgentKind] = {
@@ -72,6 +73,7 @@ KINDS: dict[str, AgentKind] = {
             train_data=TRAIN_DATA_ALWAYS,
             reexec_in_runtime=False,
             trainer="ptflow.stages.train.verl:run",
+            ray_launcher=True,
         ),
         AgentKind(
             "nemo-distill",
@@ -80,6 +82,7 @@ KINDS: dict[str, AgentKind] = {
             variants=("full", "smoke"),
             reexec_in_runtime=False,
             trainer="ptflow.stages.train.nemo:run",
+            ray_launcher=True,
         ),
         AgentKind(
             "skyrl",

@@ -51,6 +51,10 @@ class Layout:
         # On scratch, not in results: checkpoints are large (tens of GB on real runs).
         return f"{self.scratch}/checkpoints/{model}/{eval_id}/{agent}"
 
+    def env_record(self, name: str) -> str:
+        """Rule env's output: what built a software environment (verl venv, NeMo-RL uv env) and its import check."""
+        return f"{self.results}/envs/{name}.json"
+
     def log(self, stage: str, *parts: str) -> str:
         return f"{self.results}/logs/{stage}/{'/'.join(parts)}.log"
 

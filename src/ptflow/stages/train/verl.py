@@ -218,9 +218,9 @@ def train_verl(
     state = state_dir(Path(out))
     ckpts = state / "checkpoints"
     ckpts.mkdir(parents=True, exist_ok=True)
-    job = job_from_allocation(
-        [], state / "logs", runtime=rt, workdir=params.get("checkout"), driver_handles_warning=False
-    )
+    # the verl checkout: the agent's, else the one the site's verl venv is installed from (rule env)
+    checkout = params.get("checkout") or (runtime or {}).get("checkout")
+    job = job_from_allocation([], state / "logs", runtime=rt, workdir=checkout, driver_handles_warning=False)
     nnodes, cpus, gpus = slurm.job_per_node(str(job.job_id))
     job.cpus_per_node, job.gpus_per_node = cpus, gpus
     env, deadline = deadline_settings("verl", job_deadline(str(job.job_id), warn_seconds))

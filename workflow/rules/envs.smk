@@ -1,0 +1,24 @@
+# Software environments as outputs (site runtime.envs): the verl venv over the ngc-ray-vllm image (Alps guide, step
+# 8) and NeMo-RL's uv environment (JUWELS plan, step 2), built in a CPU job (resources.image) with their import check;
+# the train jobs of the agents each one is `for` depend on it (common.smk: get_env_inputs).
+
+
+rule env:
+    input:
+        unpack(get_env_build_input),
+    output:
+        L.env_record("{env}"),
+    log:
+        L.log("env", "{env}"),
+    wildcard_constraints:
+        env=naming.SAFE_ID_PATTERN,
+    conda:
+        CONDA_ENV
+    threads: get_threads("image")
+    resources:
+        **get_resources("image"),
+    params:
+        spec=get_env_build_spec,
+        runtime=RT.to_dict(),
+    script:
+        "../scripts/env.py"
