@@ -255,6 +255,21 @@ def cmd_logs(ns) -> int:
     return 0
 
 
+def cmd_ray_launcher(ns) -> int:
+    from ptflow.launch.ray import check_sbatch, render_sbatch
+
+    path = render_sbatch(ns.output)
+    print(f"wrote {path}: COMMAND=... sbatch --nodes=N --gres=gpu:G --partition=P --account=A {path}")
+    if ns.check is None:
+        return 0
+    problems = check_sbatch(path, [a for a in ns.check if a != "--"])
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    if not problems:
+        print(f"ok: bash -n and sbatch --test-only accept {path}")
+    return 1 if problems else 0
+
+
 def _add_workdir_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--directory", default=".", help="the workflow's working directory (default: .)")
     p.add_argument(
@@ -295,6 +310,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--lines", type=int, default=20, help="lines of each log to show (0: paths only)")
 
     remote.add_parser(sub)
+
+    from ptflow.ops import interactive
+
+    p = sub.add_parser("interactive", help="salloc, Ray over the allocation, ray status, a shell on the head")
+    interactive.add_arguments(p)
+
+    p = sub.add_parser("ray-launcher", help="write NeMo-RL's bare-metal launcher (ray_bare.sub) and check it")
+    p.add_argument("-o", "--output", default="ray_bare.sub")
+    p.add_argument(
+        "--check",
+        nargs=argparse.REMAINDER,
+        help="then bash -n it and sbatch --test-only with these sbatch flags (e.g. --nodes=2 --gres=gpu:4 -p P -A A)",
+    )
     return parser
 
 
@@ -321,6 +349,12 @@ def main(argv: list[str] | None = None) -> int:
             from ptflow.ops import remote
 
             return remote.main(ns)
+        if ns.command == "interactive":
+            from ptflow.ops import interactive
+
+            return interactive.run_command(ns)
+        if ns.command == "ray-launcher":
+            return cmd_ray_launcher(ns)
     except (ConfigError, slurm.SlurmUnavailable, RuntimeError) as exc:
         print(f"ptflow {ns.command}: {exc}", file=sys.stderr)
         return 2

@@ -11,6 +11,15 @@
 Several login hosts may be given (``--host a,b`` or ``PTFLOW_REMOTE_HOSTS``): the first that answers is used.
 The SSH key comes from ``--identity`` / ``PTFLOW_SSH_KEY`` (a *path*) or ssh-agent; no key, token or secret is
 ever put on a command line: remote scripts go over stdin, and the remote's own environment provides API keys.
+
+TAO's SLURM platform variables are read too, from the environment or a ``.env`` file (``./.env``, then
+``~/.config/ptflow/.env``, then TAO's ``~/.config/tao/.env``; the environment wins): ``SLURM_USER``,
+``SLURM_HOSTNAME`` (comma-separated, failover), ``SSH_KEY_PATH`` (preferred) or ``SSH_AUTH_SOCK`` (an agent),
+``SLURM_BASE_RESULTS_DIR`` (``<it>/ptflow`` is the remote dir), and ``SLURM_ACCOUNT``, ``SLURM_PARTITION``,
+``SLURM_TIME_HOURS``, ``SLURM_TIMEOUT_HOURS``, which are passed on to the remote's commands (the pyxis site file
+reads them). Before anything is staged or started, every input the run needs on the cluster (checkouts, a site
+venv, enroot credentials for private images) is checked with ``test -e`` over SSH; ``file://`` and relative input
+paths are refused, ``lustre:///abs`` is ``/abs``.
 """
 
 from __future__ import annotations
@@ -26,8 +35,34 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ptflow.config.model import ConfigError
+
 LOG = logging.getLogger("ptflow.ops.remote")
 STATE_FILE = Path(".ptflow") / "remote.json"
+# TAO's variables passed on to every remote command (none secret): the pyxis site file reads them there.
+FORWARDED = ("SLURM_ACCOUNT", "SLURM_PARTITION", "SLURM_TIME_HOURS", "SLURM_TIMEOUT_HOURS", "SLURM_BASE_RESULTS_DIR")
+DOTENV_FILES = (Path(".env"), Path("~/.config/ptflow/.env"), Path("~/.config/tao/.env"))
+SSH_SETUP = (
+    "set SSH_KEY_PATH=/path/to/private_key (in your environment or .env): create it with ssh-keygen -t ed25519, "
+    "install the public key on each login host (ssh-copy-id -i KEY.pub USER@HOST), chmod 600 the private key, "
+    "accept the host key once, and check `ssh -o BatchMode=yes -i KEY USER@HOST true` (or load the key into an "
+    "agent: SSH_AUTH_SOCK)"
+)
+
+
+def settings(env: dict | None = None, files=DOTENV_FILES) -> dict[str, str]:
+    """The environment over the .env files (first file wins among them), as python-dotenv reads them."""
+    from dotenv import dotenv_values
+
+    merged: dict[str, str] = {}
+    for f in reversed(files):
+        path = Path(f).expanduser()
+        if path.is_file():
+            merged.update({k: v for k, v in dotenv_values(path).items() if v is not None})
+    merged.update(os.environ if env is None else env)
+    return merged
+
+
 EXCLUDES = (".venv", "results", ".scratch", ".snakemake", ".git", ".ptflow", "__pycache__", ".pytest_cache")
 
 
@@ -119,10 +154,10 @@ class Remote:
                 self.chosen = h
                 return h
             errors.append(f"{h}: {why}")
+        who = f"{self.user}@" if self.user else ""
         raise RemoteError(
-            "no login host accepts non-interactive SSH (" + "; ".join(errors) + "). Fix: create a key "
-            "(ssh-keygen -t ed25519), install it on each host (ssh-copy-id), chmod 600 the key, then check "
-            "`ssh -o BatchMode=yes HOST true`; give the key path via PTFLOW_SSH_KEY or --identity"
+            f"MISSING: passwordless SSH to {who}{self.hosts[0]} not working (no login host accepts non-interactive "
+            "SSH: " + "; ".join(errors) + f"). {SSH_SETUP}"
         )
 
     # -- steps --
@@ -156,6 +191,20 @@ mkdir -p {shlex.quote(self.remote_dir)} 2>/dev/null && test -w {shlex.quote(self
                     "envs/requirements.txt) or point --python at one"
                 )
         return problems
+
+    def missing_paths(self, paths: list[tuple[str, str]]) -> list[str]:
+        """``test -e`` on the login host for each (setting, path); the settings whose path is not there."""
+        if not paths:
+            return []
+        lines = [
+            f"test -e {shlex.quote(p)} || echo MISSING {i}"
+            if not p.startswith("$")
+            else f'test -e "{p}" || echo MISSING {i}'  # an expression the remote shell expands ($HOME/...)
+            for i, (_, p) in enumerate(paths)
+        ]
+        _, out, _ = self.ssh("\n".join(lines) + "\n", check=False)
+        missing = {int(ln.split()[1]) for ln in out.splitlines() if ln.startswith("MISSING ")}
+        return [f"{paths[i][0]} = {paths[i][1]}" for i in sorted(missing)]
 
     def stage(self, local_dir: Path) -> None:
         """Copy the workflow directory (code and config, not results or environments) to the remote dir."""
@@ -254,13 +303,17 @@ echo "PID=${{pid:-}} ALIVE=$alive RC=$(cat .ptflow/driver.rc 2>/dev/null || true
 def add_parser(sub) -> None:
     p = sub.add_parser("remote", help="run and operate the workflow on a login node over SSH")
     p.add_argument(
-        "--host", help="login host(s) [user@]host[:port], comma-separated for failover ($PTFLOW_REMOTE_HOSTS)"
+        "--host",
+        help="login host(s) [user@]host[:port], comma-separated for failover ($PTFLOW_REMOTE_HOSTS, $SLURM_HOSTNAME)",
     )
-    p.add_argument("--user", help="SSH user ($PTFLOW_REMOTE_USER)")
+    p.add_argument("--user", help="SSH user ($PTFLOW_REMOTE_USER, $SLURM_USER)")
     p.add_argument("--port", type=int, help="SSH port")
-    p.add_argument("--identity", help="path of the private key ($PTFLOW_SSH_KEY); never the key itself")
+    p.add_argument("--identity", help="path of the private key ($PTFLOW_SSH_KEY, $SSH_KEY_PATH); never the key itself")
     p.add_argument("--known-hosts", help="UserKnownHostsFile to use")
-    p.add_argument("--remote-dir", help="workflow directory on the cluster's shared filesystem ($PTFLOW_REMOTE_DIR)")
+    p.add_argument(
+        "--remote-dir",
+        help="workflow dir on the shared filesystem ($PTFLOW_REMOTE_DIR, $SLURM_BASE_RESULTS_DIR/ptflow)",
+    )
     p.add_argument("--workdir", help="where snakemake runs remotely (default <remote-dir>/run)")
     p.add_argument("--python", help="the remote environment's python (default <remote-dir>/.venv/bin/python)")
     p.add_argument("--profile", default="profiles/slurm", help="profile inside the workflow dir (default slurm)")
@@ -290,31 +343,88 @@ def _saved_state() -> dict:
     return json.loads(STATE_FILE.read_text()) if STATE_FILE.is_file() else {}
 
 
-def remote_from_args(ns) -> Remote:
+def remote_from_args(ns, env: dict | None = None) -> Remote:
+    """Options, else ptflow's variables, else TAO's (environment over .env files), else the saved state."""
     saved = _saved_state()
-    hosts = ns.host or os.environ.get("PTFLOW_REMOTE_HOSTS") or ",".join(saved.get("hosts", []))
-    remote_dir = ns.remote_dir or os.environ.get("PTFLOW_REMOTE_DIR") or saved.get("remote_dir")
+    env = settings() if env is None else env
+    hosts = ns.host or env.get("PTFLOW_REMOTE_HOSTS") or env.get("SLURM_HOSTNAME") or ",".join(saved.get("hosts", []))
+    user = ns.user or env.get("PTFLOW_REMOTE_USER") or env.get("SLURM_USER") or saved.get("user", "")
+    base = env.get("SLURM_BASE_RESULTS_DIR")
+    remote_dir = (
+        ns.remote_dir or env.get("PTFLOW_REMOTE_DIR") or (f"{base.rstrip('/')}/ptflow" if base else None)
+    ) or saved.get("remote_dir")
     if not hosts:
-        raise RemoteError("no login host: give --host HOST[,HOST2] or export PTFLOW_REMOTE_HOSTS")
+        raise RemoteError(
+            "MISSING: set SLURM_USER and SLURM_HOSTNAME (comma-separated for failover) in your env or a .env file "
+            "(./.env or ~/.config/ptflow/.env), or give --user and --host"
+        )
     if not remote_dir:
-        raise RemoteError("no remote directory: give --remote-dir /shared/path or export PTFLOW_REMOTE_DIR")
-    env = dict(saved.get("env", {}))
+        raise RemoteError(
+            "no remote directory: give --remote-dir /shared/path, or set SLURM_BASE_RESULTS_DIR (the run goes to "
+            "<it>/ptflow) or PTFLOW_REMOTE_DIR"
+        )
+    extra = dict(saved.get("env", {}))
+    extra.update({k: env[k] for k in FORWARDED if env.get(k)})
     for item in ns.env:
         k, eq, v = item.partition("=")
         if not eq:
             raise RemoteError(f"--env {item!r}: write NAME=VALUE")
-        env[k] = v
+        extra[k] = v
+    identity = ns.identity or env.get("PTFLOW_SSH_KEY") or env.get("SSH_KEY_PATH") or saved.get("identity", "")
+    if identity and not Path(identity).expanduser().is_file():
+        raise RemoteError(f"MISSING: SSH key {identity} (SSH_KEY_PATH) does not exist. {SSH_SETUP}")
+    if not identity and not env.get("SSH_AUTH_SOCK"):
+        LOG.warning("no SSH_KEY_PATH and no SSH_AUTH_SOCK: ssh tries its default keys only")
     return Remote(
         hosts=[h.strip() for h in hosts.split(",") if h.strip()],
         remote_dir=remote_dir,
         workdir=ns.workdir or saved.get("workdir", ""),
         python=ns.python or saved.get("python", ""),
-        user=ns.user or os.environ.get("PTFLOW_REMOTE_USER", "") or saved.get("user", ""),
+        user=user,
         port=ns.port or saved.get("port"),
-        identity=ns.identity or os.environ.get("PTFLOW_SSH_KEY", "") or saved.get("identity", ""),
+        identity=str(Path(identity).expanduser()) if identity else "",
         known_hosts=ns.known_hosts or saved.get("known_hosts", ""),
-        extra_env=env,
+        extra_env=extra,
     )
+
+
+def remote_inputs(remote: Remote, snakemake_args: list[str], local_dir: Path) -> tuple[list[str], list]:
+    """The run's configuration as the cluster will read it ($USER = the remote user, TAO's variables as forwarded):
+    problems found here (file:// and relative input paths), and (setting, path) pairs to test over SSH."""
+    from ptflow.cluster import preflight
+    from ptflow.config.load import load
+    from ptflow.ops.cli import parse_smk_args
+
+    smk = parse_smk_args(snakemake_args)
+    saved_env = dict(os.environ)
+    os.environ.update(remote.extra_env)
+    if remote.user:
+        os.environ["USER"] = remote.user
+    try:
+        loaded = load(local_dir, smk.configfiles, smk.config, base_dir=local_dir)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+    problems, paths = [], []
+    for key in ("results", "scratch", "hf_home"):
+        value = getattr(loaded.layout, key)
+        if value.startswith("file:"):
+            problems.append(
+                f"paths.{key} = {value!r}: file:// names this workstation's disk; use a path on the cluster's "
+                "shared storage (lustre:///abs/path)"
+            )
+    for where, path in preflight.required_inputs(loaded.cfg, loaded.site):
+        if path.startswith("file:") or not path.startswith("/"):
+            problems.append(
+                f"{where} = {path!r} is a path on this workstation, not the cluster; stage it onto the cluster's "
+                "shared storage and give its absolute path there (or lustre:///abs/path)"
+            )
+        else:
+            paths.append((where, path))
+    if preflight.images_needing_credentials(loaded.site):
+        creds = "${ENROOT_CONFIG_PATH:-$HOME/.config/enroot}/" + preflight.ENROOT_CREDENTIALS
+        paths.append((f"enroot credentials for {', '.join(preflight.images_needing_credentials(loaded.site))}", creds))
+    return problems, paths
 
 
 def _save(remote: Remote, extra: dict) -> None:
@@ -341,14 +451,22 @@ def main(ns) -> int:
             print(f"staged {Path.cwd()} to {remote.host()}:{remote.remote_dir}")
             return 0
         if cmd == "run":
+            args = [a for a in ns.snakemake_args if a != "--"]
             problems = remote.preflight(ns.profile)
+            if not problems:
+                # every input checked on the cluster before anything is staged or started
+                found, paths = remote_inputs(remote, args, Path.cwd())
+                problems = found + [
+                    f"{m} does not exist on {remote.host()}; fix the path or stage the data onto the cluster's "
+                    "shared storage first"
+                    for m in remote.missing_paths(paths)
+                ]
             if problems:
                 for p in problems:
                     print(f"PROBLEM: {p}", file=sys.stderr)
                 return 1
             if not ns.no_stage:
                 remote.stage(Path.cwd())
-            args = [a for a in ns.snakemake_args if a != "--"]
             info = remote.start(args, ns.profile)
             _save(remote, {"driver": info})
             print(f"started snakemake on {info['host']}: pid {info['pid']}, log {info['log']}")
@@ -396,6 +514,9 @@ def main(ns) -> int:
             print(json.dumps(remote.driver()))
             return 0
     except RemoteError as exc:
+        print(f"ptflow remote: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
         print(f"ptflow remote: {exc}", file=sys.stderr)
         return 2
     return 2
