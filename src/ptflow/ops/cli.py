@@ -5,6 +5,10 @@
     ptflow cancel [-d WORKDIR] --cell M/E/A | --agent A | --all
     ptflow logs [-d WORKDIR] CELL                    paths and tails of every log of a cell
     ptflow remote {preflight,stage,run,status,cancel,logs,driver} ...   the same on a login node over SSH
+    ptflow doctor --site NAME [snakemake config args]    login-node checks + one short job per partition
+    ptflow smoke [--cell M/E/A] [--hours 1] [snakemake args]   one cell with a short budget first
+    ptflow interactive --site NAME --nodes N [--command CMD]   salloc + Ray + a shell on the head
+    ptflow ray-launcher [-o ray_bare.sub] [--check SBATCH FLAGS]   NeMo-RL's bare-metal launcher script
 
 The configuration is read the way the workflow reads it (embedded default, --configfile, --config); status,
 cancel and logs take it from the latest Snakemake run in WORKDIR unless given.
@@ -316,6 +320,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("interactive", help="salloc, Ray over the allocation, ray status, a shell on the head")
     interactive.add_arguments(p)
 
+    p = sub.add_parser(
+        "doctor", help="try the cluster: login-node checks and one short job per partition the matrix uses"
+    )
+    p.add_argument("--site", required=True, help="site name or path")
+    p.add_argument("--wait", type=float, default=10, help="minutes to wait for the probe jobs (default 10)")
+    p.add_argument("--workdir", help="where probe scripts and outputs go (default .ptflow/doctor/<time>)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("smoke", help="one cell of the matrix with a short budget, before submitting all of it")
+    p.add_argument("--cell", help="MODEL/EVAL/AGENT (default: an agent cell on gsm8k x Qwen3-1.7B, as PostTrainBench)")
+    p.add_argument("--hours", type=float, default=1.0, help="agent budget in hours (PostTrainBench's NUM_HOURS=1)")
+    p.add_argument("--steps", type=int, default=10, help="training steps of trainer agents (default 10)")
+
     p = sub.add_parser("ray-launcher", help="write NeMo-RL's bare-metal launcher (ray_bare.sub) and check it")
     p.add_argument("-o", "--output", default="ray_bare.sub")
     p.add_argument(
@@ -330,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     # plan passes every argument it does not know to snakemake
-    if argv and argv[0] == "plan" or (len(argv) > 1 and argv[0] in ("-v", "--verbose") and argv[1] == "plan"):
+    passthrough = ("plan", "doctor", "smoke")  # they pass every argument they do not know to snakemake
+    if argv and argv[0] in passthrough or (len(argv) > 1 and argv[0] in ("-v", "--verbose") and argv[1] in passthrough):
         ns, rest = parser.parse_known_args(argv)
     else:
         ns, rest = parser.parse_args(argv), []
@@ -349,6 +367,10 @@ def main(argv: list[str] | None = None) -> int:
             from ptflow.ops import remote
 
             return remote.main(ns)
+        if ns.command in ("doctor", "smoke"):
+            from ptflow.ops import doctor
+
+            return doctor.main_doctor(ns, rest) if ns.command == "doctor" else doctor.main_smoke(ns, rest)
         if ns.command == "interactive":
             from ptflow.ops import interactive
 

@@ -157,6 +157,19 @@ def valid_eval_json(path: Path, cell: Cell) -> bool:
     return data.get("model_name") == cell.model and data.get("eval") == cell.eval and data.get("agent") == cell.agent
 
 
+def status_json_failure(cell_dir: Path) -> str | None:
+    """What ``status.json`` beside the manifest says when a supervised or multi-node job recorded a failure (TAO: a
+    COMPLETED job is checked against status.json); None when it says nothing of a failure."""
+    try:
+        data = json.loads((cell_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("status") != "failed":
+        return None
+    why = data.get("failure") or data.get("error") or ""
+    return f"status.json says failed{f' ({why})' if why else ''}"
+
+
 def rule_log_failed(path: Path) -> str | None:
     """The ``FAILED: ...`` line ptflow.jobenv writes last into a failed job's rule log, if that is how it ends."""
     try:
@@ -291,7 +304,12 @@ def cell_state(
         st.state, st.detail, st.log = DONE, "eval.json valid", str(eval_json)
         return st
     if rec.base_state == "COMPLETED" or mapped is None:
-        # COMPLETED: check the files.
+        # COMPLETED: check the files — status.json first (a job may end COMPLETED and still have failed).
+        failed = status_json_failure(workdir / layout.cell_dir(cell.model, cell.eval, cell.agent))
+        if rule == "train" and failed:
+            st.state, st.detail, st.retried = ERROR, f"train job {rec.state or 'UNKNOWN'} but {failed}", False
+            st.log = str(workdir / layout.cell_dir(cell.model, cell.eval, cell.agent) / "status.json")
+            return st
         if rule == "train" and (workdir / layout.manifest(cell.model, cell.eval, cell.agent)).is_file():
             st.state = PENDING if active else NOT_STARTED
             st.detail = "trained; evaluate " + ("not submitted yet" if active else "not run yet")
