@@ -172,6 +172,16 @@ def node_commands(job: JobRuntime | None) -> NodeCommands:
     return NodeCommands("ray", "python3", srun_flags=_container_srun_flags(rt, image, (), None))
 
 
+def container_env(rt: RuntimeSpec, env: dict[str, str]) -> dict[str, str]:
+    """The environment a container command runs in. apptainer: HOME is the user's real home (PostTrainBench's Slurm
+    guide: Slurm may set HOME to something else, and apptainer's --home handling then misbehaves)."""
+    if rt.kind != "apptainer":
+        return env
+    from ptflow.jobenv import home_dir
+
+    return {**env, "HOME": home_dir()}
+
+
 def check_runtime_tool(rt: RuntimeSpec, which=shutil.which) -> None:
     """The runtime's own tool must exist where jobs run; fail at once naming it and the setting."""
     if rt.kind in TOOL:
@@ -231,7 +241,7 @@ def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, t
         log("run in site runtime: $ " + " ".join(argv))
         sys.stdout.flush()
         sys.stderr.flush()
-        rc = subprocess.run(argv, env=env).returncode
+        rc = subprocess.run(argv, env=container_env(rt, env)).returncode
     finally:
         if view is not None:
             hfview.close_view(view, log=log)

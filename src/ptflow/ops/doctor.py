@@ -293,7 +293,7 @@ def main_smoke(ns, rest: list[str]) -> int:
     args = _without_configfiles(rest)
     if not any(a in ("-s", "--snakefile") or a.startswith("--snakefile=") for a in args):
         args = ["-s", str(workflow / "Snakefile"), *args]
-    argv = [str(Path(sys.executable).with_name("snakemake")), *args, "--configfile", str(path), target]
+    argv = [str(Path(sys.executable).with_name("snakemake")), target, *args, "--configfile", str(path)]
     print(f"ptflow smoke: {cell.key} as agent {agent_id}: $ {shlex.join(argv)}", file=sys.stderr, flush=True)
     rc = subprocess.run(argv).returncode
     result = ctx.workdir / target

@@ -181,7 +181,9 @@ def train_agent_cell(
     shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    tmp_root = os.environ.get("TMPDIR") or None
+    from ptflow.jobenv import node_tmp
+
+    tmp_root = node_tmp()  # $TMPDIR (Slurm's node-local SSD) when set, else /tmp: PostTrainBench's choice
     hf_home = agent.get("hf_home")
     view = None
     base_model = start_model
@@ -218,6 +220,10 @@ def train_agent_cell(
         }
         if view:
             child_env["HF_HOME"] = str(view.path)
+        if runtime:
+            from ptflow.cluster.runtime import JobRuntime, container_env
+
+            child_env = container_env(JobRuntime.from_dict(runtime).runtime, child_env)  # HOME for apptainer --home
         shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
         log(f"agent {agent['id']} in {task_dir} (budget {agent['hours']:g} h): $ " + " ".join(shown))
         t0 = time.time()
