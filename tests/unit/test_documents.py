@@ -1,0 +1,283 @@
+"""The five documents' recipes, item by item, where the real tool cannot run here (no apptainer, enroot, pyxis,
+GPU, NeMo-RL or verl): decisions on real inputs (Slurm's own `scontrol show config` output captured from the test
+cluster), and the commands as rendered text. What runs for real is in tests/slurm/test_documents_on_slurm.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptflow.cluster import envs, images, preflight, slurm
+from ptflow.cluster.runtime import JobRuntime, container_env, node_commands
+from ptflow.config.layout import Layout
+from ptflow.config.model import ConfigError, build_config
+from ptflow.config.sites import load_site
+from ptflow.config.uris import PathURIError, cluster_path
+from ptflow.jobenv import clean_shell_env
+from ptflow.ops import doctor
+from tests.conftest import REPO
+
+SITES = REPO / "config" / "sites"
+CONFIG_TEXT = (Path(__file__).parent / "data" / "scontrol_show_config.txt").read_text()
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.setenv("USER", "alice")
+    monkeypatch.setenv("PTFLOW_ACCOUNT", "x")
+    monkeypatch.setenv("PTFLOW_PARTITION", "booster")
+    for var in ("SLURM_TIME_HOURS", "SLURM_TIMEOUT_HOURS", "SLURM_PARTITION", "SLURM_ACCOUNT"):
+        monkeypatch.delenv(var, raising=False)
+
+
+# ---- clusters without accounting: the decision comes from AccountingStorageType, never from message text ----
+
+
+def test_accounting_read_from_the_clusters_configuration():
+    real = slurm.parse_config(CONFIG_TEXT)  # captured from the running test cluster (slurmdbd)
+    assert real["AccountingStorageType"] == "accounting_storage/slurmdbd" and real["SLURM_VERSION"] == "22.05.8"
+    assert slurm.accounting_enabled(real)
+    off = slurm.parse_config(
+        CONFIG_TEXT.replace("accounting_storage/slurmdbd", "accounting_storage/none")
+    )  # a small site's slurm.conf
+    assert not slurm.accounting_enabled(off)
+    assert not slurm.accounting_enabled({**real, "AccountingStorageType": "(null)"})  # newer Slurm: empty/(null)
+    # no sacctmgr call is made at all where accounting is off (none would answer in a way worth reading)
+    assert slurm.user_accounts("alice", off) is None and slurm.user_associations("alice", off) is None
+
+
+def test_preflight_skips_the_account_check_and_says_so_once(default_raw):
+    cfg = build_config(default_raw)
+    site = load_site(str(REPO / "tests" / "slurm" / "localtest.yaml"), REPO)
+    parts = {p: slurm.PartitionInfo(p, 720, ["n1"], 4) for p in ("debug", "gpu", "cpu")}
+    cluster = slurm.ClusterInfo(parts, None, "alice", "accounting_storage/none")
+    notes: list[str] = []
+    assert preflight.check_cluster(cfg, site, cluster, notes=notes) == []
+    assert len(notes) == 1 and "keeps no accounting (AccountingStorageType=accounting_storage/none)" in notes[0]
+
+
+def test_a_declared_tmp_shared_path_wins_with_one_note():
+    site = load_site(str(REPO / "tests" / "slurm" / "localtest.yaml"), REPO)
+    site.raw["shared_paths"] = ["/tmp/ptflow-cluster"]
+    notes: list[str] = []
+    layout = Layout("/tmp/ptflow-cluster/results", "/tmp/ptflow-cluster/scratch", "/tmp/ptflow-cluster/hf")
+    assert preflight.check_paths(layout, site, notes=notes) == []
+    assert len(notes) == 3 and "declares /tmp/ptflow-cluster in shared_paths" in notes[0]
+    site.raw["shared_paths"] = ["/shared"]
+    problems = preflight.check_paths(layout, site, notes=[])
+    assert "node-local storage" in problems[0] and "(/shared)" in problems[0]  # never "use /tmp/..." for /tmp
+
+
+def test_constraint_names_node_features(default_raw):
+    assert preflight.constraint_features("h100&ib|[a100*2]") == {"h100", "ib", "a100"}
+    cfg = build_config(default_raw)
+    site = load_site(str(REPO / "tests" / "slurm" / "localtest.yaml"), REPO)
+    site.raw["resources"]["evaluate"]["constraint"] = "h100"
+    parts = {p: slurm.PartitionInfo(p, 720, ["n1"], 4) for p in ("debug", "gpu", "cpu")}
+    problems = preflight.check_cluster(cfg, site, slurm.ClusterInfo(parts, {"ptflow"}, "root"))
+    assert any("constraint: 'h100' names feature(s) h100 that no node of partition gpu has" in p for p in problems)
+    parts["gpu"] = dataclasses.replace(parts["gpu"], features=frozenset({"h100"}))
+    assert preflight.check_cluster(cfg, site, slurm.ClusterInfo(parts, {"ptflow"}, "root")) == []
+
+
+# ---- sites: one key for the scratch move, TAO's wall time, URIs ----
+
+
+def test_alps_scratch_is_one_key_and_names_are_the_guides(tmp_path):
+    text = (SITES / "alps.yaml").read_text()
+    moved = tmp_path / "alps.yaml"
+    moved.write_text(text.replace("SCRATCH: /capstor/scratch/cscs/$USER", "SCRATCH: /ritom/scratch/cscs/$USER"))
+    for path, root in ((SITES / "alps.yaml", "/capstor"), (moved, "/ritom")):
+        site = load_site(str(path), SITES)
+        rt = site.runtime
+        assert images.image_inputs(rt, "ngc-ray-vllm:v0.10.2") == {
+            "image": f"{root}/scratch/cscs/alice/images/ngc-ray-vllm+v0.10.2.sqsh",
+            "edf": f"{root}/scratch/cscs/alice/images/edf/ngc-ray-vllm-v0.10.2.toml",
+        }
+        assert images.image_path(rt, "ngc-ray:25.06").endswith("/images/ngc-ray+25.06.sqsh")
+        assert site.paths["scratch"] == f"{root}/scratch/cscs/alice/ptflow"
+
+
+def test_pyxis_wall_time_follows_tao_variables(monkeypatch):
+    site = load_site("pyxis", SITES)
+    assert site.request("train").get("runtime") == 240 and site.request("evaluate").get("runtime") == 240
+    assert abs(site.supervises("train").internal_timeout_fraction - 3.8 / 4) < 1e-9
+    monkeypatch.setenv("SLURM_TIME_HOURS", "2")
+    monkeypatch.setenv("SLURM_TIMEOUT_HOURS", "1.5")
+    site = load_site("pyxis", SITES)
+    assert site.request("train").get("runtime") == 120 and site.supervises("train").internal_timeout_fraction == 0.75
+    monkeypatch.setenv("SLURM_TIME_HOURS", "5")
+    with pytest.raises(ConfigError, match=r"time_hours: 5 h \(SLURM_TIME_HOURS\) is above partition .*4 h"):
+        load_site("pyxis", SITES)
+    monkeypatch.setenv("SLURM_TIME_HOURS", "3")
+    monkeypatch.setenv("SLURM_TIMEOUT_HOURS", "3")
+    with pytest.raises(ConfigError, match="must be below time_hours"):
+        load_site("pyxis", SITES)
+
+
+def test_tao_account_and_partition_from_the_environment(monkeypatch):
+    assert load_site("pyxis", SITES).account is None  # unset: no -A
+    monkeypatch.setenv("SLURM_ACCOUNT", "edgeai")
+    site = load_site("pyxis", SITES)
+    assert site.account == "edgeai" and site.request("train")["partition"] == "polar,polar3,polar4,grizzly"
+    assert "--account=edgeai" in site.request("train").sbatch_options(job_name="j", output="o")
+
+
+def test_lustre_and_slurm_uris_become_paths_and_others_are_refused():
+    assert cluster_path("lustre:///lustre/fsw/me/data") == "/lustre/fsw/me/data"
+    assert cluster_path("slurm://cluster1/lustre/x") == "/lustre/x"
+    assert cluster_path("/plain") == "/plain" and cluster_path("file:///x") == "file:///x"  # refused at preflight
+    for bad in ("s3://bucket/x", "lustre://host/x"):
+        with pytest.raises(PathURIError):
+            cluster_path(bad)
+    raw = {"paths": {"results": "lustre:///lustre/r", "scratch": "/lustre/s", "hf_home": "slurm:///lustre/h"}}
+    assert Layout.from_config(raw) == Layout("/lustre/r", "/lustre/s", "/lustre/h")
+
+
+# ---- images: a slow registry import is stopped, reported and retried once (enroot stand-in) ----
+
+
+def _fake_enroot(tmp_path: Path, sleeps: list[int]) -> Path:
+    """A stand-in for enroot (not installable here): hangs for the given seconds on successive calls, then writes
+    the -o file, as `enroot import -o FILE URI` would."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    counter = tmp_path / "calls"
+    script = bindir / "enroot"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        f"sleeps=({' '.join(map(str, sleeps))})\n"
+        'sleep "${sleeps[$((n-1))]:-0}"\n'
+        'out=$3; echo image > "$out"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bindir
+
+
+def _import_plan(tmp_path, timeout_minutes):
+    rt = load_site("pyxis", SITES).runtime
+    rt = dataclasses.replace(rt, build={"import_timeout_minutes": timeout_minutes})
+    return images.plan_build(rt, "ngc-pytorch", tmp_path / "ngc-pytorch.sqsh", digest="d", workdir=tmp_path)
+
+
+def test_import_timeout_retried_once_then_clear_error(tmp_path, monkeypatch):
+    bindir = _fake_enroot(tmp_path, [30, 0])
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    plan = _import_plan(tmp_path, 0.02)  # 1.2 s
+    lines = []
+    images.run_build(plan, log=lines.append)
+    assert plan.output.read_text() == "image\n"
+    assert any("did not finish within 0.02 min (try 1 of 2); trying once more" in ln for ln in lines)
+    (tmp_path / "b").mkdir()
+    monkeypatch.setenv("PATH", f"{_fake_enroot(tmp_path / 'b', [30, 30])}:{os.environ['PATH']}")
+    plan = _import_plan(tmp_path / "b", 0.02)
+    with pytest.raises(images.ImportTimeout, match="timed out twice.*resources.convert"):
+        images.run_build(plan, log=lambda m: None)
+    assert not plan.output.exists()
+
+
+def test_convert_request_of_its_own_else_image():
+    pyxis = load_site("pyxis", SITES)
+    assert pyxis.request("convert")["runtime"] == 120 and pyxis.request("convert")["threads"] == 8
+    generic = load_site("generic", SITES)
+    assert generic.request("convert").values == generic.request("image").values
+
+
+# ---- environments: the verl venv and NeMo-RL's uv sync, as the commands they run ----
+
+
+def test_alps_verl_venv_runs_inside_the_image(tmp_path):
+    rt = load_site("alps", SITES).runtime
+    plan = envs.plan_env(rt, "verl")
+    edf = "/capstor/scratch/cscs/alice/images/edf/ngc-ray-vllm-v0.10.2.toml"
+    assert plan.argv[:4] == ["srun", "--overlap", "--ntasks=1", f"--environment={edf}"]
+    assert plan.argv[4:7] == ["bash", "--noprofile", "--norc"]
+    assert "python3 -m venv --system-site-packages /users/alice/VERL-NSCC/venv-vllm-v0.10.2" in plan.script
+    assert (
+        "/users/alice/VERL-NSCC/venv-vllm-v0.10.2/bin/python -m pip install --no-build-isolation -e "
+        "/users/alice/VERL-NSCC" in plan.script
+    )
+    assert "import verl" in plan.script
+    script = tmp_path / "s.sh"
+    script.write_text(plan.script)
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    # verl's train jobs: the venv's python and ray, in the same container
+    from ptflow.config.model import Agent
+
+    overlay = envs.overlay_venv(rt, Agent("verl-ppo-gsm8k", "verl"))
+    nodes = node_commands(JobRuntime(rt, image=edf, gpus=4, **overlay))
+    assert nodes.python == "/users/alice/VERL-NSCC/venv-vllm-v0.10.2/bin/python"
+    assert nodes.ray == "/users/alice/VERL-NSCC/venv-vllm-v0.10.2/bin/ray"
+    assert nodes.srun_flags == [f"--environment={edf}"]
+
+
+def test_juwels_nemo_env_is_uv_sync_with_the_plans_extras(tmp_path):
+    rt = load_site("juwels", SITES).runtime
+    plan = envs.plan_env(rt, "nemo-rl", which=lambda _: "/usr/bin/true")
+    assert "cd /p/project1/envcomp/alice/nemo-rl" in plan.script
+    assert "/usr/bin/true sync --extra fsdp --extra vllm" in plan.script
+    assert "/usr/bin/true run python -c 'import torch;" in plan.script and "import vllm" in plan.script
+    assert plan.env == {"NRL_FORCE_REBUILD_VENVS": "true"}
+
+
+# ---- jobs independent of shell start-up files ----
+
+
+def test_user_name_without_a_passwd_entry(tmp_path):
+    """The "I have no name!" case: a uid with no passwd entry and no USER."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run as a uid without a passwd entry")
+    code = "from ptflow.jobenv import user_name, home_dir; print(user_name(), home_dir())"
+    env = {k: v for k, v in os.environ.items() if k not in ("USER", "HOME")}
+    env["PYTHONPATH"] = str(REPO / "src")
+    out = subprocess.run(
+        ["setpriv", "--reuid=54321", "--regid=54321", "--clear-groups", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "u54321"
+
+
+def test_clean_shell_env_and_apptainer_home(monkeypatch):
+    env = clean_shell_env({"BASH_ENV": "/home/me/.conda-hook", "ENV": "x", "PATH": "/bin"})
+    assert env == {"PATH": "/bin"}
+    rt = load_site("generic", SITES).runtime
+    monkeypatch.setenv("HOME", "/set/by/slurm")
+    assert container_env(rt, {"HOME": "/set/by/slurm"})["HOME"] != "/set/by/slurm"  # the passwd home
+    assert container_env(load_site("alps", SITES).runtime, {"HOME": "/h"}) == {"HOME": "/h"}
+
+
+# ---- doctor probes where the tools are not here: rendered text, bash -n ----
+
+
+@pytest.mark.parametrize("site_name", ["generic", "pyxis", "alps"])
+def test_doctor_probe_renders_for_every_runtime(tmp_path, site_name, default_raw):
+    raw = dict(default_raw, site=site_name)
+    cfg = build_config(raw)
+    site = load_site(site_name, SITES)
+    label, req = max(doctor.partition_requests(cfg, site).values(), key=lambda lr: lr[1].gpus)
+    assert req.gpus >= 1, label
+    path = doctor.render_probe(tmp_path / "probe.sh", cfg, site, "p", "evaluate", req)
+    text = path.read_text()
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    if site_name == "generic":
+        assert "apptainer --version" in text and "1.1" in text
+        assert (
+            "apptainer exec --nv" in text and "nvidia-smi -L" in text and "/shared/ptflow/images/vllm_debug.sif" in text
+        )
+        assert "409600" in text  # PostTrainBench's 400 GB of node-local disk
+    if site_name == "pyxis":
+        assert "srun --help" in text and "--container-image" in text and "enroot version" in text
+    if site_name == "alps":
+        assert "--environment" in text and "arm64" in text
