@@ -14,7 +14,6 @@ training allocation: it submits the GPU job with sbatch and watches it (from a l
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from ptflow.cluster import slurm
 from ptflow.files import write_json_atomic
+from ptflow.jobenv import clean_shell_env
 
 MAX_RETRIES = 10
 INFRA_STATES = {"NODE_FAIL": "node failure", "BOOT_FAIL": "node failed to boot"}
@@ -147,7 +147,8 @@ def sbatch_submitter(script: str | Path, options: Sequence[str], env: dict | Non
 
     def submit(attempt: int, exclude: list[str]) -> str:
         opts = list(options) + ([f"--exclude={','.join(exclude)}"] if exclude else [])
-        job_env = {**(env or os.environ), "PTFLOW_ATTEMPT": str(attempt)}
+        # without BASH_ENV/ENV: the #!/bin/bash batch script must not read a shell start-up file (jobenv)
+        job_env = {**clean_shell_env(env), "PTFLOW_ATTEMPT": str(attempt)}
         return slurm.submit(slurm.sbatch_argv(str(script), options=opts), env=job_env)
 
     return submit

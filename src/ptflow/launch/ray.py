@@ -57,8 +57,9 @@ PORT_BLOCK = 128
 N_SLOTS = (EPHEMERAL_FLOOR - PORT_FLOOR) // PORT_BLOCK
 SLOT_STRIDE = 8
 WORKER_PORT_OFFSET = 16
-# Longest temp dir base that leaves room for Ray's session dir and socket names under the 107-byte limit.
-MAX_TMP_BASE = 40
+# Longest temp dir base that leaves room under the 107-byte Unix socket limit for what Ray appends to it:
+# /ptr<job>r<restart>n<i> (~16) + /session_<date>_<time>_<usec>_<pid> (~42) + /sockets/plasma_store (21).
+MAX_TMP_BASE = 28
 READY_LINE = "All workers connected!"  # NeMo-RL's launcher prints it when the cluster is complete
 # NeMo-RL's default workload when COMMAND is unset (ray_bare.sub's "default distillation mode")
 DEFAULT_DISTILL_CONFIG = "examples/configs/distillation_math.yaml"
