@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ptflow.ops.remote import EXCLUDES
 from tests.e2e.smk import REPO
@@ -141,3 +142,93 @@ def test_remote_run_completes_default_and_reads_back_over_ssh(sshd, remote_dir):
     train_log = remote_dir / "wf" / "run" / "results" / "logs" / "train" / "ptflow--tiny-llama-h64" / "add" / "sft.log"
     assert f"==> {train_log} <==" in logs
     assert train_log.read_text().splitlines()[-1] in logs
+
+
+def tao_env(sshd, **extra) -> dict:
+    """TAO's variables only: no PTFLOW_* and no --host/--user/--identity on the command line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PTFLOW_SSH", "PTFLOW_REMOTE", "SSH_AUTH"))}
+    env.update(SLURM_USER=sshd.user, SLURM_HOSTNAME=f"{DEAD_HOST},{sshd.host}", SSH_KEY_PATH=str(sshd.key))
+    env.update(extra)
+    return env
+
+
+def plain_remote(sshd, remote_dir: Path, cwd: Path, *args: str, env: dict):
+    argv = [
+        PTFLOW,
+        "remote",
+        "--known-hosts",
+        str(sshd.known_hosts),
+        "--remote-dir",
+        str(remote_dir / "wf"),
+        "--python",
+        sys.executable,
+        "--profile",
+        "profiles/local",
+        *args,
+    ]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_tao_variables_from_env_and_dotenv_and_their_remediation(sshd, remote_dir, tmp_path):
+    ok = plain_remote(sshd, remote_dir, tmp_path, "preflight", env=tao_env(sshd))
+    assert ok.returncode == 0 and f"ok: {sshd.host} accepts BatchMode SSH" in ok.stdout, ok.stdout + ok.stderr
+    # the same from a .env file (python-dotenv), nothing in the environment
+    dotenv_dir = tmp_path / "dotenv"
+    dotenv_dir.mkdir()
+    (dotenv_dir / ".env").write_text(
+        f"SLURM_USER={sshd.user}\nSLURM_HOSTNAME={DEAD_HOST},{sshd.host}\nSSH_KEY_PATH={sshd.key}\n"
+    )
+    bare = {k: v for k, v in tao_env(sshd).items() if k not in ("SLURM_USER", "SLURM_HOSTNAME", "SSH_KEY_PATH")}
+    from_file = plain_remote(sshd, remote_dir, dotenv_dir, "preflight", env=bare)
+    assert from_file.returncode == 0, from_file.stdout + from_file.stderr
+    missing = plain_remote(sshd, remote_dir, tmp_path, "preflight", env=bare)
+    assert missing.returncode == 2
+    assert "MISSING: set SLURM_USER and SLURM_HOSTNAME (comma-separated for failover)" in missing.stderr
+    other_key = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)], check=True)
+    denied = plain_remote(sshd, remote_dir, tmp_path, "preflight", env=tao_env(sshd, SSH_KEY_PATH=str(other_key)))
+    assert denied.returncode == 1
+    assert f"MISSING: passwordless SSH to {sshd.user}@{DEAD_HOST} not working" in denied.stdout
+    assert "set SSH_KEY_PATH=/path/to/private_key" in denied.stdout
+
+
+def test_required_inputs_are_tested_over_ssh_before_anything_is_staged(sshd, remote_dir, tmp_path):
+    workstation = remote_dir / "workstation"
+    site = yaml.safe_load((workstation / "config" / "sites" / "local.yaml").read_text())
+    site["name"] = "remote-inputs"
+    site["runtime"] = {"kind": "venv", "venv": "lustre:///nonexistent/ptflow/venv"}  # a cluster path, converted
+    (workstation / "config" / "sites" / "remote-inputs.yaml").write_text(yaml.safe_dump(site))
+    run = plain_remote(
+        sshd,
+        remote_dir,
+        workstation,
+        "run",
+        "--",
+        "--config",
+        "site=remote-inputs",
+        "paths.results=file:///home/me/results",
+        env=tao_env(sshd),
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "paths.results = 'file:/home/me/results': file:// names this workstation's disk" in run.stderr
+    assert f"site remote-inputs runtime.venv = /nonexistent/ptflow/venv does not exist on {sshd.host}" in run.stderr, (
+        run.stderr
+    )
+    assert not (remote_dir / "wf" / "run" / ".ptflow" / "driver.pid").exists()  # nothing started
+    # enroot credentials: presence only, tested on the login host with its own $ENROOT_CONFIG_PATH
+    from ptflow.ops.remote import Remote
+
+    creds_dir = tmp_path / "enroot"
+    remote = Remote(
+        [sshd.host],
+        str(remote_dir / "wf"),
+        user=sshd.user,
+        identity=str(sshd.key),
+        known_hosts=str(sshd.known_hosts),
+        extra_env={"ENROOT_CONFIG_PATH": str(creds_dir)},
+    )
+    check = [("enroot credentials", "${ENROOT_CONFIG_PATH:-$HOME/.config/enroot}/.credentials")]
+    assert remote.missing_paths(check) == [f"enroot credentials = {check[0][1]}"]
+    creds_dir.mkdir()
+    (creds_dir / ".credentials").write_text("machine nvcr.io login $oauthtoken password not-a-real-key\n")
+    assert remote.missing_paths(check) == []
