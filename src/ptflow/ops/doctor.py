@@ -208,7 +208,7 @@ SMOKE_SUFFIX = "-smoke"
 def pick_cell(cfg, spec: str | None = None):
     """--cell, else PostTrainBench's first step (an agent cell on gsm8k x Qwen3-1.7B where there is one), else the
     first agent cell, else the first trained cell, else the first cell."""
-    from ptflow.ops.cli import parse_cell
+    from ptflow.ops.context import parse_cell
 
     if spec:
         return parse_cell(spec, cfg)
@@ -258,7 +258,7 @@ def smoke_config(raw: dict, cfg, cell, hours: float, steps: int) -> tuple[dict, 
 
 
 def main_doctor(ns, rest: list[str]) -> int:
-    from ptflow.ops.cli import load_context, parse_smk_args
+    from ptflow.ops.context import load_context, parse_smk_args
 
     smk = parse_smk_args(rest)
     smk.config = (*smk.config, f"site={ns.site}")
@@ -278,7 +278,7 @@ def main_smoke(ns, rest: list[str]) -> int:
     import yaml
 
     from ptflow.config.load import find_workflow, merged_config
-    from ptflow.ops.cli import load_context, parse_smk_args
+    from ptflow.ops.context import load_context, parse_smk_args
 
     smk = parse_smk_args(rest)
     ctx = load_context(smk)

@@ -393,7 +393,7 @@ def remote_inputs(remote: Remote, snakemake_args: list[str], local_dir: Path) ->
     problems found here (file:// and relative input paths), and (setting, path) pairs to test over SSH."""
     from ptflow.cluster import preflight
     from ptflow.config.load import load
-    from ptflow.ops.cli import parse_smk_args
+    from ptflow.ops.context import parse_smk_args
 
     smk = parse_smk_args(snakemake_args)
     saved_env = dict(os.environ)
