@@ -198,6 +198,9 @@ def test_required_inputs_are_tested_over_ssh_before_anything_is_staged(sshd, rem
     site["name"] = "remote-inputs"
     site["runtime"] = {"kind": "venv", "venv": "lustre:///nonexistent/ptflow/venv"}  # a cluster path, converted
     (workstation / "config" / "sites" / "remote-inputs.yaml").write_text(yaml.safe_dump(site))
+    (workstation / "config" / "remote-inputs.yaml").write_text(
+        yaml.safe_dump({"paths": {"results": "file:///home/me/results", "scratch": ".scratch", "hf_home": ".hf"}})
+    )
     run = plain_remote(
         sshd,
         remote_dir,
@@ -206,7 +209,8 @@ def test_required_inputs_are_tested_over_ssh_before_anything_is_staged(sshd, rem
         "--",
         "--config",
         "site=remote-inputs",
-        "paths.results=file:///home/me/results",
+        "--configfile",
+        "config/remote-inputs.yaml",
         env=tao_env(sshd),
     )
     assert run.returncode == 1, run.stdout + run.stderr
