@@ -281,3 +281,47 @@ def test_doctor_probe_renders_for_every_runtime(tmp_path, site_name, default_raw
         assert "srun --help" in text and "--container-image" in text and "enroot version" in text
     if site_name == "alps":
         assert "--environment" in text and "arm64" in text
+
+
+# ---- ptflow interactive and smoke, as the commands they build ----
+
+
+def test_interactive_asks_for_the_guides_allocation(tmp_path):
+    from ptflow.launch import ray as L
+    from ptflow.ops import interactive
+
+    site = load_site("alps", SITES)
+    req = interactive.site_request(site, "verl", 2, None, None)
+    argv = interactive.salloc_argv(site, req, ["python", "-m", "ptflow.ops.interactive", "--inside"])
+    assert argv[0] == "salloc" and "--job-name=ray-on-slurm-int" in argv
+    for flag in ("--account=g204", "--partition=normal", "--time=60", "--nodes=2", "--cpus-per-task=288"):
+        assert flag in argv, flag
+    assert "--gres=gpu:4" in argv and not any(a.startswith(("--output", "--signal")) for a in argv)
+    # the shell on the head: foreground, with a terminal, after "All workers connected!"
+    nodes = [slurm.NodeAddress("nid1", "10.0.0.1", "nid1"), slurm.NodeAddress("nid2", "10.0.0.2", "nid2")]
+    jr = interactive.job_runtime(site, "verl", 4)
+    job = L.RayJob(7, 0, nodes, ["bash", "--rcfile", "/x/shell.rc", "-i"], tmp_path, node_commands(jr), 4, 288)
+    job.foreground, job.pty = True, True
+    text = L.render(job).read_text()
+    assert "--pty bash --rcfile /x/shell.rc -i" in text and "--environment=" in text
+    assert text.index("All workers connected!") < text.index("--pty")
+    assert jr.venv == "/users/alice/VERL-NSCC/venv-vllm-v0.10.2"  # the verl venv is activated in the shell
+
+
+def test_smoke_is_one_cell_as_an_agent_of_its_own(default_raw):
+    raw = dict(default_raw)
+    cfg = build_config(raw)
+    cell = doctor.pick_cell(cfg)
+    assert cfg.agents[cell.agent].trains
+    config, agent_id = doctor.smoke_config(raw, cfg, cell, hours=1.0, steps=5)
+    assert agent_id == f"{cell.agent}-smoke" and config["matrix"]["agents"] == [agent_id]
+    smoke = next(a for a in config["agents"] if a["id"] == agent_id)
+    assert smoke["params"]["steps"] == 5 and build_config(config).cells[0].agent == agent_id
+    agent = {"id": "claude-opus-4-6", "kind": "cli-agent", "cli": "claude", "model": "m", "hours": 10}
+    from ptflow.config.kinds import KINDS
+
+    assert doctor.smoke_agent(agent, KINDS["cli-agent"], 1.0, 5)["hours"] == 1.0  # PostTrainBench's NUM_HOURS=1
+    nemo = doctor.smoke_agent(
+        {"id": "n", "kind": "nemo-distill", "params": {"teacher": "t"}}, KINDS["nemo-distill"], 1, 5
+    )
+    assert nemo["params"]["variant"] == "smoke"
