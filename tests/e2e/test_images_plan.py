@@ -16,7 +16,20 @@ def test_posttrainbench_on_generic_builds_its_two_sif_images_once(tmp_path):
     }
 
 
-def test_alps_builds_sqsh_and_edf(tmp_path):
-    jobs = plan(tmp_path, "--config", "site=alps", env={"PTFLOW_ACCOUNT": "g204", "USER": "alice"})
-    assert any("/capstor/scratch/cscs/alice/images/ngc-ray-vllm.sqsh" in o for o in jobs["image"])
-    assert jobs["edf"] == {"/capstor/scratch/cscs/alice/images/edf/ngc-ray-vllm.toml"}
+def test_alps_builds_sqsh_and_edf_and_rebuilds_them_where_scratch_moves(tmp_path):
+    """The guide's names (ngc-ray-vllm+v0.10.2.sqsh, edf/ngc-ray-vllm-v0.10.2.toml) under CE_IMAGES; after the
+    /capstor -> /ritom move (one key, vars.SCRATCH) the plan builds both at the new place, and the verl venv too."""
+    env = {"PTFLOW_ACCOUNT": "g204", "USER": "alice"}
+    verl = str(REPO / "config" / "verl.yaml")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    jobs = plan(tmp_path / "a", "--configfile", verl, "--config", "site=alps", env=env)
+    assert any("/capstor/scratch/cscs/alice/images/ngc-ray-vllm+v0.10.2.sqsh" in o for o in jobs["image"])
+    assert jobs["edf"] == {"/capstor/scratch/cscs/alice/images/edf/ngc-ray-vllm-v0.10.2.toml"}
+    assert jobs["env"] == {"/capstor/scratch/cscs/alice/ptflow/results/envs/verl.json"}  # before verl's trainings
+    moved = tmp_path / "alps-ritom.yaml"
+    text = (REPO / "config" / "sites" / "alps.yaml").read_text()
+    moved.write_text(text.replace("SCRATCH: /capstor/scratch/cscs/$USER", "SCRATCH: /ritom/scratch/cscs/$USER"))
+    jobs = plan(tmp_path / "b", "--configfile", verl, "--config", f"site={moved}", env=env)
+    assert any("/ritom/scratch/cscs/alice/images/ngc-ray-vllm+v0.10.2.sqsh" in o for o in jobs["image"])
+    assert jobs["edf"] == {"/ritom/scratch/cscs/alice/images/edf/ngc-ray-vllm-v0.10.2.toml"}
