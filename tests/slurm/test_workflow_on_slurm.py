@@ -213,7 +213,9 @@ def test_two_node_rule_runs_once_and_reaches_both_nodes(slurm_cluster, work):
         ({"account": "other"}, "account 'other' is not one of user"),
         (
             {
-                "partitions": {"short": {"max_runtime": 5}},
+                # the site does not declare short's limit (a declared one is refused when the site is read): the
+                # live cluster's MaxTime is what preflight finds
+                "partitions": {"short": {"cpu_only": True}},
                 "resources": {"preprocess": {"partition": "short", "runtime": 10}},
             },
             "10 min exceeds partition short's MaxTime of 5 min",

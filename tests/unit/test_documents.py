@@ -122,6 +122,15 @@ def test_pyxis_wall_time_follows_tao_variables(monkeypatch):
         load_site("pyxis", SITES)
 
 
+def test_a_request_above_its_partitions_declared_limit_is_refused_when_the_site_is_read(tmp_path):
+    text = (SITES / "pyxis.yaml").read_text().replace("mem_mb: 64000, runtime: 60}", "mem_mb: 64000, runtime: 300}")
+    (tmp_path / "pyxis.yaml").write_text(text)
+    with pytest.raises(
+        ConfigError, match=r"resources.default.runtime: 300 min is above partition .*max_runtime of 240"
+    ):
+        load_site(str(tmp_path / "pyxis.yaml"), SITES)
+
+
 def test_tao_account_and_partition_from_the_environment(monkeypatch):
     assert load_site("pyxis", SITES).account is None  # unset: no -A
     monkeypatch.setenv("SLURM_ACCOUNT", "edgeai")
