@@ -334,3 +334,16 @@ def test_smoke_is_one_cell_as_an_agent_of_its_own(default_raw):
         {"id": "n", "kind": "nemo-distill", "params": {"teacher": "t"}}, KINDS["nemo-distill"], 1, 5
     )
     assert nemo["params"]["variant"] == "smoke"
+
+
+def test_nemo_launcher_default_workload_without_command():
+    """ray_bare.sub without COMMAND: NeMo-RL distillation with DISTILL_CONFIG and CKPT_DIR, sized by the allocation."""
+    from ptflow.launch.ray import DEFAULT_DISTILL_CONFIG, distill_command
+
+    assert distill_command({}, 1, 4) == [
+        "uv", "run", "python", "examples/run_distillation.py", "--config", DEFAULT_DISTILL_CONFIG,
+        "cluster.num_nodes=1", "cluster.gpus_per_node=4",
+    ]  # fmt: skip
+    argv = distill_command({"DISTILL_CONFIG": "my-1n4g.yaml", "CKPT_DIR": "/p/scratch/ckpt"}, 2, 4)
+    assert argv[5:] == ["my-1n4g.yaml", "cluster.num_nodes=2", "cluster.gpus_per_node=4",
+                        "checkpointing.checkpoint_dir=/p/scratch/ckpt"]  # fmt: skip
