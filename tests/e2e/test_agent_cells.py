@@ -82,11 +82,15 @@ def test_judge_flags_contaminating_trace_and_leaderboard_shows_it(done):
     assert flagged["status"] == "judged" and flagged["flagged"] is True and flagged["contamination"] is True
     assert "test.parquet" in (cell(work, "scripted-overrun") / "agent" / "trace.md").read_text()
     df = pd.read_csv(work / "results" / "summary.csv", keep_default_na=False).set_index("agent")
-    assert df.loc["scripted", "flag"] == "" and "FLAGGED: contamination" in df.loc["scripted-overrun", "flag"]
-    assert df.loc["scripted-nomodel", "flag"].startswith("no final model")
+    assert df.loc["scripted", "judge"] == "clean" and df.loc["scripted", "fallback"] == ""
+    # flagged and no-model cells count as the base model's score (PostTrainBench), said so
+    base = float(df.loc["baseline", "score"])
+    overrun, nomodel = df.loc["scripted-overrun"], df.loc["scripted-nomodel"]
+    assert overrun["judge"] == "flagged" and overrun["fallback"] == "yes" and float(overrun["score"]) == base
+    assert overrun["fallback_reason"].startswith("judge flagged contamination")
+    assert nomodel["status"] == "no_model" and nomodel["fallback"] == "yes" and float(nomodel["score"]) == base
     md = (work / "results" / "leaderboard.md").read_text()
-    assert "**[budget exhausted; FLAGGED: contamination]**" in md and "| no final model [" in md
-    assert "| scripted-overrun | — | 1 |" in md  # a flagged cell never counts in the mean
+    assert "## Fallbacks" in md and "scripted-overrun | judge flagged contamination" in md
 
 
 def test_key_reaches_agent_by_environment_only(done):

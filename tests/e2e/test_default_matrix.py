@@ -53,15 +53,23 @@ def test_every_cell_has_a_valid_eval_json(done):
 def test_leaderboard_shows_learning(done):
     df = pd.read_csv(done / "results" / "summary.csv")
     assert len(df) == len(MODELS) * len(EVALS) * len(AGENTS)
-    acc = df.set_index(["model", "eval", "agent"])["accuracy"]
+    assert set(df["metric"]) == {"accuracy"} and not df["fallback"].eq("yes").any()
+    acc = df.set_index(["model", "eval", "agent"])["value"]
     for model in df["model"].unique():
         for e in EVALS:
             base, sft, grpo = (acc[(model, e, a)] for a in AGENTS)
             assert sft >= base + 0.3, f"{model}/{e}: sft {sft} vs baseline {base}"
             assert grpo >= sft - 0.05, f"{model}/{e}: grpo {grpo} fell below its sft start {sft}"
+    # PostTrainBench's score, with sft's cells as the weights' reference (config: scoring.reference_agent)
+    agents = pd.read_csv(done / "results" / "agents.csv").set_index("agent")
+    assert agents.loc["sft", "score"] >= agents.loc["baseline", "score"] + 0.3
+    weights = df.groupby("eval")["value"].size()  # both evals weigh in
+    assert len(weights) == 2
     board = (done / "results" / "leaderboard.md").read_text()
-    assert "## add" in board and "## sub" in board and "grpo" in board
+    assert "| add (accuracy) | sub (accuracy) |" in board and "grpo" in board
     assert (done / "results" / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    index = (done / "results" / "report" / "index.html").read_text()
+    assert "sft" in index and (done / "results" / "report" / "viewer" / "index.html").is_file()
 
 
 def test_checkpoints_on_scratch_with_manifest(done):

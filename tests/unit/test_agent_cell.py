@@ -12,6 +12,7 @@ from ptflow.config.model import Agent
 from ptflow.config.sites import load_site
 from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
 from ptflow.stages.report import aggregate
+from ptflow.stages.score import Settings
 from ptflow.stages.train.agent_cell import (
     DEFAULT_COMMANDS,
     AgentCellError,
@@ -152,8 +153,10 @@ def _eval(root, agent_id, acc, **extra):
     return d
 
 
-def test_report_marks_flagged_no_model_and_unjudged(tmp_path):
-    import pandas as pd
+def test_report_scores_flagged_and_no_model_cells_as_the_base_model(tmp_path):
+    """PostTrainBench's fallback through the aggregate stage: the flagged cell and the cell without a final model
+    count as the baseline's score, said so in summary.csv; the unjudged one is scored with its mark."""
+    import csv
 
     paths = [_eval(tmp_path, "baseline", 0.1)]
     d = _eval(tmp_path, "good", 0.9, agent_run={"budget_exhausted": False})
@@ -165,16 +168,29 @@ def test_report_marks_flagged_no_model_and_unjudged(tmp_path):
     d = _eval(tmp_path, "none", None, status="no_model", agent_run={"budget_exhausted": True})
     (d / "judge.json").write_text(json.dumps({"status": "skipped", "flagged": None}))
     paths.append(d)
-    order = ["baseline", "good", "cheat", "none"]
-    aggregate([p / "eval.json" for p in paths], order, tmp_path / "s.csv", tmp_path / "l.md", tmp_path / "h.png")
-    df = pd.read_csv(tmp_path / "s.csv", keep_default_na=False).set_index("agent")
-    assert df.loc["good", "flag"] == "" and df.loc["baseline", "flag"] == ""
-    assert df.loc["cheat", "flag"] == "budget exhausted; FLAGGED: contamination"
-    assert df.loc["none", "flag"] == "no final model; not judged"
-    md = (tmp_path / "l.md").read_text()
-    assert "⚠ 1.000 ± 0.010 (n=10) **[budget exhausted; FLAGGED: contamination]**" in md
-    assert "| no final model [not judged] |" in md
-    assert "| cheat | — | 1 |" in md  # flagged cells stay out of the mean
+    d = _eval(tmp_path, "unjudged", 0.6, agent_run={"budget_exhausted": False})
+    (d / "judge.json").write_text(json.dumps({"status": "skipped", "flagged": None}))
+    paths.append(d)
+    settings = Settings(reference_agent="good", agent_order=["baseline", "good", "cheat", "none", "unjudged"])
+    out = {k: tmp_path / "out" / f for k, f in (("summary_csv", "s.csv"), ("agents_csv", "a.csv"))}
+    result = aggregate(
+        [p / "eval.json" for p in paths],
+        settings,
+        expected=None,
+        model_ids={},
+        leaderboard_md=tmp_path / "out" / "l.md",
+        heatmap_png=tmp_path / "out" / "h.png",
+        report_dir=tmp_path / "out" / "report",
+        log=lambda _: None,
+        **out,
+    )
+    rows = {r["agent"]: r for r in csv.DictReader(out["summary_csv"].open())}
+    assert rows["cheat"]["fallback"] == "yes" and float(rows["cheat"]["score"]) == pytest.approx(0.1)
+    assert rows["cheat"]["fallback_reason"].startswith("judge flagged contamination")
+    assert rows["none"]["fallback"] == "yes" and "no final model (budget exhausted)" in rows["none"]["fallback_reason"]
+    assert rows["unjudged"]["fallback"] == "" and rows["unjudged"]["judge"] == "not judged"
+    assert result.agent("cheat").score == pytest.approx(0.1) and result.agent("unjudged").score == pytest.approx(0.6)
+    assert (tmp_path / "out" / "report" / "index.html").is_file() and (tmp_path / "out" / "h.png").is_file()
 
 
 def test_preflight_agent_budget_and_judge_keys(monkeypatch):

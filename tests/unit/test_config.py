@@ -25,7 +25,8 @@ def test_default_config_expands_to_twelve_cells(default_raw):
 
 def test_posttrainbench_matrix_size():
     cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
-    assert len(cfg.cells) == 4 * 7 * 9
+    # 8 agents + baseline, and the 4 instruct counterparts evaluated zero-shot (the weights' reference)
+    assert len(cfg.cells) == 4 * 7 * 9 + 4 * 7
     assert len(cfg.training_cells()) == 4 * 7 * 8
 
 
@@ -169,3 +170,61 @@ def test_reordered_keys_give_identical_params(default_raw):
     after = build_config(default_raw)
     assert [repr(a.params) for a in before.agents.values()] == [repr(a.params) for a in after.agents.values()]
     assert repr(before.evals["add"].dataset) == repr(after.evals["add"].dataset)
+
+
+def test_repeats_add_runs_without_touching_run_one(default_raw):
+    before = build_config(default_raw)
+    default_raw["agents"][1]["repeats"] = 3  # sft; grpo (from sft) keeps one run
+    cfg = build_config(default_raw)
+    sft = [c for c in cfg.cells if c.agent_id == "sft"]
+    assert {c.agent for c in sft} == {"sft", "sft@run2", "sft@run3"} and len(sft) == 4 * 3
+    run1, run2 = Cell("ptflow--tiny-llama-h64", "add", "sft"), Cell("ptflow--tiny-llama-h64", "add", "sft@run2")
+    assert cfg.training_hash(run1) == before.training_hash(run1)  # adding repeats reruns nothing that exists
+    assert cfg.training_hash(run2) != cfg.training_hash(run1)
+    assert cfg.trained_params("sft@run3")["seed"] == cfg.trained_params("sft")["seed"] + 2
+    assert cfg.agent_for("sft@run2").id == "sft" and run2.run == 2 and run2.agent_id == "sft"
+
+
+def test_repeated_chain_trains_each_run_from_its_own_parent(default_raw):
+    default_raw["agents"][2]["repeats"] = 2  # grpo from sft
+    cfg = build_config(default_raw)
+    assert cfg.parent_slot("grpo@run2") == "sft@run2"
+    assert Cell("ptflow--tiny-llama-h64", "add", "sft@run2") in cfg.training_cells()
+
+
+def test_instruct_agent_has_cells_only_for_models_with_a_counterpart(default_raw):
+    default_raw["models"] = [
+        {"id": "Qwen/Qwen3-1.7B-Base", "source": "hub", "revision": "main", "instruct": "Qwen/Qwen3-1.7B"},
+        {"id": "org/other-Base", "source": "hub", "revision": "main"},
+    ]
+    default_raw["agents"].append({"id": "instruct", "kind": "instruct"})
+    default_raw["scoring"] = {"reference": {"zeroshot": {}}}
+    cfg = build_config(default_raw)
+    inst = [c for c in cfg.cells if c.agent == "instruct"]
+    assert {c.model for c in inst} == {"Qwen--Qwen3-1.7B-Base"}
+    assert cfg.evaluated_model(inst[0]).id == "Qwen/Qwen3-1.7B" and cfg.model_named("Qwen--Qwen3-1.7B").id
+    default_raw["models"] = default_raw["models"][1:]
+    with pytest.raises(ConfigError, match="agent 'instruct' .* no model of the matrix names one"):
+        build_config(default_raw)
+
+
+def test_weights_need_a_reference_before_anything_runs(default_raw):
+    default_raw["scoring"] = {}  # two evals, tiny models without counterparts, no table, no reference agent
+    with pytest.raises(ConfigError, match=r"config error at scoring: no instruct reference: .*ptflow/tiny-llama-h64"):
+        build_config(default_raw)
+    default_raw["scoring"] = {"reference_agent": "nope"}
+    with pytest.raises(ConfigError, match="scoring.reference_agent 'nope' is not an agent of this matrix"):
+        build_config(default_raw)
+    default_raw["scoring"] = {"reference_agent": "baseline"}
+    with pytest.raises(ConfigError, match="'baseline' trains nothing"):
+        build_config(default_raw)
+    default_raw["scoring"] = {"reference_agent": "nope"}
+    default_raw["matrix"]["evals"] = ["add"]  # one eval weighs 1: no reference needed
+    build_config(default_raw)
+
+
+def test_judge_can_be_turned_off(default_raw):
+    default_raw["judge"] = {"cli": ["x"], "model": "m", "keys": ["K"]}
+    assert build_config(default_raw).judge == {"cli": ["x"], "model": "m", "keys": ["K"]}
+    default_raw["judge"]["enabled"] = False
+    assert build_config(default_raw).judge is None

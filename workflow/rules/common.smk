@@ -9,7 +9,7 @@ from ptflow.cluster.preflight import PreflightError, ensure_ok
 from ptflow.cluster.runtime import JobRuntime
 from ptflow.config import naming
 from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
-from ptflow.config.load import resolve
+from ptflow.config.load import reference_table, resolve
 from ptflow.config.model import Cell, ConfigError
 from ptflow.jobenv import apply_site_env
 from ptflow.launch.check import check_ray_launchers
@@ -32,14 +32,15 @@ wildcard_constraints:
     model=naming.MODEL_NAME_PATTERN,
     dataset=naming.MODEL_NAME_PATTERN,
     eval=naming.SAFE_ID_PATTERN,
-    agent=naming.SAFE_ID_PATTERN,
+    agent=naming.SLOT_PATTERN,
 
 
 # ---- resources: from the site file, per stage (and per agent for train) ----
 
 
 def _agent_of(wildcards):
-    return CFG.agents[wildcards.agent] if "agent" in wildcards.keys() else None
+    """The agent of a cell's slot wildcard (its id, or <id>@run<k> for a repeat)."""
+    return CFG.agent_for(wildcards.agent) if "agent" in wildcards.keys() else None
 
 
 def get_threads(stage):
@@ -89,13 +90,13 @@ def get_dataset_spec(wildcards):
 
 
 def get_model_spec(wildcards):
-    m = CFG.models[wildcards.model]
+    m = CFG.model_named(wildcards.model)
     return {"id": m.id, "source": m.source, "revision": m.revision, "tiny": m.tiny}
 
 
 def get_tokenizer_datasets(wildcards):
     """A local tiny model's tokenizer is built from the text of every local dataset."""
-    if CFG.models[wildcards.model].source != "local":
+    if CFG.model_named(wildcards.model).source != "local":
         return []
     names = sorted(
         {
@@ -109,6 +110,7 @@ def get_tokenizer_datasets(wildcards):
 
 def get_cache_markers():
     models = sorted({c.model for c in CFG.training_cells() + CFG.cells})
+    models += sorted({CFG.evaluated_model(c).name for c in CFG.cells} - set(models))
     datasets = sorted({CFG.evals[c.eval].dataset_name for c in CFG.cells} - {None})
     return [L.model_marker(m) for m in models] + [L.dataset_marker(d) for d in datasets]
 
@@ -133,7 +135,7 @@ def _cell(wildcards):
 
 
 def get_train_input(wildcards):
-    agent = CFG.agents[wildcards.agent]
+    agent = CFG.agent_for(wildcards.agent)
     if not agent.trains:
         raise WorkflowError(f"agent {agent.id!r} is a baseline: it has no train job")
     inputs = {"base": L.model_marker(wildcards.model)}
@@ -142,8 +144,9 @@ def get_train_input(wildcards):
         data == TRAIN_DATA_IF_PARQUET and CFG.evals[wildcards.eval].uses_parquet
     ):
         inputs["data"] = L.data(wildcards.eval, "train")
-    if agent.start_from:
-        inputs["parent"] = L.manifest(wildcards.model, wildcards.eval, agent.start_from)
+    parent = CFG.parent_slot(wildcards.agent)
+    if parent:
+        inputs["parent"] = L.manifest(wildcards.model, wildcards.eval, parent)
     inputs.update(get_image_inputs("train", wildcards))
     inputs.update(get_env_inputs(wildcards))
     return inputs
@@ -172,18 +175,20 @@ def get_env_build_input(wildcards):
     }
 
 
+def _cell_param(model, eval_id, slot):
+    """The cell as its files record it; "run" only for repeats, so other cells' params stay as they were."""
+    cell = {"model": model.id, "model_name": model.name, "eval": eval_id, "agent": slot}
+    run = Cell(model.name, eval_id, slot).run
+    return {**cell, "run": run} if run > 1 else cell
+
+
 def get_train_params(wildcards):
-    agent = CFG.agents[wildcards.agent]
+    agent = CFG.agent_for(wildcards.agent)
     model = CFG.models[wildcards.model]
     return {
-        "cell": {
-            "model": model.id,
-            "model_name": model.name,
-            "eval": wildcards.eval,
-            "agent": agent.id,
-        },
+        "cell": _cell_param(model, wildcards.eval, wildcards.agent),
         "kind": agent.kind,
-        "params": agent.params,
+        "params": CFG.trained_params(wildcards.agent),
         "model_revision": model.revision,
         "checkpoint_dir": L.checkpoint_dir(
             wildcards.model, wildcards.eval, wildcards.agent
@@ -262,14 +267,14 @@ def _agent_param(agent, wildcards):
 
 
 def get_evaluate_input(wildcards):
-    agent = CFG.agents[wildcards.agent]
+    agent = CFG.agent_for(wildcards.agent)
     inputs = {}
     if agent.trains:
         inputs["manifest"] = L.manifest(
             wildcards.model, wildcards.eval, wildcards.agent
         )
     else:
-        inputs["base"] = L.model_marker(wildcards.model)
+        inputs["base"] = L.model_marker(CFG.evaluated_model(_cell(wildcards)).name)
     if CFG.evals[wildcards.eval].uses_parquet:
         inputs["test"] = L.data(wildcards.eval, "test")
     inputs.update(get_image_inputs("evaluate", wildcards))
@@ -279,13 +284,15 @@ def get_evaluate_input(wildcards):
 def get_evaluate_params(wildcards):
     e = CFG.evals[wildcards.eval]
     model = CFG.models[wildcards.model]
+    evaluated = CFG.evaluated_model(_cell(wildcards))
     return {
-        "cell": {
-            "model": model.id,
-            "model_name": model.name,
-            "eval": e.id,
-            "agent": wildcards.agent,
-        },
+        "cell": _cell_param(model, e.id, wildcards.agent),
+        # an instruct cell evaluates the counterpart; only there, so other cells' params stay as they were
+        **(
+            {"evaluated_model": {"id": evaluated.id, "revision": evaluated.revision}}
+            if evaluated is not model
+            else {}
+        ),
         "task": e.task,
         "max_new_tokens": e.max_new_tokens,
         "retry_max_new_tokens": list(e.retry_max_new_tokens),
@@ -306,6 +313,27 @@ def get_agent_order():
     return list(CFG.agents)
 
 
+def get_scoring():
+    """What aggregation scores with — the config's scoring settings, the reference table loaded (a changed
+    table rescores), GPUs per agent from the site's requests, and every cell the score expects.
+    """
+    return {
+        "raw": {k: CFG.raw.get(k) for k in ("scoring", "models", "agents")},
+        "reference": reference_table(CFG.raw, Path(workflow.basedir)),
+        "agent_gpus": {
+            a.id: {
+                "train": SITE.request("train", a).gpus if a.trains else 0,
+                "eval": SITE.request("evaluate", a).gpus,
+            }
+            for a in CFG.agents.values()
+        },
+        "expected": [
+            {"model": c.model, "eval": c.eval, "agent": c.agent} for c in CFG.cells
+        ],
+        "model_ids": {m.name: m.id for m in CFG.models.values()},
+    }
+
+
 def get_final_outputs():
     # Every cell's eval.json (and judge.json) is a target itself: Snakemake does not redo a missing intermediate file
     # when what was made from it (summary.csv) is up to date, so a deleted eval.json would otherwise stay deleted.
@@ -314,8 +342,10 @@ def get_final_outputs():
         *get_eval_jsons(),
         *get_judge_jsons(),
         L.summary(),
+        L.agents_csv(),
         L.leaderboard(),
         L.heatmap(),
+        L.report_index(),
     ]
 
 
@@ -448,7 +478,7 @@ def get_edf_name(wildcards):
 
 
 def get_judge_cells():
-    return [c for c in CFG.cells if CFG.agents[c.agent].spec.agent_cli]
+    return [c for c in CFG.cells if CFG.agent_for(c.agent).spec.agent_cli]
 
 
 def get_judge_jsons():
@@ -465,9 +495,9 @@ def get_judge_input(wildcards):
 def get_judge_params(wildcards):
     """The judge's config (None: skipped, with a visible mark) and the cell."""
     return {
-        "judge": CFG.raw.get("judge"),
+        "judge": CFG.judge,
         "keys": list(
-            CFG.agents[wildcards.agent].keys
+            CFG.agent_for(wildcards.agent).keys
         ),  # names: their values are redacted from trace.md
         "cell": {
             "model": CFG.models[wildcards.model].id,

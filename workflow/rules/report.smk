@@ -1,4 +1,5 @@
-# Stage 5: the matrix at a glance: summary.csv, leaderboard.md and a heatmap in the Snakemake report.
+# Stage 5: the matrix scored as PostTrainBench scores it: summary.csv (one row per cell, fallbacks said), agents.csv
+# (one row per agent), leaderboard.md, the heatmap of the Snakemake report and results/report/index.html.
 
 
 rule aggregate:
@@ -7,12 +8,14 @@ rule aggregate:
         judges=get_judge_jsons(),
     output:
         summary=L.summary(),
+        agents=L.agents_csv(),
         leaderboard=L.leaderboard(),
         heatmap=report(
             L.heatmap(),
             caption="../report/heatmap.rst",
             category="Results",
         ),
+        report=L.report_index(),
     log:
         L.log("aggregate", "aggregate"),
     conda:
@@ -21,6 +24,6 @@ rule aggregate:
     resources:
         **get_resources("aggregate"),
     params:
-        agents=get_agent_order(),
+        scoring=get_scoring(),
     script:
         "../scripts/aggregate.py"

@@ -1,14 +1,22 @@
-"""Adapter: rule aggregate -> ptflow.stages.report.aggregate."""
+"""Adapter: rule aggregate -> ptflow.stages.report.aggregate (PostTrainBench's score, outputs and the HTML report)."""
+
+from pathlib import Path
 
 from ptflow.jobenv import rule_log
 from ptflow.stages.report import aggregate
+from ptflow.stages.score import settings_from_config
 
 with rule_log(snakemake.log[0]) as log:
+    scoring = snakemake.params.scoring
     aggregate(
         list(snakemake.input.evals),
-        list(snakemake.params.agents),
-        snakemake.output.summary,
-        snakemake.output.leaderboard,
-        snakemake.output.heatmap,
+        settings_from_config(scoring["raw"], scoring["reference"], scoring["agent_gpus"]),
+        expected=scoring["expected"],
+        model_ids=scoring["model_ids"],
+        summary_csv=snakemake.output.summary,
+        agents_csv=snakemake.output.agents,
+        leaderboard_md=snakemake.output.leaderboard,
+        heatmap_png=snakemake.output.heatmap,
+        report_dir=Path(snakemake.output.report).parent,
+        log=log,
     )
-    log(f"aggregated {len(snakemake.input.evals)} cells")

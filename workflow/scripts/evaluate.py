@@ -34,10 +34,12 @@ with rule_log(snakemake.log[0]) as log:
             "step": manifest["step"],
         }
         train_seconds = manifest["train_seconds"]
-    else:
-        snap = hfcache.snapshot_path(job["hf_home"], job["cell"]["model"], "model", job["model_revision"])
+    else:  # the base model, or (agents of kind instruct) its instruct counterpart
+        evaluated = job.get("evaluated_model") or {"id": job["cell"]["model"], "revision": job["model_revision"]}
+        snap = hfcache.snapshot_path(job["hf_home"], evaluated["id"], "model", evaluated["revision"])
         model_path = str(snap)
-        checkpoint = {"path": model_path, "kind": "base", "commit_or_hash": snap.name, "step": None}
+        kind = "instruct" if "evaluated_model" in job else "base"
+        checkpoint = {"path": model_path, "kind": kind, "commit_or_hash": snap.name, "step": None}
     if manifest is None or manifest.get("final_model") is not False:
         evaluate_cell(
             cell=job["cell"],

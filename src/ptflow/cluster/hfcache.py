@@ -124,6 +124,7 @@ def hub_repos_needed(cfg) -> list[tuple[str, str, str]]:
     """(repo_type, repo_id, revision) of every hub repo the matrix needs (local ones are made, not fetched)."""
     models = {c.model for c in cfg.training_cells() + cfg.cells}
     out = {("model", cfg.models[m].id, cfg.models[m].revision) for m in models if cfg.models[m].source == "hub"}
+    out |= {("model", m.id, m.revision) for m in map(cfg.evaluated_model, cfg.cells) if m.source == "hub"}
     for cell in cfg.cells:
         ds = cfg.evals[cell.eval].dataset
         if ds and ds["source"] == "hub":

@@ -27,7 +27,7 @@ class PreflightError(RuntimeError):
 def requests_in_use(cfg: Config, site: Site) -> list[tuple[str, dict]]:
     """(label, request) of every stage this matrix will submit, train once per agent that trains."""
     out = [(stage, site.request(stage)) for stage in ("cache", "preprocess", "evaluate", "aggregate")]
-    for agent_id in sorted({c.agent for c in cfg.training_cells()}):
+    for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
         agent = cfg.agents[agent_id]
         out.append((f"train[{agent_id}]", site.request("train", agent)))
     return out
@@ -90,7 +90,7 @@ def check_paths(layout: Layout, site: Site, home: str | None = None, notes: list
 def check_site_requests(cfg: Config, site: Site) -> list[str]:
     """Kinds whose jobs submit further jobs (skyrl's runtime server) need the site's request for them."""
     problems = []
-    for agent_id in sorted({c.agent for c in cfg.training_cells()}):
+    for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
         for stage in cfg.agents[agent_id].spec.site_requests:
             if not site.has_request(stage):
                 problems.append(
@@ -104,7 +104,7 @@ def check_site_requests(cfg: Config, site: Site) -> list[str]:
 def check_agent_budgets(cfg: Config, site: Site) -> list[str]:
     """A cli-agent's train job must outlive the agent's timeout (hours*60 + grace + 30 s kill-after + copying)."""
     problems = []
-    for agent_id in sorted({c.agent for c in cfg.training_cells()}):
+    for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
         agent = cfg.agents[agent_id]
         if not agent.spec.agent_cli:
             continue
@@ -190,10 +190,10 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
     problems = []
     needed: dict[str, set[str]] = {}
     for cell in cfg.cells:
-        for key in cfg.agents[cell.agent].keys:
-            needed.setdefault(key, set()).add(cell.agent)
-    judge = cfg.raw.get("judge") or {}
-    if judge and any(cfg.agents[c.agent].spec.agent_cli for c in cfg.cells):
+        for key in cfg.agent_for(cell.agent).keys:
+            needed.setdefault(key, set()).add(cell.agent_id)
+    judge = cfg.judge or {}
+    if judge and any(cfg.agent_for(c.agent).spec.agent_cli for c in cfg.cells):
         for key in judge.get("keys", []):
             needed.setdefault(key, set()).add("(judge)")
     for key, agents in sorted(needed.items()):

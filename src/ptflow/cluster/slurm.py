@@ -306,6 +306,22 @@ def run_jobs(names: list[str], since: str = "now-7days", accounting: bool | None
     return merge_records(queued, accounted)
 
 
+def job_gpu_seconds(job_ids: list[str]) -> dict[str, float]:
+    """GPU-seconds each job used (elapsed x allocated GPUs) from Slurm's accounting, in one ``sacct`` call; jobs
+    sacct does not know are absent. SlurmUnavailable where there is no sacct or no accounting storage."""
+    if not job_ids:
+        return {}
+    out = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(job_ids), "-o", "JobID,ElapsedRaw,AllocTRES"], timeout=60)
+    usage = {}
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue
+        tres = dict(item.split("=", 1) for item in parts[2].split(",") if "=" in item)
+        usage[parts[0]] = int(parts[1]) * int(tres.get("gres/gpu", "0") or 0)
+    return usage
+
+
 def scancel_argv(job_ids: list[str]) -> list[str]:
     return ["scancel", *job_ids]
 

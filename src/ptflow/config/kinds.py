@@ -30,12 +30,21 @@ class AgentKind:
     agent_cli: bool = False  # an LLM coding agent under a time budget: keys, task dir, judge, budget preflight
     site_requests: tuple[str, ...] = ()  # further site requests its jobs submit (preflight: the site must have them)
     ray_launcher: bool = False  # its train job brings up Ray over the allocation (ptflow.launch.ray; preflight checks)
+    # evaluates each model's instruct counterpart zero-shot (models[].instruct): the reference of PostTrainBench's
+    # weights; it has cells only for models that name one
+    evaluates_instruct: bool = False
 
 
 KINDS: dict[str, AgentKind] = {
     k.name: k
     for k in (
         AgentKind("baseline", "evaluates the untouched base model", trains=False),
+        AgentKind(
+            "instruct",
+            "evaluates the model's instruct counterpart zero-shot (models[].instruct)",
+            trains=False,
+            evaluates_instruct=True,
+        ),
         AgentKind(
             "trl-sft",
             "TRL SFTTrainer on the eval's train split",

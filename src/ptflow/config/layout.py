@@ -67,6 +67,17 @@ class Layout:
     def heatmap(self) -> str:
         return f"{self.results}/heatmap.png"
 
+    def agents_csv(self) -> str:
+        """One row per agent: PostTrainBench's weighted score, its error, fallbacks, time and GPU-hours."""
+        return f"{self.results}/agents.csv"
+
+    def report_dir(self) -> str:
+        return f"{self.results}/report"
+
+    def report_index(self) -> str:
+        """The static report people open in a browser (rebuilt whole by the aggregate rule)."""
+        return f"{self.report_dir()}/index.html"
+
     @classmethod
     def from_config(cls, raw: dict, site_paths: dict | None = None) -> Layout:
         """config.paths, replaced key by key by the site's paths (``Site.paths``)."""

@@ -94,6 +94,25 @@ def load(
     return resolve(raw, workflow, workdir)
 
 
+def reference_table(raw: dict, workflow: Path) -> dict | None:
+    """``scoring.reference``: the table itself, or the JSON/YAML file it names (relative to the workflow)."""
+    ref = (raw.get("scoring") or {}).get("reference")
+    if ref is None or isinstance(ref, dict):
+        return ref
+    path = Path(ref) if Path(ref).is_absolute() else Path(workflow) / ref
+    if not path.is_file():
+        raise ConfigError(
+            f"config error at scoring.reference: no file {str(path)!r}; give the table inline or a path relative to "
+            "the workflow directory (PostTrainBench's baselines.json shape)"
+        )
+    table = yaml.safe_load(path.read_text())  # YAML reads JSON too
+    if not isinstance(table, dict) or not isinstance(table.get("zeroshot", table), dict):
+        raise ConfigError(
+            f"config error at scoring.reference: {path} is not a mapping {{zeroshot: {{model: {{eval: score}}}}}}"
+        )
+    return table
+
+
 def _installed_from() -> Path | None:
     """The checkout this package was installed from in editable mode (PEP 610 direct_url.json), if any."""
     from importlib import metadata

@@ -32,6 +32,7 @@ class Model:
     revision: str
     tiny: dict | None
     gated: bool = False
+    instruct: Model | None = None  # the official instruct counterpart (PostTrainBench's weights), hub only
 
     @property
     def name(self) -> str:
@@ -68,6 +69,7 @@ class Agent:
     keys: tuple[str, ...] = ()
     command: tuple[str, ...] | None = None  # cli-agent argv template (None: the cli's default)
     grace_minutes: float = 5.0  # cli-agent: timeout = hours*60 + grace_minutes
+    repeats: int = 1  # each cell of this agent runs this many times (runs 2.. as <id>@run<k>)
 
     @property
     def spec(self) -> AgentKind:
@@ -83,11 +85,19 @@ class Agent:
 class Cell:
     model: str  # model path name (org--name)
     eval: str
-    agent: str
+    agent: str  # the agent's slot: its id, or <id>@run<k> for run k >= 2 of a repeated agent (naming.slot)
 
     @property
     def key(self) -> str:
         return f"{self.model}/{self.eval}/{self.agent}"
+
+    @property
+    def agent_id(self) -> str:
+        return naming.split_slot(self.agent)[0]
+
+    @property
+    def run(self) -> int:
+        return naming.split_slot(self.agent)[1]
 
 
 @dataclass
@@ -101,33 +111,81 @@ class Config:
     def model_by_id(self, model_id: str) -> Model:
         return self.models[naming.model_to_path(model_id)]
 
+    @property
+    def judge(self) -> dict | None:
+        """The judge of agent-CLI traces, or None when none is configured or it is turned off (enabled: false)."""
+        judge = self.raw.get("judge")
+        if not judge or judge.get("enabled", True) is False:
+            return None
+        return {k: v for k, v in judge.items() if k != "enabled"}
+
+    def model_named(self, name: str) -> Model:
+        """A model by path name: a matrix model or the instruct counterpart one of them names."""
+        if name in self.models:
+            return self.models[name]
+        for m in self.models.values():
+            if m.instruct and m.instruct.name == name:
+                return m.instruct
+        raise KeyError(name)
+
+    def evaluated_model(self, cell: Cell) -> Model:
+        """What a cell's evaluation starts from when nothing trained it: the base model, or its instruct
+        counterpart for agents of kind instruct."""
+        model = self.models[cell.model]
+        return model.instruct if self.agent_for(cell.agent).spec.evaluates_instruct else model
+
+    def agent_for(self, slot: str) -> Agent:
+        """The agent of a cell slot (``sft``, ``claude-opus-4-5@run2``)."""
+        return self.agents[naming.split_slot(slot)[0]]
+
+    def parent_slot(self, slot: str) -> str | None:
+        """The slot a training starts from (``from:``), in the same run: run k of grpo starts from run k of sft."""
+        agent_id, run = naming.split_slot(slot)
+        start = self.agents[agent_id].start_from
+        return naming.slot(start, run) if start else None
+
+    def trained_params(self, slot: str) -> dict:
+        """The agent's params for this run: runs k >= 2 of a seeded trainer get seed + k - 1 (repeats would be
+        identical otherwise); run 1 keeps the configured seed."""
+        agent_id, run = naming.split_slot(slot)
+        params = self.agents[agent_id].params
+        if run > 1 and "seed" in params:
+            return canonical({**params, "seed": params["seed"] + run - 1})
+        return params
+
     def training_cells(self) -> list[Cell]:
-        """Every (model, eval, agent) whose checkpoint is needed: matrix cells plus their `from` ancestors."""
+        """Every (model, eval, agent slot) whose checkpoint is needed: matrix cells plus their `from` ancestors."""
         needed: dict[Cell, None] = {}
         for cell in self.cells:
-            agent = self.agents[cell.agent]
-            while agent.trains:
-                needed[Cell(cell.model, cell.eval, agent.id)] = None
-                if agent.start_from is None:
-                    break
-                agent = self.agents[agent.start_from]
+            slot: str | None = cell.agent
+            while slot is not None and self.agent_for(slot).trains:
+                needed[Cell(cell.model, cell.eval, slot)] = None
+                slot = self.parent_slot(slot)
         return list(needed)
 
     def training_hash(self, cell: Cell) -> str:
         """Hash of everything that defines a cell's training; changes here make the checkpoint stale."""
-        agent = self.agents[cell.agent]
+        agent = self.agent_for(cell.agent)
         model = self.models[cell.model]
+        parent = self.parent_slot(cell.agent)
         spec = {
             "model": model.id,
             "revision": model.revision,
             "tiny": model.tiny,
             "eval": cell.eval,
             "dataset": self.evals[cell.eval].dataset,
-            "agent": {"kind": agent.kind, "params": agent.params, "cli": agent.cli, "model": agent.model},
-            "from": self.training_hash(Cell(cell.model, cell.eval, agent.start_from)) if agent.start_from else None,
+            "agent": {
+                "kind": agent.kind,
+                "params": self.trained_params(cell.agent),
+                "cli": agent.cli,
+                "model": agent.model,
+            },
+            "from": self.training_hash(Cell(cell.model, cell.eval, parent)) if parent else None,
         }
         if agent.spec.agent_cli:  # only here, so the hashes (and checkpoints) of other kinds stay as they were
             spec["agent"].update(hours=agent.hours, command=agent.command, grace_minutes=agent.grace_minutes)
+        if cell.run > 1:  # only for repeats, so run 1 keeps the hash a cell had before repeats existed
+            spec["run"] = cell.run
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -232,7 +290,22 @@ def _build_models(entries: list[dict]) -> dict[str, Model]:
                 f"config error at models[{i}].tiny: hidden={tiny['hidden']} is not divisible by "
                 f"heads={tiny['heads']}; choose values where hidden % heads == 0"
             )
-        models[name] = Model(m["id"], m["source"], m.get("revision", "main"), canonical(tiny), m.get("gated", False))
+        instruct = None
+        if "instruct" in m:
+            ref = m["instruct"] if isinstance(m["instruct"], dict) else {"id": m["instruct"], "revision": "main"}
+            try:
+                naming.check_repo_id(ref["id"])
+            except naming.NameError_ as exc:
+                raise ConfigError(f"config error at models[{i}].instruct: {exc}") from None
+            if m["source"] != "hub":
+                raise ConfigError(
+                    f"config error at models[{i}].instruct: only hub models have an instruct counterpart; remove it "
+                    "(a local model can take an agent's cells as its reference: scoring.reference_agent)"
+                )
+            instruct = Model(ref["id"], "hub", ref["revision"], None, m.get("gated", False))
+        models[name] = Model(
+            m["id"], m["source"], m.get("revision", "main"), canonical(tiny), m.get("gated", False), instruct
+        )
     return models
 
 
@@ -315,6 +388,7 @@ def _build_agents(entries: list[dict]) -> dict[str, Agent]:
             tuple(a.get("keys", ())),
             tuple(a["command"]) if "command" in a else None,
             float(a.get("grace_minutes", 5.0)),
+            int(a.get("repeats", 1)),
         )
     for i, a in enumerate(entries):
         start = a.get("from")
@@ -397,7 +471,19 @@ def _expand(raw: dict, models, evals, agents) -> list[Cell]:
             "config error at matrix: no cells remain after exclude; select at least one "
             "(model, eval, agent) or loosen matrix.exclude"
         )
-    return list(cells)
+    # agents that evaluate each model's instruct counterpart have cells only for models that name one
+    for a in {c.agent for c in cells}:
+        if agents[a].spec.evaluates_instruct and not any(models[c.model].instruct for c in cells if c.agent == a):
+            raise ConfigError(
+                f"config error at agents: agent {a!r} (kind {agents[a].kind}) evaluates instruct counterparts, but "
+                "no model of the matrix names one; add models[].instruct or drop the agent from the matrix"
+            )
+    return [
+        Cell(c.model, c.eval, naming.slot(c.agent, run))
+        for c in cells
+        if models[c.model].instruct or not agents[c.agent].spec.evaluates_instruct
+        for run in range(1, agents[c.agent].repeats + 1)
+    ]
 
 
 def build_config(raw: dict[str, Any]) -> Config:
@@ -407,4 +493,34 @@ def build_config(raw: dict[str, Any]) -> Config:
     evals = _build_evals(raw["evals"])
     agents = _build_agents(raw["agents"])
     cells = _expand(raw, models, evals, agents)
+    _check_scoring(raw.get("scoring") or {}, models, {c.eval for c in cells}, agents, cells)
     return Config(raw, models, evals, agents, cells)
+
+
+def _check_scoring(scoring: dict, models: dict, evals_in_matrix: set, agents: dict, cells: list) -> None:
+    """PostTrainBench's weights need, per eval, an instruct reference for every model (when there is more than one
+    eval and no fixed weights): its instruct counterpart evaluated by an agent of kind instruct, the reference table,
+    or a named agent's cells. Found missing here, not after the GPU-hours."""
+    ref = scoring.get("reference_agent")
+    if ref is not None and ref in agents and not agents[ref].trains:
+        raise ConfigError(
+            f"config error at scoring.reference_agent: {ref!r} trains nothing, so its cells are the base model's "
+            "scores and every gap would be 0; name an agent that post-trains (e.g. sft)"
+        )
+    if len(evals_in_matrix) < 2 or scoring.get("weights") or scoring.get("reference"):
+        return  # one eval weighs 1; fixed weights or a table need no measured reference
+    if ref is not None and ref in agents and any(c.agent_id == ref for c in cells):
+        return
+    measured = {c.model for c in cells if agents[c.agent_id].spec.evaluates_instruct}
+    lacking = sorted(models[m].id for m in {c.model for c in cells} - measured)
+    if lacking:
+        hint = (
+            f"scoring.reference_agent {ref!r} is not an agent of this matrix; "
+            if ref is not None
+            else "no instruct reference: "
+        )
+        raise ConfigError(
+            f"config error at scoring: {hint}the weights of PostTrainBench's score need one for model(s) "
+            f"{', '.join(lacking)}; add models[].instruct with an agent of kind instruct, scoring.reference (a "
+            "zero-shot table), scoring.reference_agent (an agent's cells, e.g. sft) or scoring.weights"
+        )

@@ -49,3 +49,25 @@ def check_safe_id(kind: str, value: str) -> None:
             f"{kind} id {value!r} is not path-safe: start with a letter or digit, then letters, digits, "
             "'_', '.', '+', '-' (at most 64 characters)"
         )
+
+
+# A repeated agent's cells: run 1 keeps the agent's id (so adding repeats reruns nothing that exists), run k >= 2 is
+# ``<id>@run<k>``. The cell's "slot" is what its paths and the workflow's {agent} wildcard hold.
+RUN_SEPARATOR = "@run"
+SLOT_PATTERN = SAFE_ID_PATTERN + r"(?:@run[1-9][0-9]*)?"
+_SLOT_RE = re.compile(rf"^(?P<agent>{SAFE_ID_PATTERN})(?:@run(?P<run>[1-9][0-9]*))?$")
+
+
+def slot(agent_id: str, run: int = 1) -> str:
+    return agent_id if run == 1 else f"{agent_id}{RUN_SEPARATOR}{run}"
+
+
+def split_slot(value: str) -> tuple[str, int]:
+    """``claude-opus-4-5@run2`` -> (``claude-opus-4-5``, 2); a plain agent id is run 1."""
+    m = _SLOT_RE.match(value)
+    if not m:
+        raise NameError_(f"{value!r} is not an agent id or <agent>{RUN_SEPARATOR}<k> (k >= 2)")
+    run = int(m.group("run") or 1)
+    if run == 1 and m.group("run"):
+        raise NameError_(f"{value!r}: run 1 of an agent is its plain id")
+    return m.group("agent"), run

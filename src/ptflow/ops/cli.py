@@ -4,6 +4,7 @@
     ptflow status [-d WORKDIR] [--watch] [--json]    one row per cell: Done, Pending, Running, Error, Canceled, ...
     ptflow cancel [-d WORKDIR] --cell M/E/A | --agent A | --all
     ptflow logs [-d WORKDIR] CELL                    paths and tails of every log of a cell
+    ptflow report [-d WORKDIR] [--port N]            serve results/report (with inspect's log viewer)
     ptflow remote {preflight,stage,run,status,cancel,logs,driver} ...   the same on a login node over SSH
     ptflow doctor --site NAME [snakemake config args]    login-node checks + one short job per partition
     ptflow smoke [--cell M/E/A] [--hours 1] [snakemake args]   one cell with a short budget first
@@ -127,7 +128,7 @@ def cmd_cancel(ns) -> int:
         for agent in ns.agent or []:
             if agent not in ctx.cfg.agents:
                 raise SystemExit(f"--agent {agent!r} is not an agent id; known: {', '.join(ctx.cfg.agents)}")
-            cells |= {c for c in ctx.cfg.cells if c.agent == agent}
+            cells |= {c for c in ctx.cfg.cells if c.agent_id == agent}
         chosen = cells
     live, ended = [], []
     for jid, rec in sorted(snap.jobs.items()):
@@ -202,6 +203,25 @@ def cmd_ray_launcher(ns) -> int:
     return 1 if problems else 0
 
 
+def cmd_report(ns) -> int:
+    """Serve the built report; every page but the inspect log viewer also opens straight from file://."""
+    import threading
+
+    from ptflow.ops.report_server import serve
+
+    ctx = context_for_workdir(ns)
+    site = ctx.workdir / ctx.layout.report_dir()
+    if not (site / "index.html").is_file():
+        raise SystemExit(f"no report at {site}: run the workflow first (its aggregate rule builds it)")
+    server = serve(site, port=ns.port)
+    print(f"serving {site} at http://127.0.0.1:{server.server_address[1]}/index.html (Ctrl-C stops)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
+    return 0
+
+
 def _add_workdir_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--directory", default=".", help="the workflow's working directory (default: .)")
     p.add_argument(
@@ -240,6 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workdir_opts(p)
     p.add_argument("cell", help="MODEL/EVAL/AGENT")
     p.add_argument("-n", "--lines", type=int, default=20, help="lines of each log to show (0: paths only)")
+
+    p = sub.add_parser("report", help="serve results/report over HTTP (the log viewer needs range requests)")
+    _add_workdir_opts(p)
+    p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000; 0: any free port)")
 
     remote.add_parser(sub)
 
@@ -291,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_cancel(ns)
         if ns.command == "logs":
             return cmd_logs(ns)
+        if ns.command == "report":
+            return cmd_report(ns)
         if ns.command == "remote":
             from ptflow.ops import remote
 

@@ -1,138 +1,69 @@
-"""Aggregate every cell's eval.json into summary.csv, a markdown leaderboard and a heatmap."""
+"""The aggregate stage: every cell's files -> PostTrainBench's score (``ptflow.stages.score``) -> summary.csv,
+agents.csv, leaderboard.md, a heatmap figure for ``snakemake --report`` and the static site
+``results/report/index.html`` (``ptflow.stages.report_site``).
+
+GPU-hours come from Slurm's accounting where the cluster keeps one (one ``sacct`` call over every job id the cells
+recorded), else from each job's own timing x the GPUs its site request gave it.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ptflow.files import atomic_path, write_text_atomic
-
-SUMMARY_COLUMNS = [
-    "model",
-    "eval",
-    "agent",
-    "accuracy",
-    "stderr",
-    "n",
-    "scorer",
-    "task",
-    "checkpoint_kind",
-    "checkpoint",
-    "max_new_tokens",
-    "eval_seconds",
-    "train_seconds",
-    "host",
-    "slurm_job_id",
-    "flag",
-]
+from ptflow.files import atomic_path
+from ptflow.stages.score import Cell, Result, Settings, read_cell, score, write_outputs
 
 
-def cell_flag(d: dict, judge: dict | None) -> str:
-    """'' for a clean scored cell; else why it must not be read as a plain score (cli-agent cells)."""
-    flags = []
-    if d.get("status") == "no_model":
-        flags.append("no final model")
-    elif (d.get("agent_run") or {}).get("budget_exhausted"):
-        flags.append("budget exhausted")
-    if judge is not None:
-        if judge.get("status") == "skipped":
-            flags.append("not judged")
-        elif judge.get("flagged"):
-            what = [k for k in ("contamination", "disallowed_model") if judge.get(k)]
-            flags.append("FLAGGED: " + "+".join(what))
-    return "; ".join(flags)
+def _job_ids(cell: Cell) -> list[str]:
+    """The Slurm jobs a cell used: its evaluation's and its training's (from the manifest beside eval.json)."""
+    ids = []
+    data = json.loads(Path(cell.eval_json).read_text()) if cell.eval_json else {}
+    if data.get("slurm_job_id"):
+        ids.append(str(data["slurm_job_id"]))
+    manifest = Path(cell.cell_dir) / "checkpoint.json" if cell.cell_dir else None
+    if manifest is not None and manifest.is_file():
+        job = json.loads(manifest.read_text()).get("slurm_job_id")
+        if job:
+            ids.append(str(job))
+    return ids
 
 
-def load_rows(eval_jsons: list[str | Path]):
-    import pandas as pd
-
-    rows = []
-    for path in eval_jsons:
-        d = json.loads(Path(path).read_text())
-        judge_path = Path(path).with_name("judge.json")
-        judge = json.loads(judge_path.read_text()) if judge_path.is_file() else None
-        metrics = d["metrics"] or {"accuracy": None, "stderr": None, "n": None}
-        rows.append(
-            {
-                "model": d["model"],
-                "eval": d["eval"],
-                "agent": d["agent"],
-                "accuracy": metrics["accuracy"],
-                "stderr": metrics["stderr"],
-                "n": metrics["n"],
-                "scorer": d["scorer"],
-                "task": d["task"],
-                "checkpoint_kind": d["checkpoint"]["kind"],
-                "checkpoint": d["checkpoint"]["path"],
-                "max_new_tokens": d["max_new_tokens"],
-                "eval_seconds": d["timings"]["eval_seconds"],
-                "train_seconds": d["timings"].get("train_seconds"),
-                "host": d["host"],
-                "slurm_job_id": d["slurm_job_id"],
-                "flag": cell_flag(d, judge),
-            }
-        )
-    df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    df["accuracy"] = df["accuracy"].astype(float)
-    df["stderr"] = df["stderr"].astype(float)
-    return df.sort_values(["eval", "model", "agent"], kind="stable")
+def apply_accounting(cells: list[Cell], usage: Mapping[str, float]) -> None:
+    """GPU-hours of the cells whose every job Slurm accounted for (``usage``: job id -> GPU-seconds)."""
+    for c in cells:
+        ids = _job_ids(c)
+        if ids and all(j in usage for j in ids):
+            c.gpu_hours = sum(usage[j] for j in ids) / 3600
+            c.gpu_hours_source = "Slurm accounting"
 
 
-def _cell_text(r) -> str:
-    flag = getattr(r, "flag", "") or ""
-    flag = "" if flag != flag else flag  # NaN from a CSV round trip
-    if r.accuracy is None or r.accuracy != r.accuracy:
-        rest = "; ".join(f for f in flag.split("; ") if f and f != "no final model")
-        return f"no final model{' [' + rest + ']' if rest else ''}"
-    text = f"{r.accuracy:.3f} ± {r.stderr:.3f} (n={int(r.n)})"
-    if flag.startswith("FLAGGED") or "FLAGGED" in flag:
-        return f"⚠ {text} **[{flag}]**"
-    return f"{text} [{flag}]" if flag else text
+def slurm_usage(cells: list[Cell], log=print) -> dict[str, float]:
+    """GPU-seconds per job from Slurm's accounting; empty where there is none (no Slurm, no accounting storage)."""
+    from ptflow.cluster import slurm
+
+    ids = sorted({j for c in cells for j in _job_ids(c)})
+    if not ids:
+        return {}
+    try:
+        usage = slurm.job_gpu_seconds(ids)
+    except slurm.SlurmUnavailable as exc:
+        log(f"GPU-hours from the jobs' own timings: Slurm's accounting is not available here ({exc})")
+        return {}
+    log(f"GPU-hours of {len(usage)}/{len(ids)} jobs from Slurm's accounting")
+    return usage
 
 
-def leaderboard_markdown(df, agent_order: list[str]) -> str:
-    """One table per eval (models x agents, accuracy ± stderr) and the mean accuracy per agent."""
-    agents = [a for a in agent_order if a in set(df["agent"])]
-    lines = ["# Leaderboard", "", "Accuracy ± standard error per cell (n = test samples).", ""]
-    for eval_id, part in df.groupby("eval", sort=True):
-        lines += [
-            f"## {eval_id}",
-            "",
-            "| model | " + " | ".join(agents) + " |",
-            "|---|" + "---:|" * len(agents),
-        ]
-        for model, rows in part.groupby("model", sort=True):
-            by_agent = {r.agent: r for r in rows.itertuples()}
-            cells = [_cell_text(by_agent[a]) if a in by_agent else "—" for a in agents]
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
-        lines.append("")
-    flags = df["flag"].fillna("").astype(str) if "flag" in df else None
-    clean = df if flags is None else df[~flags.str.contains("FLAGGED")]
-    means = clean.groupby("agent")["accuracy"].mean()
-    lines += [
-        "## Mean accuracy per agent",
-        "",
-        "Flagged cells (judge) are left out of the mean; cells with no final model are not scored.",
-        "",
-        "| agent | mean accuracy | cells |",
-        "|---|---:|---:|",
-    ]
-    for a in agents:
-        m = means.get(a, float("nan"))
-        lines.append(f"| {a} | {'—' if m != m else f'{m:.3f}'} | {(df['agent'] == a).sum()} |")
-    return "\n".join(lines) + "\n"
-
-
-def heatmap(df, agent_order: list[str], out: str | Path) -> None:
-    """Models x evals accuracy, one panel per agent."""
+def heatmap(result: Result, out: str | Path) -> None:
+    """Scores per agent (models x evals; fallbacks marked), one panel each: the figure of ``snakemake --report``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    agents = [a for a in agent_order if a in set(df["agent"])]
-    models = sorted(df["model"].unique())
-    evals = sorted(df["eval"].unique())
+    agents = [a.agent for a in result.agents]
+    models, evals = result.models, result.evals
     fig, axes = plt.subplots(
         1,
         len(agents),
@@ -142,39 +73,53 @@ def heatmap(df, agent_order: list[str], out: str | Path) -> None:
     )
     image = None
     for ax, agent in zip(axes[0], agents, strict=True):
-        grid = df[df["agent"] == agent].pivot_table(index="model", columns="eval", values="accuracy")
-        grid = grid.reindex(index=models, columns=evals)
-        image = ax.imshow(grid.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        values = [[float("nan")] * len(evals) for _ in models]
+        marks = [[""] * len(evals) for _ in models]
+        for i, m in enumerate(models):
+            for j, e in enumerate(evals):
+                group = [c for c in result.cells if c.agent == agent and c.model_name == m and c.eval == e]
+                if group:
+                    values[i][j] = sum(c.score for c in group) / len(group)
+                    marks[i][j] = " ↺" if any(c.fallback for c in group) else ""
+        image = ax.imshow(values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_title(agent)
         ax.set_xticks(range(len(evals)), evals, rotation=45, ha="right")
         ax.set_yticks(range(len(models)), models if ax is axes[0][0] else [""] * len(models))
         for i in range(len(models)):
             for j in range(len(evals)):
-                v = grid.values[i, j]
-                ax.text(
-                    j,
-                    i,
-                    "—" if v != v else f"{v:.2f}",
-                    ha="center",
-                    va="center",
-                    color="white" if v != v or v < 0.5 else "black",
-                    fontsize=8,
-                )
-    fig.colorbar(image, ax=axes[0].tolist(), label="accuracy")
+                v = values[i][j]
+                text = "—" if v != v else f"{v:.2f}{marks[i][j]}"
+                color = "white" if v != v or v < 0.5 else "black"
+                ax.text(j, i, text, ha="center", va="center", color=color, fontsize=8)
+    fig.colorbar(image, ax=axes[0].tolist(), label="score (↺: base model's score, a fallback)")
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
 
 
 def aggregate(
-    eval_jsons: list[str | Path],
-    agent_order: list[str],
+    eval_jsons: Iterable[str | Path],
+    settings: Settings,
+    *,
+    expected: Iterable[Mapping],
+    model_ids: Mapping[str, str],
     summary_csv: str | Path,
+    agents_csv: str | Path,
     leaderboard_md: str | Path,
     heatmap_png: str | Path,
-) -> None:
-    df = load_rows(eval_jsons)
-    with atomic_path(summary_csv) as tmp:
-        df.to_csv(tmp, index=False)
-    write_text_atomic(leaderboard_md, leaderboard_markdown(df, agent_order))
-    heatmap(df, agent_order, heatmap_png)
+    report_dir: str | Path,
+    states: Iterable | None = None,
+    log=print,
+) -> Result:
+    """Score the cells and write every output of the aggregate rule."""
+    from ptflow.stages.report_site import build_site
+
+    cells = [read_cell(p, settings) for p in eval_jsons]
+    apply_accounting(cells, slurm_usage(cells, log))
+    result = score(cells, settings, expected, model_ids)
+    write_outputs(result, summary_csv, agents_csv, leaderboard_md)
+    heatmap(result, heatmap_png)
+    index = build_site(result, report_dir, states=states, log=log)
+    ranked = sorted(result.agents, key=lambda a: -a.score)
+    log("scores: " + ", ".join(f"{a.agent} {a.score:.3f}" for a in ranked) + f"; report {index}")
+    return result

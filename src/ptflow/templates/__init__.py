@@ -1,7 +1,9 @@
-"""Every file ptflow renders or copies into a job (launchers, batch scripts, prompts, configs), as package data.
+"""Every file ptflow renders or copies (launchers, batch scripts, prompts, configs, the HTML report), as package data.
 
-One jinja environment for all of them: undefined variables are errors, block tags leave no blank lines, and
-comments are ``{## ##}`` because bash's ``${#array[@]}`` would open a jinja comment. ``q`` shell-quotes a value.
+Two jinja environments, both with undefined variables as errors and block tags that leave no blank lines:
+``environment()`` for shell scripts, TOML, YAML and markdown (no escaping; comments are ``{## ##}`` because bash's
+``${#array[@]}`` would open a jinja comment; ``q`` shell-quotes a value), and ``html_environment()`` for the report
+pages under ``report/``, which escapes everything (traces and judge reasons are text an agent wrote).
 """
 
 from __future__ import annotations
@@ -36,6 +38,19 @@ def environment():
     )
     env.filters["q"] = lambda v: shlex.quote(str(v))
     return env
+
+
+@functools.cache
+def html_environment():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader(__name__, "."),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=True,
+    )
 
 
 def render(name: str, **values) -> str:
