@@ -53,7 +53,8 @@ def test_every_cell_has_a_valid_eval_json(done):
 def test_leaderboard_shows_learning(done):
     df = pd.read_csv(done / "results" / "summary.csv")
     assert len(df) == len(MODELS) * len(EVALS) * len(AGENTS)
-    acc = df.set_index(["model", "eval", "agent"])["accuracy"]
+    assert set(df["metric"]) == {"accuracy"} and set(df["scorer"]) == {"gsm8k_strict"}
+    acc = df.set_index(["model", "eval", "agent"])["value"]
     for model in df["model"].unique():
         for e in EVALS:
             base, sft, grpo = (acc[(model, e, a)] for a in AGENTS)

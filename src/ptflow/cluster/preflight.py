@@ -33,7 +33,7 @@ def check_paths(layout: Layout, site: Site, home: str | None = None) -> list[str
     problems = []
     home = home or os.path.expanduser("~")
     shared = site.shared_paths
-    for key in ("results", "scratch", "hf_home"):
+    for key in ("results", "scratch", "hf_home", "evals_cache"):
         value = getattr(layout, key)
         where = f"paths.{key} (site {site.name})"
         if value.startswith("file:"):  # Path() has already folded file:/// into file:/
@@ -160,6 +160,16 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
                 f"environment variable {key} is not set but agents {', '.join(sorted(agents))} need it; "
                 f"export {key} before running (or drop those agents from matrix.agents)"
             )
+    graded: dict[str, set[str]] = {}
+    for eval_id in sorted({c.eval for c in cfg.cells}):
+        for key in cfg.evals[eval_id].grader_keys:
+            graded.setdefault(key, set()).add(eval_id)
+    for key, evals in sorted(graded.items()):
+        if not env.get(key):
+            problems.append(
+                f"environment variable {key} is not set but the grader of evals {', '.join(sorted(evals))} needs "
+                f"it (evals[].grader.keys); export {key} before running (or drop those evals from matrix.evals)"
+            )
     gated = sorted(m.id for m in cfg.models.values() if m.gated and m.source == "hub")
     if gated and not (env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")):
         problems.append(f"models {', '.join(gated)} are gated: export HF_TOKEN (a token with access) before running")
@@ -177,10 +187,14 @@ def check_hf_cache(cfg: Config, layout: Layout, env: dict | None = None, reachab
     return [problem] if problem else []
 
 
-def run_preflight(cfg: Config, site: Site, layout: Layout, read_cluster=None) -> list[str]:
-    """All problems; an empty list means go. ``read_cluster`` (user -> ClusterInfo) defaults to the live one."""
+def run_preflight(cfg: Config, site: Site, layout: Layout, read_cluster=None, stage_checks=()) -> list[str]:
+    """All problems; an empty list means go. ``read_cluster`` (user -> ClusterInfo) defaults to the live one.
+    ``stage_checks``: functions ``(cfg, site, layout) -> problems`` of the stages (which this layer cannot import),
+    e.g. the evaluate stage's task and data checks (``ptflow.stages.evaluate.preflight``)."""
     problems = check_paths(layout, site) + check_secrets(cfg) + check_hf_cache(cfg, layout)
     problems += check_agent_budgets(cfg, site) + check_site_requests(cfg, site)
+    for check in stage_checks:
+        problems += check(cfg, site, layout)
     if site.scheduler == "slurm":
         from ptflow.cluster import slurm
 
@@ -198,7 +212,7 @@ def format_problems(problems: list[str]) -> str:
     return "\n".join(lines)
 
 
-def ensure_ok(cfg: Config, site: Site, layout: Layout) -> None:
-    problems = run_preflight(cfg, site, layout)
+def ensure_ok(cfg: Config, site: Site, layout: Layout, stage_checks=()) -> None:
+    problems = run_preflight(cfg, site, layout, stage_checks=stage_checks)
     if problems:
         raise PreflightError(format_problems(problems))

@@ -1,4 +1,7 @@
-"""Aggregate every cell's eval.json into summary.csv, a markdown leaderboard and a heatmap."""
+"""Aggregate every cell's eval.json into summary.csv, a markdown leaderboard and a heatmap.
+
+Each cell's number is its task's headline metric (eval.json ``metrics.name``/``value``: accuracy, HealthBench's
+bootstrap_score, Arena-Hard's winrate, ...); the leaderboard names the metric of each eval."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ SUMMARY_COLUMNS = [
     "model",
     "eval",
     "agent",
-    "accuracy",
+    "status",
+    "metric",
+    "value",
     "stderr",
     "n",
     "scorer",
@@ -32,6 +37,8 @@ def cell_flag(d: dict, judge: dict | None) -> str:
     flags = []
     if d.get("status") == "no_model":
         flags.append("no final model")
+    elif d.get("status") == "eval_failed":
+        flags.append("eval failed")
     elif (d.get("agent_run") or {}).get("budget_exhausted"):
         flags.append("budget exhausted")
     if judge is not None:
@@ -51,13 +58,15 @@ def load_rows(eval_jsons: list[str | Path]):
         d = json.loads(Path(path).read_text())
         judge_path = Path(path).with_name("judge.json")
         judge = json.loads(judge_path.read_text()) if judge_path.is_file() else None
-        metrics = d["metrics"] or {"accuracy": None, "stderr": None, "n": None}
+        metrics = d["metrics"] or {"name": None, "value": None, "stderr": None, "n": None}
         rows.append(
             {
                 "model": d["model"],
                 "eval": d["eval"],
                 "agent": d["agent"],
-                "accuracy": metrics["accuracy"],
+                "status": d["status"],
+                "metric": metrics["name"],
+                "value": metrics["value"],
                 "stderr": metrics["stderr"],
                 "n": metrics["n"],
                 "scorer": d["scorer"],
@@ -73,30 +82,52 @@ def load_rows(eval_jsons: list[str | Path]):
             }
         )
     df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    df["accuracy"] = df["accuracy"].astype(float)
+    df["value"] = df["value"].astype(float)
     df["stderr"] = df["stderr"].astype(float)
     return df.sort_values(["eval", "model", "agent"], kind="stable")
+
+
+NO_SCORE = {"no_model": "no final model", "eval_failed": "eval failed"}
 
 
 def _cell_text(r) -> str:
     flag = getattr(r, "flag", "") or ""
     flag = "" if flag != flag else flag  # NaN from a CSV round trip
-    if r.accuracy is None or r.accuracy != r.accuracy:
-        rest = "; ".join(f for f in flag.split("; ") if f and f != "no final model")
-        return f"no final model{' [' + rest + ']' if rest else ''}"
-    text = f"{r.accuracy:.3f} ± {r.stderr:.3f} (n={int(r.n)})"
+    if r.value is None or r.value != r.value:
+        what = NO_SCORE.get(r.status, "no score")
+        rest = "; ".join(f for f in flag.split("; ") if f and f != what)
+        return f"{what}{' [' + rest + ']' if rest else ''}"
+    spread = "" if r.stderr is None or r.stderr != r.stderr else f" ± {r.stderr:.3f}"
+    text = f"{r.value:.3f}{spread} (n={int(r.n)})"
     if flag.startswith("FLAGGED") or "FLAGGED" in flag:
         return f"⚠ {text} **[{flag}]**"
     return f"{text} [{flag}]" if flag else text
 
 
+def _metric_of(part) -> str:
+    """The headline metric of one eval's cells, with its scorer (``accuracy (match)``)."""
+    scored = part.dropna(subset=["metric"])
+    if scored.empty:
+        return "no score yet"
+    pairs = zip(scored["metric"], scored["scorer"], strict=True)
+    names = sorted({f"{m} ({s})" if s == s and s else str(m) for m, s in pairs})
+    return ", ".join(names)
+
+
 def leaderboard_markdown(df, agent_order: list[str]) -> str:
-    """One table per eval (models x agents, accuracy ± stderr) and the mean accuracy per agent."""
+    """One table per eval (models x agents, the eval's headline metric ± stderr) and the mean per agent."""
     agents = [a for a in agent_order if a in set(df["agent"])]
-    lines = ["# Leaderboard", "", "Accuracy ± standard error per cell (n = test samples).", ""]
+    lines = [
+        "# Leaderboard",
+        "",
+        "Each eval's headline metric (named under its heading) ± standard error per cell (n = samples scored).",
+        "",
+    ]
     for eval_id, part in df.groupby("eval", sort=True):
         lines += [
             f"## {eval_id}",
+            "",
+            f"Metric: {_metric_of(part)}",
             "",
             "| model | " + " | ".join(agents) + " |",
             "|---|" + "---:|" * len(agents),
@@ -108,13 +139,14 @@ def leaderboard_markdown(df, agent_order: list[str]) -> str:
         lines.append("")
     flags = df["flag"].fillna("").astype(str) if "flag" in df else None
     clean = df if flags is None else df[~flags.str.contains("FLAGGED")]
-    means = clean.groupby("agent")["accuracy"].mean()
+    means = clean.groupby("agent")["value"].mean()
     lines += [
-        "## Mean accuracy per agent",
+        "## Mean per agent",
         "",
-        "Flagged cells (judge) are left out of the mean; cells with no final model are not scored.",
+        "The mean of the cells' headline metrics. Flagged cells (judge) are left out of the mean; cells with no "
+        "final model or a failed evaluation are not scored.",
         "",
-        "| agent | mean accuracy | cells |",
+        "| agent | mean | cells |",
         "|---|---:|---:|",
     ]
     for a in agents:
@@ -142,7 +174,7 @@ def heatmap(df, agent_order: list[str], out: str | Path) -> None:
     )
     image = None
     for ax, agent in zip(axes[0], agents, strict=True):
-        grid = df[df["agent"] == agent].pivot_table(index="model", columns="eval", values="accuracy")
+        grid = df[df["agent"] == agent].pivot_table(index="model", columns="eval", values="value")
         grid = grid.reindex(index=models, columns=evals)
         image = ax.imshow(grid.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_title(agent)
@@ -160,7 +192,7 @@ def heatmap(df, agent_order: list[str], out: str | Path) -> None:
                     color="white" if v != v or v < 0.5 else "black",
                     fontsize=8,
                 )
-    fig.colorbar(image, ax=axes[0].tolist(), label="accuracy")
+    fig.colorbar(image, ax=axes[0].tolist(), label="headline metric (accuracy, score, win rate)")
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
