@@ -130,9 +130,9 @@ def test_each_cell_log_opens_with_inspect_view(done):
                 assert load(work, ev, agent)["inspect_log"] == f"inspect/{ev}.eval"
                 found = [n for n in names if n.endswith(f"/{MODEL}/{ev}/{agent}/inspect/{ev}.eval")]
                 assert len(found) == 1, (ev, agent, names)
-                url = f"{base}/logs/{urllib.parse.quote(found[0], safe='')}?header-only=true"
-                header = json.loads(urllib.request.urlopen(url, timeout=30).read())
-                assert header["status"] == "success" and header["eval"]["task"], (ev, agent)
+                url = f"{base}/logs/{urllib.parse.quote(found[0], safe='')}"  # the whole log, as the viewer loads it
+                log = json.loads(urllib.request.urlopen(url, timeout=60).read())
+                assert log["status"] == "success" and len(log["samples"]) == 2, (ev, agent)
     finally:
         server.terminate()
         server.wait(timeout=30)

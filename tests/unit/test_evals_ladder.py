@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ptflow.config.model import eval_from_entry
-from ptflow.stages.evaluate.run import EvalFailed, EvalLadderExhausted, evaluate
+from ptflow.stages.evaluate.run import EvalFailed, evaluate
 from ptflow.stages.evaluate.settings import Provider, build_call
 
 LADDER_TASKS = Path(__file__).resolve().parents[1] / "support" / "ladder_tasks.py"
@@ -70,9 +70,27 @@ def test_uncurable_failure_ends_after_one_attempt(tiny_model, tmp_path):
     assert len(messages) == 1
 
 
-def test_ladder_exhausted_on_curable_errors_lists_every_attempt(tiny_model, tmp_path):
-    """Context overflow at every budget: one try per budget (the rest are skipped), then eval_failed material."""
-    exc, _ = run(tiny_model, tmp_path, "context_limited", {"context_tokens": 4}, retry=(8,))
-    assert isinstance(exc, EvalLadderExhausted)
-    assert [(a["max_new_tokens"], a["failure_kind"]) for a in exc.attempts] == [(16, "context"), (8, "context")]
-    assert "\n" not in str(exc)
+def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, tmp_path):
+    """Context overflow at every budget: one try per budget (the rest are skipped); the cell's eval.json then says
+    eval_failed with every attempt's error, and the matrix goes on (no exception)."""
+    import json
+
+    from ptflow.stages.evaluate.run import evaluate_cell, validate_eval_json
+
+    ev = eval_from_entry(
+        {"id": "ladder", "task": f"{LADDER_TASKS}@context_limited", "task_args": {"context_tokens": 4},
+         "max_new_tokens": 16, "retry_max_new_tokens": [8], "limit": 2, "sampling": "greedy"}
+    )  # fmt: skip
+    cell = {"model": "org/tiny", "model_name": "org--tiny", "eval": "ladder", "agent": "baseline"}
+    checkpoint = {"path": str(tiny_model), "kind": "base", "commit_or_hash": "x", "step": None}
+    data = evaluate_cell(cell=cell, call=build_call(ev, Provider()), model_path=str(tiny_model), checkpoint=checkpoint,
+                         inspect_dir=str(tmp_path / "inspect"), eval_json=str(tmp_path / "eval.json"),
+                         hf_home=str(tmp_path / "hf"), evals_cache=str(tmp_path / "c"), log=lambda _: None)  # fmt: skip
+    assert data == json.loads((tmp_path / "eval.json").read_text())
+    validate_eval_json(data)
+    assert data["status"] == "eval_failed" and data["metrics"] is None and data["inspect_log"] is None
+    assert [(a["max_new_tokens"], a["ok"], a["failure_kind"]) for a in data["attempts"]] == [
+        (16, False, "context"),
+        (8, False, "context"),
+    ]
+    assert all("BadRequestError" in a["error"] for a in data["attempts"]) and data["max_new_tokens"] == 8

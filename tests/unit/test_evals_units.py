@@ -482,3 +482,65 @@ def test_bfcl_git_data_fetched_through_inspect_evals_downloaders(tmp_path):
     assert (cache / "BFCL" / "possible_answer" / "BFCL_v4_simple_python.json").is_file()
     assert (cache / "BFCL" / "func_source_code" / "math_api.py").is_file()
     assert not [p for p in cache.rglob("_temp_clone")] and not [p for p in cache.iterdir() if p.name.startswith(".")]
+
+
+# --- preflight and the cache stage -------------------------------------------------------------------------------
+
+
+def test_preflight_refuses_a_missing_grader_key_naming_it(monkeypatch):
+    from ptflow.cluster.preflight import check_secrets
+    from ptflow.config.load import load
+    from tests.conftest import REPO
+
+    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO, overrides={"matrix": {"agents": ["baseline"]}}).cfg
+    problems = check_secrets(cfg, env={"HF_TOKEN": "t"})
+    assert problems == [
+        "environment variable OPENAI_API_KEY is not set but the grader of evals arenahardwriting, healthbench needs "
+        "it (evals[].grader.keys); export OPENAI_API_KEY before running (or drop those evals from matrix.evals)"
+    ]
+    assert check_secrets(cfg, env={"HF_TOKEN": "t", "OPENAI_API_KEY": "sk-x"}) == []
+
+
+def test_cache_resources_fetches_posttrainbench_resources_json_then_finds_it_offline(tmp_path, monkeypatch):
+    """A resources.json (PostTrainBench's format) through the cache stage: real downloads from the stand-in hub,
+    then the same call with HF_HUB_OFFLINE finds everything and uses no network."""
+    from ptflow.stages.cache import cache_resources
+    from tests.support.evalfixtures import FIXTURE_HF_TOKEN, standin_repos
+    from tests.support.hubstandin import HubStandIn, StandInRepo
+
+    model = StandInRepo("org/tiny-model", "model", "a" * 40, {"config.json": b"{}", "model.safetensors": b"0"})
+    resources = tmp_path / "resources.json"
+    resources.write_text(json.dumps({
+        "models": ["org/tiny-model"],
+        "datasets": [{"dataset": "openai/gsm8k", "config": "main", "splits": ["test"]}],
+    }))  # fmt: skip
+    hf, cache, marker = tmp_path / "hf", tmp_path / "c", tmp_path / "m.json"
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    with HubStandIn([*standin_repos(), model]) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", FIXTURE_HF_TOKEN)
+        entry = cache_resources(hf, cache, [str(resources)], marker, log=lambda _: None)
+    assert entry["fetched"] is True and json.loads(marker.read_text()) == entry
+    assert entry["pieces"] == [
+        "model org/tiny-model@main",
+        "dataset openai/gsm8k config main splits test @default-branch (unpinned)",
+    ]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    lines = []
+    again = cache_resources(hf, cache, [str(resources)], marker, log=lines.append)
+    assert again["fetched"] is False and any("no network used" in line for line in lines)
+
+
+def test_plan_has_a_cache_job_per_eval_and_for_resources(tmp_path):
+    from tests.e2e.smk import REPO, plan
+
+    resources = tmp_path / "resources.json"
+    resources.write_text('{"models": [], "datasets": []}')
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(f"cache_resources: [{resources}]\n")
+    jobs = plan(tmp_path, "--configfile", str(REPO / "config" / "posttrainbench-offline.yaml"), str(extra))
+    assert len(jobs["cache_eval_data"]) == 7 and len([o for o in jobs["evaluate"] if o.endswith("eval.json")]) == 14
+    assert jobs["cache_resources"] == {"results/posttrainbench-offline/cache/resources.json"}

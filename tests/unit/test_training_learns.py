@@ -6,9 +6,9 @@ models *generalise* (held-out problems) is checked end to end on the default con
 Slow-ish (~40 s on 2 CPU cores) but the only test proving the agents actually learn.
 """
 
+from ptflow.config.model import eval_from_entry
 from ptflow.stages.data.synthetic import generate_arithmetic
 from ptflow.stages.data.verl_format import to_verl_frame, write_parquet
-from ptflow.config.model import eval_from_entry
 from ptflow.stages.evaluate.run import evaluate, with_toy_data
 from ptflow.stages.evaluate.settings import Provider, build_call
 from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama

@@ -174,7 +174,8 @@ def evaluate(
     if not Path(model_path, "config.json").is_file():
         raise EvalConfigError(f"model {model_path}: no config.json there; point it at an HF model directory")
 
-    log_dir = Path(log_dir)
+    log_dir = Path(log_dir).resolve()  # attempts run in their own directories
+    model_path = Path(model_path).resolve()
     attempts_dir = log_dir / "attempts"
     shutil.rmtree(attempts_dir, ignore_errors=True)
     attempts_dir.mkdir(parents=True)

@@ -10,7 +10,8 @@ this very script (its own copy) with that file. ``--limit -1`` evaluates every s
 eval's headline metric as ``accuracy`` (PostTrainBench's key, even when the metric has another name, which is
 given as ``metric``), with ``stderr`` and ``n``.
 
-Standalone on purpose: it imports inspect_ai (and inspect_evals), never ptflow, so it runs wherever inspect runs.
+Standalone on purpose: it imports inspect_ai (and inspect_evals), never ptflow (except the embedded default's toy
+task ``ptflow``, which lives in the package), so it runs wherever inspect runs.
 API keys (a grader's, say) are read from the environment only; their names are listed in the settings file.
 """
 
