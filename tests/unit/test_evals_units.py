@@ -544,3 +544,29 @@ def test_plan_has_a_cache_job_per_eval_and_for_resources(tmp_path):
     jobs = plan(tmp_path, "--configfile", str(REPO / "config" / "posttrainbench-offline.yaml"), str(extra))
     assert len(jobs["cache_eval_data"]) == 7 and len([o for o in jobs["evaluate"] if o.endswith("eval.json")]) == 14
     assert jobs["cache_resources"] == {"results/posttrainbench-offline/cache/resources.json"}
+
+
+def test_generic_site_evaluates_posttrainbench_on_vllm_as_text(tmp_path, monkeypatch):
+    """The provider comes from the site: generic (PostTrainBench's cluster) runs vllm/<checkpoint> on the evaluate
+    request's GPU; the agent's kit gets the same provider on its own allocation. vLLM cannot run here: the command
+    line is checked as text (and by inspect's own CLI parser in the test above)."""
+    from ptflow.config.load import load
+    from tests.conftest import REPO
+
+    monkeypatch.setenv("USER", "alice")
+    loaded = load(REPO, ["config/posttrainbench.yaml"], ["site=generic"], base_dir=REPO)
+    provider = Provider.from_site(loaded.site)
+    agent = loaded.cfg.agents["claude-opus-4-6"]
+    assert provider == Provider.from_site(loaded.site, "train", agent)
+    assert (provider.kind, provider.gpus, provider.gpu_memory_utilization) == ("vllm", 1, None)
+    call = build_call(loaded.cfg.evals["gsm8k"], provider)
+    model = model_dir(tmp_path, "gemma3")  # a base model without a chat template: gemma's gets forced in
+    argv = kit.inspect_argv(call, model, 4000, "logs")
+    assert argv == [
+        "inspect", "eval", "inspect_evals/gsm8k", "--model", f"vllm/{model.resolve()}",
+        "-M", f"chat_template={KIT_DIR / 'templates' / 'gemma3.jinja'}", "-M", "tensor_parallel_size=1",
+        "--log-dir", "logs", "--log-format", "eval", "--display", "none", "--no-log-realtime", "--no-score-display",
+        "--max-tokens", "4000", "--max-connections", "2",
+    ]  # fmt: skip
+    local = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO)
+    assert Provider.from_site(local.site) == Provider()  # the embedded default: hf on the CPU

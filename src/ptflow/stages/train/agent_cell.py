@@ -122,7 +122,8 @@ def _hours_text(hours: float) -> str:
 def make_task_dir(
     root: str | None, *, agent: dict, cell: dict, base_model: str, train_parquet: str | None, started: float
 ) -> Path:
-    """The agent's private task dir: prompt, eval code, train data, deadline file and timer."""
+    """The agent's private task dir: prompt, evaluation kit (``evaluate.py``: the final evaluation's call), train
+    data, deadline file and timer."""
     task_dir = Path(tempfile.mkdtemp(prefix=f"ptflow-agent-{agent['id']}-", dir=root))
     (task_dir / "data").mkdir()
     train_data = None
