@@ -264,6 +264,20 @@ def test_chat_template_policies(tmp_path):
     assert args["chat_template"].startswith("{#- ptflow's SmolLM3")  # the hf provider takes the template's text
 
 
+def test_hf_on_a_gpu_allocation_uses_the_gpus_the_job_sees(tmp_path, capsys):
+    """hf on a site whose evaluate request has GPUs: device "cuda" = the allocation's devices, resolved where the
+    evaluation runs. This machine has no CUDA (as the Slurm test cluster's placeholder GPUs): cpu, said on stderr."""
+    import torch
+
+    hf_call = call_of({"id": "gsm8k", "task": "inspect_evals/gsm8k"}, Provider(device="cuda", gpus=1))
+    assert hf_call["model_args"] == {"device": "cuda"}
+    _, args = kit.model_spec(hf_call, model_dir(tmp_path, "llama", template="{{ x }}"))
+    expected = ("cuda:0" if torch.cuda.device_count() == 1 else "auto") if torch.cuda.is_available() else "cpu"
+    assert args["device"] == expected
+    if expected == "cpu":
+        assert "CUDA sees none here" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("family", sorted(kit.FAMILY_TEMPLATES))
 def test_family_templates_render_conversations_and_tools(family):
     from ptflow.stages.tiny_model import build_char_tokenizer

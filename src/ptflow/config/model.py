@@ -16,6 +16,7 @@ from typing import Any
 
 from ptflow.config import naming, tasks
 from ptflow.config.kinds import KINDS, AgentKind
+from ptflow.keys import looks_like_secret
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
@@ -307,9 +308,6 @@ def eval_from_entry(entry: dict) -> Eval:
     return _build_evals([entry])[entry["id"]]
 
 
-SECRET_WORDS = ("key", "token", "secret", "password")
-
-
 def _check_eval_settings(i: int, e: dict) -> None:
     """What the schema cannot say of an eval's evaluation settings (task spec, budgets, grader); task names of
     inspect's registry and files are resolved at preflight, which imports the task code."""
@@ -342,7 +340,7 @@ def _check_eval_settings(i: int, e: dict) -> None:
         )
     if grader and facts.grader_arg in (e.get("task_args") or {}):
         raise ConfigError(f"{where}.task_args.{facts.grader_arg}: the grader comes from grader.model; remove it here")
-    secret_like = [k for k in (grader or {}).get("model_args", {}) if any(w in k.lower() for w in SECRET_WORDS)]
+    secret_like = [k for k in (grader or {}).get("model_args", {}) if looks_like_secret(k)]
     if secret_like:
         raise ConfigError(
             f"{where}.grader.model_args: {', '.join(secret_like)} looks like a secret; secrets stay in the "

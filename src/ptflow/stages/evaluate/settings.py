@@ -19,9 +19,10 @@ CALL_SCHEMA = 1  # = kit/evaluate.py SETTINGS_SCHEMA
 
 @dataclass(frozen=True)
 class Provider:
-    """How the model under test runs. ``hf``: inspect's transformers provider on ``device`` (``cpu``, ``cuda:0``, or
-    ``auto`` to spread over several GPUs). ``vllm``: inspect's vLLM provider with ``tensor_parallel_size`` = the
-    allocation's GPUs and the site's ``gpu_memory_utilization``. ``chat_template``: the family-template policy."""
+    """How the model under test runs. ``hf``: inspect's transformers provider on ``device``: ``cpu``, or ``cuda`` =
+    the allocation's GPUs as the evaluating process sees them (the kit picks ``cuda:0``, or ``auto`` over several).
+    ``vllm``: inspect's vLLM provider with ``tensor_parallel_size`` = the allocation's GPUs and the site's
+    ``gpu_memory_utilization``. ``chat_template``: the family-template policy."""
 
     kind: str = "hf"
     device: str = "cpu"
@@ -36,7 +37,7 @@ class Provider:
         choice = site.evaluation
         return cls(
             kind=choice.provider,
-            device="cpu" if not gpus else ("cuda:0" if gpus == 1 else "auto"),
+            device="cuda" if gpus else "cpu",
             gpus=gpus,
             gpu_memory_utilization=site.gpu_memory_utilization if choice.provider == "vllm" else None,
             chat_template=choice.chat_template,

@@ -187,6 +187,18 @@ def chat_template_for(call: dict, model_path: str | Path) -> str | None:
     return str(TEMPLATES_DIR / FAMILY_TEMPLATES[family])
 
 
+def allocation_device() -> str:
+    """The hf provider's device for "the allocation's GPUs" (``device: cuda`` in the settings), as this process sees
+    them: ``cuda:0`` for one, ``auto`` (spread by accelerate) for several, ``cpu`` where none is usable (said on
+    stderr: a GPU allocation without CUDA, such as a test cluster's placeholder GPUs)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        print("evaluate.py: GPUs were requested but CUDA sees none here; the hf provider runs on cpu", file=sys.stderr)
+        return "cpu"
+    return "cuda:0" if torch.cuda.device_count() == 1 else "auto"
+
+
 def model_spec(call: dict, model_path: str | Path) -> tuple[str, dict]:
     """inspect model name and model_args for this provider."""
     path = str(Path(model_path).resolve())
@@ -197,7 +209,9 @@ def model_spec(call: dict, model_path: str | Path) -> tuple[str, dict]:
     if call["provider"] == "hf":
         # The model's own path as its name: inspect looks the name up as a model id, and a local path resolves
         # without the Hub (the name "local" would be looked up online).
-        args.setdefault("device", call.get("device", "cpu"))
+        args.setdefault("device", "cpu")
+        if args["device"] == "cuda":
+            args["device"] = allocation_device()
         if call.get("sampling", {}).get("greedy"):
             args["do_sample"] = False
         if template:
