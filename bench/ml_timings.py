@@ -64,11 +64,18 @@ def _step(kind: str, kw: dict) -> dict:
 
         return train_grpo(kw["model"], kw["train"], kw["out"], log=lambda s: None, **kw["hp"])
     if kind == "eval":
-        from ptflow.stages.evaluate.inspect_eval import metrics_from_log, run_inspect_eval
+        from ptflow.config.model import eval_from_entry
+        from ptflow.stages.evaluate.run import evaluate, with_toy_data
+        from ptflow.stages.evaluate.settings import Provider, build_call
 
         t = time.perf_counter()
-        log = run_inspect_eval(kw["model"], kw["test"], kw["log_dir"], task_name=kw["task"], **kw["hp"])
-        return dict(metrics_from_log(log), seconds=time.perf_counter() - t, log=str(log))
+        entry = {"id": kw["task"], "task": "ptflow", "max_new_tokens": kw["hp"]["max_tokens"],
+                 "dataset": {"source": "local", "repo": "synthetic/x", "generator": {}}}  # fmt: skip
+        call = with_toy_data(build_call(eval_from_entry(entry), Provider()), kw["test"])
+        out = evaluate(call, kw["model"], kw["log_dir"], hf_home=kw["log_dir"], evals_cache=kw["log_dir"], log=print)
+        h = out.headline
+        return {"accuracy": h["value"], "stderr": h["stderr"], "n": h["n"], "scorer": h["scorer"],
+                "seconds": time.perf_counter() - t, "log": out.log_path}  # fmt: skip
     raise ValueError(kind)
 
 

@@ -49,7 +49,12 @@ def test_scripted_agent_beats_baseline(done):
     assert agent["status"] == "scored" and agent["checkpoint"]["kind"] == "trained"
     assert agent["agent_run"]["exit_code"] == 0 and agent["agent_run"]["budget_exhausted"] is False
     assert agent["agent_run"]["time_taken"] > 0
-    assert agent["metrics"]["accuracy"] > base["metrics"]["accuracy"] + 0.3
+    assert agent["metrics"]["name"] == "accuracy" and base["metrics"]["name"] == "accuracy"
+    assert agent["metrics"]["value"] > base["metrics"]["value"] + 0.3
+    # before saving, the agent measured its model with the task dir's evaluate.py (the final evaluation's call)
+    trace = (cell(work, "scripted") / "agent" / "stdout.log").read_text()
+    assert "Measuring with evaluate.py (--limit 8)." in trace and "evaluate.py: accuracy " in trace
+    assert "on 8 samples (scorer gsm8k_strict)" in trace
     manifest = load(work, "scripted", "checkpoint.json")
     assert manifest["agent_run"]["timeout_minutes"] == pytest.approx(0.1 * 60 + 0.2)
     assert manifest["weights"]  # final_model/ copied to scratch, hashed

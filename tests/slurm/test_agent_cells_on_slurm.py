@@ -52,7 +52,7 @@ def test_agent_cell_trains_in_a_slurm_job_and_scores_above_baseline(done, slurm_
     data = json.loads((work / CELLS / "scripted" / "eval.json").read_text())
     validate_eval_json(data)
     assert data["status"] == "scored" and data["agent_run"]["exit_code"] == 0
-    assert data["metrics"]["accuracy"] > base["metrics"]["accuracy"] + 0.3
+    assert data["metrics"]["value"] > base["metrics"]["value"] + 0.3
     manifest = json.loads((work / CELLS / "scripted" / "checkpoint.json").read_text())
     job_id = manifest["slurm_job_id"]
     assert job_id and data["slurm_job_id"] and data["slurm_job_id"] != job_id  # trained and evaluated as jobs

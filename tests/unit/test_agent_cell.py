@@ -81,17 +81,30 @@ def test_every_cli_has_a_default_and_config_command_wins():
         agent_command(agent(command=["{nope}"]), VALUES)
 
 
-def test_task_dir_holds_prompt_eval_code_data_deadline_timer(tmp_path):
-    train = tmp_path / "train.parquet"
+def test_task_dir_holds_prompt_kit_data_deadline_timer(tmp_path):
+    from ptflow.config.model import eval_from_entry
+    from ptflow.stages.evaluate.settings import Provider, build_call
+
+    train, test = tmp_path / "train.parquet", tmp_path / "test.parquet"
     train.write_bytes(b"PAR1")
+    test.write_bytes(b"PAR1-test")
+    call = build_call(eval_from_entry({"id": "add", "task": "ptflow", "max_new_tokens": 20, "dataset": {
+        "source": "local", "repo": "x/y", "generator": {}}}), Provider())  # fmt: skip
     cell = {"model": "ptflow/tiny", "eval": "add"}
-    td = make_task_dir(str(tmp_path), agent=agent(hours=0.5), cell=cell, base_model="/m", train_parquet=str(train),
-                       started=1000.0)  # fmt: skip
+    td = make_task_dir(str(tmp_path), agent=agent(hours=0.5, eval_call=call, eval_test_parquet=str(test)), cell=cell,
+                       base_model="/m", train_parquet=str(train), started=1000.0)  # fmt: skip
     prompt = (td / "prompt.md").read_text()
     assert "30 minutes" in prompt and "/m" in prompt and str(td / "final_model") in prompt
+    assert "python evaluate.py --model-path final_model" in prompt
     assert (td / "deadline").read_text().strip() == str(1000 + 1800)
-    assert (td / "eval_code" / "inspect_eval.py").is_file() and (td / "data" / "train.parquet").is_file()
-    assert not list(td.rglob("test*"))  # the test split is never given to the agent
+    assert (td / "data" / "train.parquet").is_file()
+    # the evaluation kit: PostTrainBench's evaluate.py, the family templates and the final evaluation's call
+    assert {p.name for p in td.iterdir()} >= {"evaluate.py", "ptflow_tasks.py", "templates", "evaluate_settings.json"}
+    settings = json.loads((td / "evaluate_settings.json").read_text())
+    assert settings == {**call, "task_args": {"test_parquet": str(td / "eval_data" / "test.parquet"), "name": "add"}}
+    # the toy task's data is the test split, for evaluate.py only (the agent is told not to train on it)
+    assert (td / "eval_data" / "test.parquet").read_bytes() == b"PAR1-test"
+    assert [p.name for p in td.rglob("test*")] == ["test.parquet"]
     out = subprocess.run(["bash", str(td / "timer.sh")], capture_output=True, text=True, check=True).stdout
     assert "time is up" in out  # the deadline (epoch 2800) is long past
 
@@ -142,9 +155,10 @@ def test_judge_cell_judged_and_skipped(tmp_path):
 def _eval(root, agent_id, acc, **extra):
     d = root / agent_id
     d.mkdir(parents=True)
-    metrics = None if acc is None else {"accuracy": acc, "stderr": 0.01, "n": 10}
+    metrics = None if acc is None else {"name": "accuracy", "value": acc, "stderr": 0.01, "n": 10}
     data = {
         **{"model": "m", "eval": "add", "agent": agent_id, "metrics": metrics, "scorer": "s", "task": "ptflow"},
+        "status": "scored",
         **{"checkpoint": {"kind": "trained", "path": "/x"}, "max_new_tokens": 8, "host": "h", "slurm_job_id": None},
         **{"timings": {"eval_seconds": 1.0, "train_seconds": None}},
         **extra,

@@ -38,12 +38,13 @@ LAYOUT = Layout("results", ".scratch", ".scratch/hf_home")
 
 def eval_json(cell: Cell) -> dict:
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "model": "ptflow/tiny-llama-h64",
         "model_name": cell.model,
         "eval": cell.eval,
         "agent": cell.agent,
-        "metrics": {"accuracy": 0.5, "stderr": 0.1, "n": 64},
+        "status": "scored",
+        "metrics": {"name": "accuracy", "value": 0.5, "stderr": 0.1, "n": 64},
         "scorer": "gsm8k_strict",
         "task": "ptflow",
         "checkpoint": {"path": "/x", "kind": "base", "commit_or_hash": "abc", "step": None},

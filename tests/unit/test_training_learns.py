@@ -6,9 +6,11 @@ models *generalise* (held-out problems) is checked end to end on the default con
 Slow-ish (~40 s on 2 CPU cores) but the only test proving the agents actually learn.
 """
 
+from ptflow.config.model import eval_from_entry
 from ptflow.stages.data.synthetic import generate_arithmetic
 from ptflow.stages.data.verl_format import to_verl_frame, write_parquet
-from ptflow.stages.evaluate.inspect_eval import metrics_from_log, run_inspect_eval
+from ptflow.stages.evaluate.run import evaluate, with_toy_data
+from ptflow.stages.evaluate.settings import Provider, build_call
 from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
 from ptflow.stages.train.grpo import train_grpo
 from ptflow.stages.train.sft import train_sft
@@ -21,12 +23,17 @@ def test_sft_learns_and_grpo_keeps_it(tmp_path):
     base = tmp_path / "base"
     create_tiny_llama(base, build_char_tokenizer([]), layers=2, hidden=64, heads=4, seed=0)
 
+    toy = eval_from_entry({"id": "add", "task": "ptflow", "max_new_tokens": 20, "dataset": {"source": "local",
+                           "repo": "synthetic/add", "generator": {}}})  # fmt: skip
+    call = with_toy_data(build_call(toy, Provider()), test)
+
     def accuracy(model, agent):
-        log = run_inspect_eval(model, test, tmp_path / "logs" / agent, task_name="add", max_tokens=20)
-        assert log.name == "add.eval" and log.parent.name == agent
-        m = metrics_from_log(log)
-        assert m["n"] == 64 and m["scorer"] == "gsm8k_strict"
-        return m["accuracy"]
+        out = evaluate(call, model, tmp_path / "logs" / agent, hf_home=tmp_path / "hf", evals_cache=tmp_path / "c",
+                       threads=1, log=lambda _: None)  # fmt: skip
+        assert out.log_path == str(tmp_path / "logs" / agent / "add.eval")
+        h = out.headline
+        assert h["n"] == 64 and h["scorer"] == "gsm8k_strict" and h["name"] == "accuracy"
+        return h["value"]
 
     acc_base = accuracy(base, "baseline")
 

@@ -37,9 +37,48 @@ rule cache_model:
         "../scripts/cache_model.py"
 
 
+rule cache_eval_data:
+    output:
+        L.eval_data_marker("{eval}"),
+    log:
+        L.log("cache", "evals", "{eval}"),
+    conda:
+        CONDA_ENV
+    threads: get_threads("cache")
+    resources:
+        **get_resources("cache"),
+    params:
+        spec=get_eval_data_spec,
+        hf_home=HF_HOME,
+        evals_cache=L.evals_cache,
+    script:
+        "../scripts/cache_eval_data.py"
+
+
+rule cache_resources:
+    input:
+        get_cache_resources(),
+    output:
+        L.resources_marker(),
+    log:
+        L.log("cache", "resources"),
+    conda:
+        CONDA_ENV
+    threads: get_threads("cache")
+    resources:
+        **get_resources("cache"),
+    params:
+        files=get_cache_resources(),
+        hf_home=HF_HOME,
+        evals_cache=L.evals_cache,
+    script:
+        "../scripts/cache_eval_data.py"
+
+
 rule hf_cache:
     input:
-        get_cache_markers(),
+        repos=get_cache_markers(),
+        data=get_data_markers(),
     output:
         L.cache_marker(),
     log:

@@ -14,6 +14,8 @@ from ptflow.config.model import Cell, ConfigError
 from ptflow.jobenv import apply_site_env
 from ptflow.launch.check import check_ray_launchers
 from ptflow.launch.skyrl import ServerSite
+from ptflow.stages.evaluate.preflight import evaluation_problems
+from ptflow.stages.evaluate.settings import Provider, build_call
 
 try:
     # Snakemake has merged the embedded default, --configfile and --config into `config` already.
@@ -115,6 +117,26 @@ def get_cache_markers():
     return [L.model_marker(m) for m in models] + [L.dataset_marker(d) for d in datasets]
 
 
+def _evals_with_data():
+    """Evals of the matrix whose task reads data of its own (every task but the toy one, which reads the parquet)."""
+    return sorted({c.eval for c in CFG.cells if not CFG.evals[c.eval].uses_parquet})
+
+
+def get_data_markers():
+    """What the evals' evaluations read (and cache_resources): fetched by CPU cache jobs, read offline by GPU jobs."""
+    markers = [L.eval_data_marker(e) for e in _evals_with_data()]
+    return markers + ([L.resources_marker()] if CFG.raw.get("cache_resources") else [])
+
+
+def get_eval_data_spec(wildcards):
+    e = CFG.evals[wildcards.eval]
+    return {"id": e.id, "task": e.task, "task_args": e.task_args, "grader": e.grader}
+
+
+def get_cache_resources():
+    return list(CFG.raw.get("cache_resources") or [])
+
+
 # ---- data ----
 
 
@@ -144,6 +166,9 @@ def get_train_input(wildcards):
         data == TRAIN_DATA_IF_PARQUET and CFG.evals[wildcards.eval].uses_parquet
     ):
         inputs["data"] = L.data(wildcards.eval, "train")
+    # the agent's evaluate.py reads what the final evaluation reads
+    if agent.spec.agent_cli:
+        inputs.update(_evaluation_data_input(wildcards.eval))
     parent = CFG.parent_slot(wildcards.agent)
     if parent:
         inputs["parent"] = L.manifest(wildcards.model, wildcards.eval, parent)
@@ -257,8 +282,18 @@ def _agent_param(agent, wildcards):
                 wildcards.model, wildcards.eval, wildcards.agent
             ),
             "hf_home": HF_HOME,
+            "evals_cache": L.evals_cache,
             "eval_task": e.task,
             "max_new_tokens": e.max_new_tokens,
+            # the same task and settings as the final evaluation, on the agent's own allocation
+            "eval_call": build_call(
+                e, Provider.from_site(SITE, "train", CFG.agents[wildcards.agent])
+            ),
+            **(
+                {"eval_test_parquet": L.data(wildcards.eval, "test")}
+                if e.uses_parquet
+                else {}
+            ),
         }
     }
 
@@ -275,10 +310,16 @@ def get_evaluate_input(wildcards):
         )
     else:
         inputs["base"] = L.model_marker(CFG.evaluated_model(_cell(wildcards)).name)
-    if CFG.evals[wildcards.eval].uses_parquet:
-        inputs["test"] = L.data(wildcards.eval, "test")
+    inputs.update(_evaluation_data_input(wildcards.eval))
     inputs.update(get_image_inputs("evaluate", wildcards))
     return inputs
+
+
+def _evaluation_data_input(eval_id):
+    """The toy task's test parquet, or the marker of everything else a task reads from the caches."""
+    if CFG.evals[eval_id].uses_parquet:
+        return {"test": L.data(eval_id, "test")}
+    return {"eval_data": L.eval_data_marker(eval_id)}
 
 
 def get_evaluate_params(wildcards):
@@ -293,11 +334,10 @@ def get_evaluate_params(wildcards):
             if evaluated is not model
             else {}
         ),
-        "task": e.task,
-        "max_new_tokens": e.max_new_tokens,
-        "retry_max_new_tokens": list(e.retry_max_new_tokens),
+        "call": build_call(e, Provider.from_site(SITE)),
         "model_revision": model.revision,
         "hf_home": HF_HOME,
+        "evals_cache": L.evals_cache,
         **_runtime_param("evaluate", wildcards),
     }
 
@@ -354,7 +394,7 @@ def get_final_outputs():
 
 def run_preflight():
     try:
-        ensure_ok(CFG, SITE, L, extra_checks=[check_ray_launchers])
+        ensure_ok(CFG, SITE, L, extra_checks=[check_ray_launchers, evaluation_problems])
     except PreflightError as exc:
         raise WorkflowError(str(exc)) from None
 
@@ -383,7 +423,12 @@ def _job_runtime_dict(image_name, gpus, agent_cell=False, overlay=None):
         image=images.runtime_handle(RT, image_name) if image_name else None,
         gpus=gpus,
         binds=tuple(
-            sorted({str(Path(p).resolve()) for p in (L.results, L.scratch, L.hf_home)})
+            sorted(
+                {
+                    str(Path(p).resolve())
+                    for p in (L.results, L.scratch, L.hf_home, L.evals_cache)
+                }
+            )
         ),
         hf_home=str(Path(L.hf_home).resolve()),
         agent_cell=agent_cell,

@@ -107,12 +107,14 @@ def describe_repo(hf_home: str | Path, repo_id: str, repo_type: str, revision: s
     }
 
 
-def write_marker(path: str | Path, hf_home: str | Path, repos: list[dict]) -> dict:
+def write_marker(path: str | Path, hf_home: str | Path, repos: list[dict], eval_data: list[dict] = ()) -> dict:
     marker = {
         "hf_home": str(Path(hf_home).resolve()),
         "repos": repos,
         "bytes": sum(r["bytes"] for r in repos),
     }
+    if eval_data:  # only then, so a matrix without eval data keeps its marker as it was
+        marker["eval_data"] = list(eval_data)
     write_json_atomic(path, marker)
     return marker
 
@@ -159,18 +161,24 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def offline_problem(hf_home, repos, env=None, reachable=hub_reachable) -> str | None:
-    """ONE line naming every missing repo when they cannot be downloaded (offline or hub unreachable)."""
+def cannot_download(env=None, reachable=hub_reachable) -> str | None:
+    """Why nothing can be downloaded from here (HF_HUB_OFFLINE set, hub unreachable), or None when it can."""
     import os
 
     env = os.environ if env is None else env
+    if str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set"
+    return None if reachable() else "the hub is unreachable from here"
+
+
+def offline_problem(hf_home, repos, env=None, reachable=hub_reachable) -> str | None:
+    """ONE line naming every missing repo when they cannot be downloaded (offline or hub unreachable)."""
     missing = missing_repos(hf_home, repos)
     if not missing:
         return None
-    offline = str(env.get("HF_HUB_OFFLINE", "")).lower() in ("1", "true", "yes", "on")
-    if not offline and reachable():
+    why = cannot_download(env, reachable)
+    if why is None:
         return None  # the cache rules will download them (in CPU jobs)
-    why = "HF_HUB_OFFLINE is set" if offline else "the hub is unreachable from here"
     names = ", ".join(f"{t} {r}@{rev}" for t, r, rev in missing)
     return (
         f"HF cache {hf_home} lacks {len(missing)} repo(s) and {why}: {names}; download them where the network "

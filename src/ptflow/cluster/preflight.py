@@ -42,7 +42,7 @@ def check_paths(layout: Layout, site: Site, home: str | None = None, notes: list
     notes = [] if notes is None else notes
     home = home or os.path.expanduser("~")
     shared = site.shared_paths
-    for key in ("results", "scratch", "hf_home"):
+    for key in ("results", "scratch", "hf_home", "evals_cache"):
         value = getattr(layout, key)
         where = f"paths.{key} (site {site.name})"
         if value.startswith("file:"):  # Path() has already folded file:/// into file:/
@@ -202,6 +202,16 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
                 f"environment variable {key} is not set but agents {', '.join(sorted(agents))} need it; "
                 f"export {key} before running (or drop those agents from matrix.agents)"
             )
+    graded: dict[str, set[str]] = {}
+    for eval_id in sorted({c.eval for c in cfg.cells}):
+        for key in cfg.evals[eval_id].grader_keys:
+            graded.setdefault(key, set()).add(eval_id)
+    for key, evals in sorted(graded.items()):
+        if not env.get(key):
+            problems.append(
+                f"environment variable {key} is not set but the grader of evals {', '.join(sorted(evals))} needs "
+                f"it (evals[].grader.keys); export {key} before running (or drop those evals from matrix.evals)"
+            )
     gated = sorted(m.id for m in cfg.models.values() if m.gated and m.source == "hub")
     if gated and not (env.get("HF_TOKEN") or env.get("HUGGING_FACE_HUB_TOKEN")):
         problems.append(f"models {', '.join(gated)} are gated: export HF_TOKEN (a token with access) before running")
@@ -313,7 +323,8 @@ def format_problems(problems: list[str]) -> str:
 
 def ensure_ok(cfg: Config, site: Site, layout: Layout, extra_checks=(), log=None) -> list[str]:
     """Raise :class:`PreflightError` listing every problem; print the notes. ``extra_checks``: callables
-    ``(cfg, site, layout) -> problems`` of higher layers (the Ray launcher's ``bash -n`` / ``sbatch --test-only``)."""
+    ``(cfg, site, layout) -> problems`` of higher layers (the Ray launcher's ``bash -n`` / ``sbatch --test-only``, the
+    evaluate stage's task and data checks, ``ptflow.stages.evaluate.preflight``)."""
     notes: list[str] = []
     problems = run_preflight(cfg, site, layout, notes=notes)
     for check in extra_checks:

@@ -14,6 +14,7 @@ class Layout:
     results: str
     scratch: str
     hf_home: str
+    evals_cache: str = ""  # inspect_evals' cache dir (INSPECT_EVALS_CACHE_DIR): URL and git data of the evals
 
     # HF cache markers (one per repo) and the marker of the whole cache this workflow needs.
     def dataset_marker(self, dataset: str) -> str:
@@ -24,6 +25,14 @@ class Layout:
 
     def cache_marker(self) -> str:
         return f"{self.results}/cache/hf_cache.json"
+
+    def eval_data_marker(self, eval_id: str) -> str:
+        """What an eval's evaluation reads from the caches (datasets, URL files, git data, a local grader)."""
+        return f"{self.results}/cache/evals/{eval_id}.json"
+
+    def resources_marker(self) -> str:
+        """The extra models and datasets of ``cache_resources`` (PostTrainBench resources.json files)."""
+        return f"{self.results}/cache/resources.json"
 
     def data(self, eval_id: str, split: str) -> str:
         return f"{self.results}/data/{eval_id}/{split}.parquet"
@@ -89,4 +98,10 @@ class Layout:
             paths = {k: cluster_path(v, f"paths.{k}") for k, v in paths.items()}  # lustre:///abs -> /abs
         except PathURIError as exc:
             raise ConfigError(f"config error: {exc}") from None
-        return cls(str(Path(paths["results"])), str(Path(paths["scratch"])), str(Path(paths["hf_home"])))
+        evals_cache = paths.get("evals_cache") or str(Path(paths["scratch"], "inspect_evals"))
+        return cls(
+            str(Path(paths["results"])),
+            str(Path(paths["scratch"])),
+            str(Path(paths["hf_home"])),
+            str(Path(evals_cache)),
+        )

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptflow.config import naming
+from ptflow.config import naming, tasks
 from ptflow.config.kinds import KINDS, AgentKind
+from ptflow.keys import looks_like_secret
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
@@ -47,6 +48,12 @@ class Eval:
     max_new_tokens: int
     preprocess: str
     retry_max_new_tokens: tuple[int, ...] = ()
+    task_args: dict = field(default_factory=dict)
+    limit: int | None = None
+    epochs: int | None = None
+    max_connections: int | None = None
+    sampling: str | dict | None = None  # "greedy", {temperature, top_p, seed}, or None: the provider's defaults
+    grader: dict | None = None  # {model, keys, model_args, config}: keys are names, values come from the environment
 
     @property
     def dataset_name(self) -> str | None:
@@ -54,7 +61,15 @@ class Eval:
 
     @property
     def uses_parquet(self) -> bool:
-        return self.task == "ptflow"
+        return self.task == tasks.TOY_TASK
+
+    @property
+    def grader_keys(self) -> tuple[str, ...]:
+        return tuple((self.grader or {}).get("keys", ()))
+
+    def sources(self) -> list:
+        """What its evaluation reads from the caches (``ptflow.config.tasks``): fetched by the cache stage."""
+        return tasks.sources_for(self.task, self.task_args, self.grader)
 
 
 @dataclass(frozen=True)
@@ -226,6 +241,10 @@ def explain_schema_error(err) -> str:
         return f"config error at {where}: {err.instance!r} is not one of {allowed}"
     if err.validator == "minItems":
         return f"config error at {where}: the list is empty; give at least {err.validator_value} entry"
+    if err.validator == "oneOf" and list(err.absolute_path)[-1:] == ["sampling"]:
+        return (
+            f"config error at {where}: {err.instance!r} must be 'greedy' or a mapping of temperature (> 0), top_p, seed"
+        )
     if err.validator == "oneOf":
         return f"config error at {where}: {err.instance!r} must be 'all' or a non-empty list of ids"
     return f"config error at {where}: {err.message}"
@@ -338,11 +357,73 @@ def _build_evals(entries: list[dict]) -> dict[str, Eval]:
                 f"config error at evals[{i}]: task 'ptflow' evaluates the preprocessed test parquet;"
                 " set preprocess: gsm8k or name an inspect task"
             )
+        _check_eval_settings(i, e)
         ds = canonical(ds)
         evals[e["id"]] = Eval(
-            e["id"], ds, e["task"], e["max_new_tokens"], preprocess, tuple(e.get("retry_max_new_tokens", ()))
+            e["id"],
+            ds,
+            e["task"],
+            e["max_new_tokens"],
+            preprocess,
+            tuple(e.get("retry_max_new_tokens", ())),
+            canonical(dict(e.get("task_args") or {})),
+            e.get("limit"),
+            e.get("epochs"),
+            e.get("max_connections"),
+            canonical(e.get("sampling")),
+            canonical(e.get("grader")),
         )
     return evals
+
+
+def eval_from_entry(entry: dict) -> Eval:
+    """One ``evals:`` entry with the semantic checks (its shape is the schema's: ``build_config`` checks both)."""
+    return _build_evals([entry])[entry["id"]]
+
+
+def _check_eval_settings(i: int, e: dict) -> None:
+    """What the schema cannot say of an eval's evaluation settings (task spec, budgets, grader); task names of
+    inspect's registry and files are resolved at preflight, which imports the task code."""
+    where = f"config error at evals[{i}]"
+    try:
+        kind = tasks.task_kind(e["task"])
+    except ValueError as exc:
+        raise ConfigError(f"{where}.task: {exc}") from None
+    if kind == "toy" and e.get("task_args"):
+        raise ConfigError(f"{where}.task_args: task 'ptflow' takes no task_args (its data is the test parquet)")
+    previous = e["max_new_tokens"]
+    for value in e.get("retry_max_new_tokens", ()):
+        if value >= previous:
+            raise ConfigError(
+                f"{where}.retry_max_new_tokens: {e['retry_max_new_tokens']} must each be below the budget before "
+                f"(max_new_tokens {e['max_new_tokens']}); list lower budgets in falling order"
+            )
+        previous = value
+    facts = tasks.facts(e["task"])
+    grader = e.get("grader")
+    if facts.grader_arg and not grader:
+        raise ConfigError(
+            f"{where}: task {e['task']!r} is graded by an LLM; add grader: {{model: <inspect model, e.g. "
+            "openai/gpt-5-mini>, keys: [<NAME of the env var holding its key>]}"
+        )
+    if grader and not facts.grader_arg:
+        raise ConfigError(
+            f"{where}.grader: task {e['task']!r} takes no grader ptflow knows of; remove grader (a task of your own "
+            "takes its judge model through task_args)"
+        )
+    if grader and facts.grader_arg in (e.get("task_args") or {}):
+        raise ConfigError(f"{where}.task_args.{facts.grader_arg}: the grader comes from grader.model; remove it here")
+    secret_like = [k for k in (grader or {}).get("model_args", {}) if looks_like_secret(k)]
+    if secret_like:
+        raise ConfigError(
+            f"{where}.grader.model_args: {', '.join(secret_like)} looks like a secret; secrets stay in the "
+            "environment (name the variable under grader.keys)"
+        )
+    if not facts.sources_import_task:  # else preflight derives them (it imports the task code anyway)
+        try:
+            facts.sources(dict(e.get("task_args") or {}))
+        except ValueError as exc:
+            raise ConfigError(f"{where}.task_args: {exc}") from None
 
 
 def _build_agents(entries: list[dict]) -> dict[str, Agent]:

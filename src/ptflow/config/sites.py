@@ -186,6 +186,14 @@ class RuntimeSpec:
 
 
 @dataclass(frozen=True)
+class Evaluation:
+    """How a site's evaluations run the model under test (``evaluation:`` in a site file)."""
+
+    provider: str = "hf"  # hf (transformers, cpu or the allocation's GPUs) or vllm (GPU sites)
+    chat_template: str = "if_missing"  # family template policy: if_missing, always, never
+
+
+@dataclass(frozen=True)
 class Supervision:
     """Sites with ``infra_retries``: the train rule is a login-node supervisor (``ptflow.cluster.supervise``)."""
 
@@ -244,6 +252,10 @@ class Site:
     @property
     def gpu_memory_utilization(self) -> float | None:
         return self.raw.get("gpu_memory_utilization")
+
+    @property
+    def evaluation(self) -> Evaluation:
+        return Evaluation(**self.raw.get("evaluation", {}))
 
     @property
     def runtime(self) -> RuntimeSpec:
@@ -438,4 +450,11 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
             )
     _check_times(raw, path)
     _convert_paths(raw, path)
+    if (raw.get("evaluation") or {}).get("provider") == "vllm":
+        gpus = {**raw["resources"]["default"], **raw["resources"].get("evaluate", {})}.get("gpus", 0)
+        if not gpus:
+            raise ConfigError(
+                f"site error in {path} at evaluation.provider: 'vllm' needs GPUs, but resources.evaluate asks for "
+                "none; give the evaluate request gpus: N or use provider: hf"
+            )
     return Site(raw, path)

@@ -136,6 +136,53 @@ def cache_model(
     return entry
 
 
-def combine_markers(hf_home: str | Path, markers: list[str | Path], out: str | Path) -> dict:
+def cache_sources(
+    sources: list, hf_home: str | Path, evals_cache: str | Path, marker_path: str | Path, what: dict, log=print
+) -> dict:
+    """Every piece of ``sources`` (``ptflow.config.tasks``) in the caches: checked offline first, fetched (real
+    downloads, in this CPU job) only when something is missing, then checked again; the marker lists each piece."""
+    from ptflow.stages.evaluate.sources import fetch_sources, missing_sources
+
+    missing = missing_sources(sources, hf_home, evals_cache)
+    if missing:
+        log(f"{len(missing)} piece(s) missing: fetching {len(sources)} source(s)")
+        fetch_sources(sources, hf_home, evals_cache, log=log)
+        still = missing_sources(sources, hf_home, evals_cache)
+        if still:
+            raise MissingReposError(" | ".join(still))
+    else:
+        log(f"all {len(sources)} piece(s) complete in the caches, no network used")
+    entry = {
+        **what,
+        "hf_home": str(Path(hf_home).resolve()),
+        "evals_cache": str(Path(evals_cache).resolve()),
+        "pieces": [s.describe() for s in sources],
+        "fetched": bool(missing),
+    }
+    write_json_atomic(marker_path, entry)
+    return entry
+
+
+def cache_eval_data(hf_home, evals_cache, spec: dict, marker_path, log=print) -> dict:
+    """What one eval's evaluation reads (its task's data at the pinned revisions, a local grader model)."""
+    from ptflow.config import tasks
+
+    sources = tasks.sources_for(spec["task"], spec.get("task_args"), spec.get("grader"))
+    return cache_sources(sources, hf_home, evals_cache, marker_path, {"eval": spec["id"], "task": spec["task"]}, log)
+
+
+def cache_resources(hf_home, evals_cache, resources_files: list[str], marker_path, log=print) -> dict:
+    """The models and datasets of PostTrainBench resources.json files (``cache_resources`` in config)."""
+    from ptflow.stages.evaluate.sources import parse_resources_json
+
+    sources = [s for f in resources_files for s in parse_resources_json(f)]
+    return cache_sources(sources, hf_home, evals_cache, marker_path, {"resources": list(resources_files)}, log)
+
+
+def combine_markers(
+    hf_home: str | Path, markers: list[str | Path], out: str | Path, data_markers: list[str | Path] = ()
+) -> dict:
+    """The whole cache's marker: every repo, and what each eval (and cache_resources) put into the caches."""
     repos = [json.loads(Path(m).read_text()) for m in markers]
-    return hfcache.write_marker(out, hf_home, repos)
+    data = [json.loads(Path(m).read_text()) for m in data_markers]
+    return hfcache.write_marker(out, hf_home, repos, data)

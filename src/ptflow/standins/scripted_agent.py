@@ -1,9 +1,10 @@
 """The scripted agent: a real program of ours, run by the cli-agent machinery exactly like claude/codex/gemini.
 
 It reads its task dir (``task.json``: base model, train data, deadline; ``prompt.md``), post-trains the base model
-with SFT on the train split and saves ``final_model/`` — so its cell scores above baseline. It stands in for an LLM
-coding agent (no agent API is reachable here); everything around it (task dir, timeout, HF view, trace, copy,
-evaluation, judge) is the real path.
+with SFT on the train split, measures the result once with the task dir's ``evaluate.py`` (PostTrainBench's
+interface, the final evaluation's settings) and saves ``final_model/`` — so its cell scores above baseline. It
+stands in for an LLM coding agent (no agent API is reachable here); everything around it (task dir, timeout, HF
+view, trace, copy, evaluation, judge) is the real path.
 
 ``--overrun``: saves a partial ``final_model/`` early (the base model, unchanged), prints a line that reads the test
 split (so a judge flags it), then sleeps past its deadline: ``timeout`` stops it (exit 124).
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--learning-rate", type=float, default=3.0e-3)
+    ap.add_argument("--eval-limit", type=int, default=8, help="samples evaluate.py measures before saving")
     args = ap.parse_args(argv)
     task_dir = Path(args.task_dir)
     task = json.loads((task_dir / "task.json").read_text())
@@ -78,9 +81,25 @@ def main(argv: list[str] | None = None) -> int:
         seed=0,
         log=lambda m: event("tool", m),
     )
+    measure(task_dir, staging, args.eval_limit)
     save_atomically(staging, final)
     event("result", f"final_model/ saved: {result['step']} steps, train_loss {result['train_loss']:.4f}")
     return 0
+
+
+def measure(task_dir: Path, model: Path, limit: int) -> None:
+    """One run of the task dir's evaluate.py, as an agent measures a checkpoint (fails loudly when it cannot)."""
+    metrics = task_dir / "work" / "metrics.json"
+    argv = [sys.executable, "evaluate.py", "--model-path", str(model), "--limit", str(limit),
+            "--json-output-file", str(metrics)]  # fmt: skip
+    event("assistant", f"Measuring with evaluate.py (--limit {limit}).")
+    proc = subprocess.run(argv, cwd=task_dir, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        event("tool", f"evaluate.py failed (exit {proc.returncode}): {tail[0]}")
+        raise SystemExit(f"evaluate.py failed: {tail[0]}")
+    m = json.loads(metrics.read_text())
+    event("tool", f"evaluate.py: {m['metric']} {m['accuracy']:.3f} on {m['n']} samples (scorer {m['scorer']})")
 
 
 if __name__ == "__main__":

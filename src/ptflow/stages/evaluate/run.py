@@ -1,7 +1,19 @@
-"""The evaluate stage: one cell through inspect-ai, then eval.json derived from inspect's log.
+"""The evaluate stage: one cell through the evaluation kit with PostTrainBench's retry ladder, then eval.json.
 
-Inspect's ``.eval`` log stays beside eval.json (``inspect view --log-dir <cell>/inspect`` shows it). eval.json is
-validated against ``schemas/eval.schema.json`` and written atomically, last.
+Before any attempt (each refusal is one line, never retried): the task spec resolves and its arguments exist, the
+grader's keys are in the environment, the data is complete offline, the model directory exists. Then attempts: 4 at
+``max_tokens``, 3 at the first lower budget, 2 at the last; only a failure a smaller budget can cure (out of memory,
+context length exceeded; decided by exception type inside the attempt) moves on, and a context-length failure skips
+the remaining tries at its budget. Any other failure ends the evaluation at once with its error.
+
+Each attempt is a child process running the kit's ``evaluate.py`` on the call document: a fresh process per try
+gives back all GPU memory after an out-of-memory failure and stops any vLLM server the attempt started, and the
+offline switches and cache roots (read by huggingface_hub, datasets and inspect_evals once, at import) are set
+before anything is imported.
+
+eval.json (``schemas/eval.schema.json``, version 2) is written atomically, last: ``status`` ``scored`` (the task's
+headline metric by name), ``no_model`` (a cli-agent left no final_model) or ``eval_failed`` (every rung of the
+ladder failed on a budget-curable error; the matrix goes on). Inspect's logs stay beside it (``inspect view``).
 """
 
 from __future__ import annotations
@@ -11,16 +23,240 @@ import os
 import platform
 import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from ptflow.config import tasks
 from ptflow.config.model import SCHEMA_DIR
-from ptflow.files import write_json_atomic
+from ptflow.files import write_json_atomic, write_text_atomic
+from ptflow.stages.evaluate.kit import evaluate as kit
+from ptflow.stages.evaluate.sources import data_env, missing_sources
 
 EVAL_SCHEMA = SCHEMA_DIR / "eval.schema.json"
-SOFTWARE = ("ptflow", "torch", "transformers", "trl", "inspect-ai", "snakemake", "huggingface-hub")
+EVAL_JSON_VERSION = 2
+KIT_SCRIPT = Path(kit.__file__)
+SOFTWARE = (
+    "ptflow", "torch", "transformers", "trl", "inspect-ai", "inspect-evals", "vllm", "snakemake", "huggingface-hub",
+)  # fmt: skip
+
+
+class EvalError(RuntimeError):
+    """The evaluation cannot produce a score (the message is one line)."""
+
+
+class EvalConfigError(EvalError):
+    """Bad task spec or task argument, a missing API key or model: fix the config or the environment."""
+
+
+class EvalDataMissing(EvalError):
+    """Data the eval needs is not in the caches: run the cache stage where the network is reachable."""
+
+
+class EvalFailed(EvalError):
+    """An attempt failed in a way a smaller budget cannot cure."""
+
+
+class EvalLadderExhausted(EvalFailed):
+    """Every rung of the retry ladder failed on a budget-curable error (``attempts`` lists them)."""
+
+    def __init__(self, message: str, attempts: list[dict], call: dict):
+        super().__init__(message)
+        self.attempts, self.call = attempts, call
+
+
+@dataclass
+class EvalOutcome:
+    eval_id: str
+    task: str
+    headline: dict  # {"name", "value", "stderr", "n", "scorer"}
+    log_path: str  # the inspect log of the successful attempt
+    max_new_tokens: int
+    attempts: list[dict] = field(default_factory=list)
+    call: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def budget_ladder(max_new_tokens: int, lower) -> list[int]:
+    """PostTrainBench's retries: 4 tries at the default budget, then 3 and 2 at each lower one."""
+    tries = [max_new_tokens] * 4
+    for value, count in zip(lower, (3, 2), strict=False):
+        tries += [value] * count
+    return tries
+
+
+def with_toy_data(call: dict, test_parquet: str | Path) -> dict:
+    """The toy task's arguments: the workflow's test parquet (absolute: attempts run in their own directory)."""
+    args = {"test_parquet": str(Path(test_parquet).resolve()), "name": call["eval_id"]}
+    return {**call, "task_args": {**call["task_args"], **args}}
+
+
+def with_absolute_file_task(call: dict) -> dict:
+    """A ``<file>.py@<task>`` spec relative to this job's working directory, made absolute (attempts, and an agent's
+    copy of the kit, run elsewhere)."""
+    if tasks.task_kind(call["task"]) != "file":
+        return call
+    path, name = call["task"].rsplit("@", 1)
+    return {**call, "task": f"{Path(path).resolve()}@{name}"}
+
+
+def _grader_arg(call: dict) -> dict:
+    grader = call.get("grader")
+    return {grader["task_arg"]: grader["model"]} if grader else {}
+
+
+def check_call(call: dict, env=None, keys: bool = True) -> None:
+    """What can be refused before any data check or attempt: the task and its arguments, the grader's settings and
+    (``keys``) its keys. Resolving a registry or file task imports its code (seconds): preflight runs this too."""
+    try:
+        fn = kit.task_function(call["task"])
+        kit.check_args(fn, call["task"], {**call.get("task_args", {}), **_grader_arg(call)})
+        if keys:
+            kit.check_keys(call, env)
+    except (kit.TaskSpecError, kit.MissingKeyError) as exc:
+        raise EvalConfigError(str(exc)) from None
+    config = (call.get("grader") or {}).get("config") or {}
+    if config:
+        from inspect_ai.model import GenerateConfig
+
+        unknown = sorted(set(config) - set(GenerateConfig.model_fields))
+        if unknown:
+            raise EvalConfigError(f"grader.config: {', '.join(unknown)} are not inspect GenerateConfig fields")
+
+
+def call_sources(call: dict) -> list:
+    return tasks.sources_for(call["task"], call.get("task_args"), call.get("grader"))
+
+
+def attempt_argv(settings_file: Path, model_path, max_tokens: int, log_dir: Path, result: Path) -> list[str]:
+    return [
+        sys.executable, str(KIT_SCRIPT), "--settings", str(settings_file), "--model-path", str(model_path),
+        "--max-tokens", str(max_tokens), "--log-dir", str(log_dir), "--attempt-result", str(result),
+    ]  # fmt: skip
+
+
+def child_env(env, hf_home, evals_cache, threads: int | None = None) -> dict:
+    child = dict(os.environ if env is None else env)
+    child.update(data_env(hf_home, evals_cache, offline=True))
+    # Sandboxed scorers (HumanEval's local sandbox) run "python": make it this interpreter.
+    child["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), child.get("PATH", "")])
+    if threads:
+        child["OMP_NUM_THREADS"] = child["MKL_NUM_THREADS"] = str(threads)
+    return child
+
+
+def evaluate(
+    call: dict,
+    model_path: str | Path,
+    log_dir: str | Path,
+    *,
+    hf_home: str | Path,
+    evals_cache: str | Path,
+    env: dict | None = None,
+    threads: int | None = None,
+    attempt_timeout: float | None = None,
+    log=print,
+) -> EvalOutcome:
+    """Evaluate ``model_path`` as ``call`` says. The successful attempt's inspect log lands as
+    ``<log_dir>/<eval_id>.eval``; every attempt's log and output stay in ``<log_dir>/attempts/<n>/``."""
+    t0 = time.time()
+    eval_id = call["eval_id"]
+    call = with_absolute_file_task(call)
+    check_call(call, env)
+    missing = missing_sources(call_sources(call), hf_home, evals_cache, env=env)
+    if missing:
+        raise EvalDataMissing(f"{eval_id}: {len(missing)} piece(s) of data missing: " + " | ".join(missing))
+    if not Path(model_path, "config.json").is_file():
+        raise EvalConfigError(f"model {model_path}: no config.json there; point it at an HF model directory")
+
+    log_dir = Path(log_dir).resolve()  # attempts run in their own directories
+    model_path = Path(model_path).resolve()
+    attempts_dir = log_dir / "attempts"
+    shutil.rmtree(attempts_dir, ignore_errors=True)
+    attempts_dir.mkdir(parents=True)
+    settings_file = attempts_dir / kit.SETTINGS_NAME
+    write_json_atomic(settings_file, call)
+    environment = child_env(env, hf_home, evals_cache, threads)
+
+    attempts: list[dict] = []
+    skip_budget = None
+    for n, budget in enumerate(budget_ladder(call["max_tokens"], call.get("retry_max_tokens", ())), start=1):
+        if budget == skip_budget:
+            continue
+        attempt_dir = attempts_dir / str(n)
+        result_file = attempt_dir / "result.json"
+        attempt_dir.mkdir()
+        a0 = time.time()
+        try:
+            proc = subprocess.run(
+                attempt_argv(settings_file, model_path, budget, attempt_dir, result_file),
+                env=environment,
+                cwd=attempt_dir,
+                capture_output=True,
+                text=True,
+                timeout=attempt_timeout,
+            )
+            output = (proc.stdout or "") + (proc.stderr or "")
+        except subprocess.TimeoutExpired as exc:
+            output = f"attempt timed out after {exc.timeout} s"
+        write_text_atomic(attempt_dir / "output.txt", output)
+        result = json.loads(result_file.read_text()) if result_file.is_file() else None
+        record = {"max_new_tokens": budget, "ok": bool(result and result["ok"]), "seconds": round(time.time() - a0, 2)}
+        if record["ok"]:
+            attempts.append(record)
+            dest = log_dir / f"{eval_id}.eval"
+            os.replace(result["log"], dest)
+            h = result["headline"]
+            log(f"{eval_id}: {h['name']} = {h['value']:.4f} (n={h['n']}, {budget} tokens, attempt {n})")
+            return EvalOutcome(eval_id, call["task"], h, str(dest), budget, attempts, call, round(time.time() - t0, 2))
+        if result is None:
+            tail = output.strip().splitlines()[-1:] or ["no output"]
+            record.update(error=f"attempt exited without a result: {tail[0]}"[:500], failure_kind=None)
+        else:
+            record.update(error=result["error"], failure_kind=result.get("failure_kind"))
+        attempts.append(record)
+        log(f"{eval_id}: attempt {n} at {budget} tokens failed: {record['error']}")
+        if record["failure_kind"] is None:
+            raise EvalFailed(
+                f"{eval_id}: attempt {n} failed in a way a smaller budget cannot cure: {record['error']} "
+                f"(output: {attempt_dir / 'output.txt'})"
+            )
+        if record["failure_kind"] == "context":
+            skip_budget = budget  # the same budget would overflow again
+    raise EvalLadderExhausted(
+        f"{eval_id}: all {len(attempts)} attempts failed on out-of-memory / context-length errors; last: "
+        f"{attempts[-1]['error']} (outputs under {attempts_dir})",
+        attempts,
+        call,
+    )
+
+
+def write_agent_kit(dest_dir: str | Path, call: dict) -> Path:
+    """The kit an agent measures with: ``evaluate.py``, ``ptflow_tasks.py``, ``templates/`` and the call as
+    ``evaluate_settings.json``, all in ``dest_dir``; returns the script's path."""
+    dest = Path(dest_dir)
+    (dest / "templates").mkdir(parents=True, exist_ok=True)
+    files = {dest / src.relative_to(kit.KIT_DIR): src for src in [KIT_SCRIPT, kit.OWN_TASKS_FILE]}
+    files.update({dest / "templates" / src.name: src for src in sorted(kit.TEMPLATES_DIR.glob("*.jinja"))})
+    if tasks.task_kind(call["task"]) == "file":  # the task's file goes with the kit (evaluate.py looks beside it)
+        path, name = with_absolute_file_task(call)["task"].rsplit("@", 1)
+        files[dest / Path(path).name] = Path(path)
+        call = {**call, "task": f"{Path(path).name}@{name}"}
+    for target, src in files.items():
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, target)
+    write_json_atomic(dest / kit.SETTINGS_NAME, call)
+    return dest / KIT_SCRIPT.name
+
+
+# ---- eval.json ----------------------------------------------------------------------------------------------------
 
 
 def software_versions() -> dict:
@@ -44,38 +280,53 @@ def validate_eval_json(data: dict) -> None:
         raise ValueError(f"eval.json invalid at {where}: {exc.message}") from None
 
 
-def token_schedule(max_new_tokens: int, lower: tuple[int, ...]) -> list[int]:
-    """PostTrainBench's retries: 4 tries at the default, then 3 and 2 at each lower value."""
-    tries = [max_new_tokens] * 4
-    for value, count in zip(lower, (3, 2), strict=False):
-        tries += [value] * count
-    return tries
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def no_model_eval(*, cell: dict, task: str, manifest: dict, eval_json: str, inspect_dir: str, log=print) -> dict:
-    """eval.json for a cli-agent cell whose agent left no final_model: status no_model, no metrics."""
-    Path(inspect_dir).mkdir(parents=True, exist_ok=True)
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    run = manifest.get("agent_run") or {}
+def _write_eval_json(
+    eval_json, *, cell, status, call, checkpoint, agent_run, started, seconds, train_seconds,
+    metrics=None, scorer=None, inspect_log=None, max_new_tokens=None, attempts=(),
+) -> dict:  # fmt: skip
     data = {
-        "schema_version": 1,
+        "schema_version": EVAL_JSON_VERSION,
         **cell,
-        "status": "no_model",
-        **({"agent_run": run} if run else {}),
-        "metrics": None,
-        "scorer": None,
-        "task": task,
-        "checkpoint": {"path": manifest["checkpoint"], "kind": "none", "commit_or_hash": manifest["config_hash"]},
-        "inspect_log": None,
-        "max_new_tokens": None,
-        "attempts": [],
-        "timings": {"started": now, "finished": now, "eval_seconds": 0, "train_seconds": manifest.get("train_seconds")},
+        "status": status,
+        **({"agent_run": agent_run} if agent_run else {}),
+        "metrics": metrics,
+        "scorer": scorer,
+        "task": call["task"],
+        "task_args": call.get("task_args") or {},
+        "provider": call.get("provider"),
+        "checkpoint": checkpoint,
+        "inspect_log": inspect_log,
+        "max_new_tokens": max_new_tokens,
+        "attempts": list(attempts),
+        "timings": {"started": started, "finished": _now(), "eval_seconds": seconds, "train_seconds": train_seconds},
         "host": socket.gethostname(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "software": software_versions(),
     }
     validate_eval_json(data)
     write_json_atomic(eval_json, data)
+    return data
+
+
+def no_model_eval(*, cell: dict, call: dict, manifest: dict, eval_json: str, inspect_dir: str, log=print) -> dict:
+    """eval.json for a cli-agent cell whose agent left no final_model: status no_model, no metrics."""
+    Path(inspect_dir).mkdir(parents=True, exist_ok=True)
+    run = manifest.get("agent_run") or {}
+    data = _write_eval_json(
+        eval_json,
+        cell=cell,
+        status="no_model",
+        call=call,
+        checkpoint={"path": manifest["checkpoint"], "kind": "none", "commit_or_hash": manifest["config_hash"]},
+        agent_run=run,
+        started=_now(),
+        seconds=0,
+        train_seconds=manifest.get("train_seconds"),
+    )
     why = "its budget ran out" if run.get("budget_exhausted") else f"it exited {run.get('exit_code')}"
     log(f"{cell}: no final model ({why}); eval.json says status no_model")
     return data
@@ -84,71 +335,49 @@ def no_model_eval(*, cell: dict, task: str, manifest: dict, eval_json: str, insp
 def evaluate_cell(
     *,
     cell: dict,
-    task: str,
+    call: dict,
     model_path: str,
-    test_parquet: str | None,
     checkpoint: dict,
-    max_new_tokens: int,
-    retry_max_new_tokens: tuple[int, ...],
     inspect_dir: str,
     eval_json: str,
+    hf_home: str,
+    evals_cache: str,
+    test_parquet: str | None = None,
     train_seconds: float | None = None,
-    threads: int = 1,
-    log=print,
+    threads: int | None = None,
     agent_run: dict | None = None,
+    log=print,
 ) -> dict:
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    from ptflow.stages.evaluate.inspect_eval import metrics_from_log, run_inspect_eval
-
-    if task != "ptflow":
-        raise NotImplementedError(
-            f"task {task!r}: evaluating inspect_evals tasks needs the GPU/vLLM path of a site; on this machine "
-            "only task 'ptflow' runs"
-        )
+    """Evaluate one cell and write its eval.json: ``scored``, or ``eval_failed`` when the whole ladder failed on
+    budget-curable errors. Any other failure raises (the job fails with one line; nothing is written)."""
+    if call["task"] == tasks.TOY_TASK:
+        call = with_toy_data(call, test_parquet)
     out_dir = Path(inspect_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
-    started = datetime.now(UTC)
-    t0 = time.time()
-    attempts: list[dict] = []
-    log_path = None
-    for tokens in token_schedule(max_new_tokens, retry_max_new_tokens):
-        try:
-            log_path = run_inspect_eval(model_path, test_parquet, out_dir, task_name=cell["eval"], max_tokens=tokens)
-            attempts.append({"max_new_tokens": tokens, "ok": True})
-            break
-        except Exception as exc:  # each failure is recorded, then the next (lower) budget is tried
-            attempts.append({"max_new_tokens": tokens, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]})
-            log(f"inspect eval failed with max_new_tokens={tokens}: {exc}")
-            shutil.rmtree(out_dir, ignore_errors=True)
-    if log_path is None:
-        raise RuntimeError(f"evaluation of {cell} failed after {len(attempts)} tries; last: {attempts[-1]['error']}")
-    metrics = metrics_from_log(log_path)
-    data = {
-        "schema_version": 1,
-        **cell,
-        "status": "scored",
-        **({"agent_run": agent_run} if agent_run else {}),
-        "metrics": {"accuracy": metrics["accuracy"], "stderr": metrics["stderr"], "n": metrics["n"]},
-        "scorer": metrics["scorer"],
-        "task": task,
-        "checkpoint": checkpoint,
-        "inspect_log": os.path.relpath(log_path, Path(eval_json).parent),
-        "max_new_tokens": attempts[-1]["max_new_tokens"],
-        "attempts": attempts,
-        "timings": {
-            "started": started.isoformat(timespec="seconds"),
-            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-            "eval_seconds": round(time.time() - t0, 3),
-            "train_seconds": train_seconds,
-        },
-        "host": socket.gethostname(),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-        "software": software_versions(),
-    }
-    validate_eval_json(data)
-    write_json_atomic(eval_json, data)
-    log(f"{cell}: accuracy {metrics['accuracy']:.3f} ± {metrics['stderr']:.3f} (n={metrics['n']})")
-    return data
+    started, t0 = _now(), time.time()
+    common = {"cell": cell, "call": call, "checkpoint": checkpoint, "agent_run": agent_run, "started": started,
+              "train_seconds": train_seconds}  # fmt: skip
+    try:
+        out = evaluate(call, model_path, out_dir, hf_home=hf_home, evals_cache=evals_cache, threads=threads, log=log)
+    except EvalLadderExhausted as exc:
+        log(f"{cell}: {exc}; eval.json says status eval_failed (delete it to try again)")
+        return _write_eval_json(
+            eval_json,
+            status="eval_failed",
+            seconds=round(time.time() - t0, 3),
+            max_new_tokens=exc.attempts[-1]["max_new_tokens"],
+            attempts=exc.attempts,
+            **common,
+        )
+    h = out.headline
+    return _write_eval_json(
+        eval_json,
+        status="scored",
+        seconds=round(time.time() - t0, 3),
+        metrics={"name": h["name"], "value": h["value"], "stderr": h["stderr"], "n": h["n"]},
+        scorer=h["scorer"],
+        inspect_log=os.path.relpath(out.log_path, Path(eval_json).parent),
+        max_new_tokens=out.max_new_tokens,
+        attempts=out.attempts,
+        **common,
+    )

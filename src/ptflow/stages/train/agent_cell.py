@@ -2,8 +2,10 @@
 
 Per cell, as PostTrainBench does it:
 
-1. a private task dir in node-local tmp: ``prompt.md`` (from ``workflow/templates/agent_prompt.md.j2``), the
-   evaluation code (for reading; no test data), the train split, a ``deadline`` file and ``timer.sh``;
+1. a private task dir in node-local tmp: ``prompt.md`` (from ``ptflow/templates/agent_prompt.md.j2``), the
+   evaluation kit (``evaluate.py`` with PostTrainBench's interface, ``templates/`` and ``evaluate_settings.json``:
+   the same task, provider and settings as the final evaluation), the train split, a ``deadline`` file and
+   ``timer.sh``;
 2. the HF cache as a private writable view (``ptflow.cluster.hfview``) so the agent cannot damage the shared cache;
 3. the agent CLI under ``timeout --signal=TERM --kill-after=30s <hours*60+grace>m``, on container sites inside the
    agent's image with ``--nv -c --writable-tmpfs --home <task_dir>:/home/agent`` (built by ``ptflow.cluster.runtime``);
@@ -16,7 +18,6 @@ API keys named by the agent's ``keys`` reach the agent through its environment o
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -28,10 +29,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ptflow import templates
+from ptflow.config import tasks
 from ptflow.stages.checkpoint import has_weights
-
-# The evaluation code the agent may read (no test data): the modules that score its cell.
-EVAL_CODE_MODULES = ("ptflow.stages.evaluate.inspect_eval", "ptflow.stages.scoring")
+from ptflow.stages.evaluate.run import with_toy_data, write_agent_kit
+from ptflow.stages.evaluate.sources import data_env
 
 # The agent's argv per cli; an agent's own ``command`` in config replaces it. Placeholders: {model} {task_dir}
 # {hours} {prompt} {prompt_file} {python}. The prompt is not secret; keys never appear here.
@@ -121,18 +122,23 @@ def _hours_text(hours: float) -> str:
 def make_task_dir(
     root: str | None, *, agent: dict, cell: dict, base_model: str, train_parquet: str | None, started: float
 ) -> Path:
-    """The agent's private task dir: prompt, eval code, train data, deadline file and timer."""
+    """The agent's private task dir: prompt, evaluation kit (``evaluate.py``: the final evaluation's call), train
+    data, deadline file and timer."""
     task_dir = Path(tempfile.mkdtemp(prefix=f"ptflow-agent-{agent['id']}-", dir=root))
     (task_dir / "data").mkdir()
     train_data = None
     if train_parquet:
         train_data = task_dir / "data" / "train.parquet"
         shutil.copyfile(train_parquet, train_data)
-    code = task_dir / "eval_code"
-    code.mkdir()
-    for module in EVAL_CODE_MODULES:
-        source = Path(importlib.util.find_spec(module).origin)
-        shutil.copyfile(source, code / source.name)
+    call = agent.get("eval_call")
+    if call:
+        if call["task"] == tasks.TOY_TASK:
+            # The toy task's data is the workflow's test parquet (PostTrainBench's evals read theirs from the
+            # caches): the agent measures on it, as the final evaluation does, and must not train on it.
+            (task_dir / "eval_data").mkdir()
+            shutil.copyfile(agent["eval_test_parquet"], task_dir / "eval_data" / "test.parquet")
+            call = with_toy_data(call, task_dir / "eval_data" / "test.parquet")
+        write_agent_kit(task_dir, call)
     deadline = started + agent["hours"] * 3600
     (task_dir / "deadline").write_text(f"{int(deadline)}\n")
     shutil.copyfile(templates.path("agent_timer.sh"), task_dir / "timer.sh")
@@ -218,6 +224,8 @@ def train_agent_cell(
             "PTFLOW_TASK_DIR": str(task_dir),
             "PTFLOW_AGENT_KEYS": ",".join(agent.get("keys", [])),  # names only: the values are in the env already
         }
+        if agent.get("evals_cache") and hf_home:  # evaluate.py reads offline from the final evaluation's caches
+            child_env.update(data_env(hf_home, agent["evals_cache"]))
         if view:
             child_env["HF_HOME"] = str(view.path)
         if runtime:

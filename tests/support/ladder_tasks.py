@@ -1,0 +1,80 @@
+"""STAND-IN tasks for the retry-ladder tests (loaded as ``ladder_tasks.py@<task>`` file tasks).
+
+``context_limited``: answers with the real model, but first fails the way an OpenAI-compatible server (vLLM, an API)
+fails when a request's token budget does not fit the context window: ``openai.BadRequestError`` with code
+``context_length_exceeded``, raised here for budgets above ``context_tokens``. ``out_of_memory_once``: the first
+attempt fails with torch's (CUDA) ``OutOfMemoryError``, as a first try can when memory is fragmented, later ones
+answer. ``crashing``: fails with an error no budget cures. All use a two-sample in-memory dataset scored by exact
+match.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.model import get_model
+from inspect_ai.scorer import match
+from inspect_ai.solver import Generate, TaskState, solver
+
+SAMPLES = [Sample(input="What is 1+1?", target="2"), Sample(input="What is 2+2?", target="4")]
+
+
+def context_length_error(budget: int, context_tokens: int):
+    import httpx
+    import openai
+
+    message = f"requested {budget} output tokens; the context window leaves room for {context_tokens}"
+    body = {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}
+    request = httpx.Request("POST", "http://stand-in/v1/chat/completions")
+    response = httpx.Response(400, request=request, json={"error": body})
+    return openai.BadRequestError(message, response=response, body=body)
+
+
+@solver
+def generate_within(context_tokens: int):
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        budget = get_model().config.max_tokens
+        if budget is not None and budget > context_tokens:
+            raise context_length_error(budget, context_tokens)
+        return await generate(state)
+
+    return solve
+
+
+@solver
+def fail_once_out_of_memory(marker: str):
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        flag = Path(marker)
+        if not flag.exists():
+            import torch
+
+            flag.write_text("raised")
+            raise torch.OutOfMemoryError("CUDA out of memory (stand-in, raised on the first attempt only)")
+        return await generate(state)
+
+    return solve
+
+
+@solver
+def crash():
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        raise ValueError("stand-in failure that no token budget cures")
+
+    return solve
+
+
+@task
+def context_limited(context_tokens: int = 8) -> Task:
+    return Task(dataset=list(SAMPLES), solver=generate_within(context_tokens), scorer=match())
+
+
+@task
+def out_of_memory_once(marker: str) -> Task:
+    return Task(dataset=list(SAMPLES), solver=fail_once_out_of_memory(marker), scorer=match())
+
+
+@task
+def crashing() -> Task:
+    return Task(dataset=list(SAMPLES), solver=crash(), scorer=match())

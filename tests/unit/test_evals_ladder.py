@@ -1,0 +1,96 @@
+"""PostTrainBench's retry ladder through the real ``evaluate``: each attempt a real inspect eval of a tiny CPU model in
+its own process, failing the way servers and GPUs fail (stand-in tasks in tests/support/ladder_tasks.py): a
+context-length rejection moves to the next lower budget at once, an out-of-memory error retries the same budget,
+and an error no budget cures ends the evaluation after one attempt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ptflow.config.model import eval_from_entry
+from ptflow.stages.evaluate.run import EvalFailed, evaluate
+from ptflow.stages.evaluate.settings import Provider, build_call
+
+LADDER_TASKS = Path(__file__).resolve().parents[1] / "support" / "ladder_tasks.py"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
+
+    out = tmp_path_factory.mktemp("ladder") / "model"
+    create_tiny_llama(out, build_char_tokenizer(["What is 1+1? 2+2?"]), layers=2, hidden=32, heads=2, seed=0)
+    return out
+
+
+def run(tiny_model, tmp_path, task: str, task_args: dict, retry=(8,)):
+    ev = eval_from_entry(
+        {"id": "ladder", "task": f"{LADDER_TASKS}@{task}", "task_args": task_args, "max_new_tokens": 16,
+         "retry_max_new_tokens": list(retry), "limit": 2, "sampling": "greedy", "max_connections": 2}
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "INSPECT_"))}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    messages: list[str] = []
+    try:
+        return evaluate(build_call(ev, Provider()), tiny_model, tmp_path / "logs", hf_home=tmp_path / "hf",
+                        evals_cache=tmp_path / "cache", env=env, log=messages.append), messages  # fmt: skip
+    except EvalFailed as exc:
+        return exc, messages
+
+
+def test_context_length_rejection_moves_to_the_next_budget(tiny_model, tmp_path):
+    out, _ = run(tiny_model, tmp_path, "context_limited", {"context_tokens": 8})
+    # 16 tokens overflow: the other three tries at 16 are skipped, 8 fits
+    assert [(a["max_new_tokens"], a["ok"], a.get("failure_kind")) for a in out.attempts] == [
+        (16, False, "context"),
+        (8, True, None),
+    ]
+    assert "BadRequestError" in out.attempts[0]["error"] and out.max_new_tokens == 8
+    assert out.headline["name"] == "accuracy" and out.headline["n"] == 2
+    assert Path(out.log_path) == tmp_path / "logs" / "ladder.eval"
+
+
+def test_out_of_memory_retries_the_same_budget(tiny_model, tmp_path):
+    out, _ = run(tiny_model, tmp_path, "out_of_memory_once", {"marker": str(tmp_path / "raised")})
+    assert [(a["max_new_tokens"], a["ok"], a.get("failure_kind")) for a in out.attempts] == [
+        (16, False, "memory"),
+        (16, True, None),
+    ]
+
+
+def test_uncurable_failure_ends_after_one_attempt(tiny_model, tmp_path):
+    exc, messages = run(tiny_model, tmp_path, "crashing", {})
+    assert isinstance(exc, EvalFailed)
+    text = str(exc)
+    assert "\n" not in text and "cannot cure" in text and "ValueError: stand-in failure" in text
+    assert sorted(p.name for p in (tmp_path / "logs" / "attempts").iterdir() if p.is_dir()) == ["1"]
+    assert len(messages) == 1
+
+
+def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, tmp_path):
+    """Context overflow at every budget: one try per budget (the rest are skipped); the cell's eval.json then says
+    eval_failed with every attempt's error, and the matrix goes on (no exception)."""
+    import json
+
+    from ptflow.stages.evaluate.run import evaluate_cell, validate_eval_json
+
+    ev = eval_from_entry(
+        {"id": "ladder", "task": f"{LADDER_TASKS}@context_limited", "task_args": {"context_tokens": 4},
+         "max_new_tokens": 16, "retry_max_new_tokens": [8], "limit": 2, "sampling": "greedy"}
+    )  # fmt: skip
+    cell = {"model": "org/tiny", "model_name": "org--tiny", "eval": "ladder", "agent": "baseline"}
+    checkpoint = {"path": str(tiny_model), "kind": "base", "commit_or_hash": "x", "step": None}
+    data = evaluate_cell(cell=cell, call=build_call(ev, Provider()), model_path=str(tiny_model), checkpoint=checkpoint,
+                         inspect_dir=str(tmp_path / "inspect"), eval_json=str(tmp_path / "eval.json"),
+                         hf_home=str(tmp_path / "hf"), evals_cache=str(tmp_path / "c"), log=lambda _: None)  # fmt: skip
+    assert data == json.loads((tmp_path / "eval.json").read_text())
+    validate_eval_json(data)
+    assert data["status"] == "eval_failed" and data["metrics"] is None and data["inspect_log"] is None
+    assert [(a["max_new_tokens"], a["ok"], a["failure_kind"]) for a in data["attempts"]] == [
+        (16, False, "context"),
+        (8, False, "context"),
+    ]
+    assert all("BadRequestError" in a["error"] for a in data["attempts"]) and data["max_new_tokens"] == 8
