@@ -1,4 +1,5 @@
 # Configuration, site and paths, loaded once; every rule input, param and resource comes from a get_* here.
+import re
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
 from ptflow.config.load import resolve
 from ptflow.config.model import Cell, ConfigError
 from ptflow.jobenv import apply_site_env
-from ptflow.launch.skyrl import ServerSite
+from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 
 try:
     # Snakemake has merged the embedded default, --configfile and --config into `config` already.
@@ -43,23 +44,39 @@ def _agent_of(wildcards):
 
 def get_threads(stage):
     def threads(wildcards):
-        if is_supervised(stage):
-            # a login-node supervisor: one thread (Snakemake would cap more at --local-cores and run fewer at once);
-            # the job it submits gets the site's CPUs (its request, in params)
-            return 1
         return SITE.request(stage, _agent_of(wildcards)).threads
 
     return threads
 
 
-def is_supervised(stage):
-    """Sites with infra_retries run the stage's rule on the login node as a supervisor (ptflow.cluster.supervise)."""
-    return SITE.supervises(stage) is not None
+def supervised_agents(supervised=True):
+    """Agents whose train job a login-node supervisor submits (ptflow.cluster.supervise): every agent on sites with
+    infra_retries, and kinds that submit a helper job first (SkyRL's runtime server). The others' train jobs are
+    the plugin's."""
+    return [
+        a.id
+        for a in CFG.agents.values()
+        if a.trains and (SITE.supervises("train", a) is not None) == supervised
+    ]
 
 
-def get_resources(stage):
+def agent_constraint(supervised):
+    """The agent wildcard of the train rules, disjoint: plugin jobs (train) or login-node supervisors
+    (train_supervised)."""
+    ids = supervised_agents(supervised)
+    return "|".join(re.escape(i) for i in ids) if ids else "(?!)"
+
+
+def get_attempt(wildcards, attempt):
+    return attempt
+
+
+def get_resources(stage, agents=None):
     """Snakemake/slurm-plugin resources of a stage; keys are the union over agents, values per job."""
-    agents = list(CFG.agents.values()) if stage == "train" else [None]
+    if stage == "train":
+        agents = [CFG.agents[a] for a in (agents or [])] or [None]
+    else:
+        agents = [None]
     keys = sorted(
         {k for a in agents for k in SITE.request(stage, a).snakemake_resources()}
     )
@@ -71,11 +88,7 @@ def get_resources(stage):
 
         return value
 
-    resources = {key: value_of(key) for key in keys}
-    if is_supervised(stage):
-        # the login-node supervisor scales the job it submits by the rule's attempt, which scripts see only here
-        resources["attempt"] = lambda wildcards, attempt: attempt
-    return resources
+    return {key: value_of(key) for key in keys}
 
 
 # ---- cache ----
@@ -173,15 +186,17 @@ def get_train_params(wildcards):
 
 
 def _supervise_param(stage, wildcards):
-    """Only on supervised sites, so other sites' params (and outputs) stay as they were. The submitted job's request
-    travels resolved; the supervisor scales it by the rule's attempt."""
-    spec = SITE.supervises(stage)
+    """Only for supervised train jobs, so other jobs' params (and outputs) stay as they were. The submitted job's
+    request travels resolved; the supervisor scales it by the rule's attempt."""
+    agent = _agent_of(wildcards)
+    spec = SITE.supervises(stage, agent)
     if not spec:
         return {}
-    request = SITE.request(stage, _agent_of(wildcards))
+    request = SITE.request(stage, agent)
     return {
         "supervise": {
             "max_retries": spec.max_retries,
+            "max_resumes": spec.max_resumes,
             "internal_timeout_fraction": spec.internal_timeout_fraction,
             "request": request.to_dict(),
         }
@@ -189,8 +204,9 @@ def _supervise_param(stage, wildcards):
 
 
 def _skyrl_param(agent, wildcards):
-    """Kinds that submit a runtime server beside their trainer (skyrl): its resolved request and coordination dir.
-    A site without the request gets no server here; preflight names it before anything is submitted.
+    """Kinds that submit a runtime server beside their trainer (skyrl): its resolved request and where the
+    coordination dirs go (<cell>/.skyrl_jobs/<stamp>_<server job>/). A site without the request gets no server here;
+    preflight names it before anything is submitted.
     """
     if "runtime_server" not in agent.spec.site_requests or not SITE.has_request(
         "runtime_server"
@@ -198,10 +214,10 @@ def _skyrl_param(agent, wildcards):
         return {}
     return {
         "agent": {
-            "coord_dir": str(
+            "coord_base": str(
                 Path(
                     L.cell_dir(wildcards.model, wildcards.eval, wildcards.agent),
-                    "skyrl",
+                    JOBS_DIR,
                 )
             ),
             "server": ServerSite.from_site(SITE).to_dict(),
@@ -229,6 +245,17 @@ def _agent_param(agent, wildcards):
             "hf_home": HF_HOME,
             "eval_task": e.task,
             "max_new_tokens": e.max_new_tokens,
+            # only when set, so the params (and finished cells) of agents without them stay as they were
+            **(
+                {"on_restart": agent.on_restart}
+                if agent.on_restart != "continue"
+                else {}
+            ),
+            **(
+                {"sync_minutes": agent.sync_minutes}
+                if agent.sync_minutes is not None
+                else {}
+            ),
         }
     }
 
@@ -294,7 +321,7 @@ def get_final_outputs():
     ]
 
 
-# ---- preflight: before anything is submitted (Snakemake runs onstart only for real runs, not in jobs) ----
+# ---- driver start: before anything is submitted (Snakemake runs onstart only for real runs, not in jobs) ----
 
 
 def run_preflight():
@@ -302,6 +329,29 @@ def run_preflight():
         ensure_ok(CFG, SITE, L)
     except PreflightError as exc:
         raise WorkflowError(str(exc)) from None
+
+
+def on_driver_start():
+    """One driver per working directory (a lock naming the live holder), the preflight, then the live jobs of
+    earlier runs of this directory adopted instead of submitted again (ptflow.ops.driver).
+    """
+    from snakemake.logging import logger
+
+    from ptflow.ops import driver
+
+    driver.on_start(
+        workflow,
+        scheduler=SITE.scheduler,
+        earlier_jobs=CFG.raw.get("earlier_jobs", "wait"),
+        log=logger.warning,
+        preflight=run_preflight,
+    )
+
+
+def on_driver_end():
+    from ptflow.ops import driver
+
+    driver.on_end()
 
 
 # ---- images: only on sites whose runtime is a container and only for stages/agents that name an image ----

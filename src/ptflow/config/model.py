@@ -68,6 +68,8 @@ class Agent:
     keys: tuple[str, ...] = ()
     command: tuple[str, ...] | None = None  # cli-agent argv template (None: the cli's default)
     grace_minutes: float = 5.0  # cli-agent: timeout = hours*60 + grace_minutes
+    on_restart: str = "continue"  # cli-agent: after a requeue/retry, continue the workspace with the budget left
+    sync_minutes: float | None = None  # cli-agent: workspace sync interval (None: agent_cell.DEFAULT_SYNC_MINUTES)
 
     @property
     def spec(self) -> AgentKind:
@@ -315,6 +317,8 @@ def _build_agents(entries: list[dict]) -> dict[str, Agent]:
             tuple(a.get("keys", ())),
             tuple(a["command"]) if "command" in a else None,
             float(a.get("grace_minutes", 5.0)),
+            a.get("on_restart", "continue"),
+            float(a["sync_minutes"]) if "sync_minutes" in a else None,
         )
     for i, a in enumerate(entries):
         start = a.get("from")
