@@ -390,6 +390,7 @@ class ServerCompanion:
             self.log(f"skyrl: attempt {attempt} reuses runtime server job {self.job_id}")
         else:
             self.submit_server()
+        self.log(f"skyrl: the trainer job (attempt {attempt}) waits in the queue with --dependency=after:{self.job_id}")
         return [f"--dependency=after:{self.job_id}"], {COORD_ENV: str(self.coord.root)}
 
     def finish(self, log=print) -> None:
@@ -446,7 +447,7 @@ def run_trainer_side(coord_dir: str | Path, trainer_argv: list[str], *, params: 
             url = wait_ready(coord, job_id, timeout, log=log)
             waited = time.time() - started
             log(f"skyrl: the trainer's allocation waited {waited:.1f} s for runtime_ready.flag")
-            if job_id:
+            if coord.key_file.is_file():  # a server of ours; with runtime_url the key is in the environment already
                 env[KEY_ENV] = coord.key()
             env[URL_ENV] = url
             write_json_atomic(
