@@ -84,7 +84,7 @@ def work(tmp_path_factory):
         internal_timeout_fraction=0.125,
         train={"runtime": 2},
         # (the agent cell of the overlay needs its budget's time; preflight checks every agent of the matrix)
-        agent_resources={"cli-agent": {"runtime": 10}},
+        agent_resources={"cli-agent": {"runtime": 10}, "sft-2node": {"nodes": 2, "tasks_per_node": 1, "runtime": 10}},
     )
     yield path
     shutil.rmtree(path, ignore_errors=True)
@@ -328,3 +328,27 @@ def test_skyrl_server_first_trainer_after_it_started(work, slurm_cluster):
         if p.is_file() and p.name != "runtime_api_key.txt":
             assert key not in p.read_text(errors="replace"), p
     assert json.loads(manifest.read_text())["step"] == 3
+
+
+def test_two_node_train_job_gets_the_rendezvous_env_on_both_nodes(work, slurm_cluster):
+    """A supervised (pyxis-style) train job over 2 nodes, without pyxis: each node runs the rule's script under
+    torchrun with WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK and NUM_GPU_PER_NODE (TAO's contract); the two ranks
+    train together (DDP, gloo on CPU) and rank 0 writes the checkpoint."""
+    from ptflow.cluster import multinode
+
+    manifest = cell_dir(work, "sft-2node") / "checkpoint.json"
+    snakemake(work, *run_args(work.supervised_site, str(manifest.relative_to(work))), env=slurm_cluster.env,
+              profile="profiles/slurm")  # fmt: skip
+    status = json.loads((manifest.parent / "status.json").read_text())
+    job_id = status["job_id"]
+    nodes = json.loads((manifest.parent / "nodes.json").read_text())
+    assert nodes["status"] == "succeeded" and sorted(nodes["nodes"]) == sorted(slurm_cluster.hostnames), nodes
+    first = nodes["nodes"][0]
+    addr = slurm.node_addresses([first])[first].addr
+    log = read(rule_log(work, "sft-2node"))  # the node steps' output goes to the rule's log
+    for rank, node in enumerate(nodes["nodes"]):
+        line = (f"ptflow node {node}: WORLD_SIZE=2 MASTER_ADDR={addr} MASTER_PORT={multinode.master_port(job_id)} "
+                f"NODE_RANK={rank} NUM_GPU_PER_NODE=1")  # fmt: skip
+        assert line in log, log[-3000:]
+    data = json.loads(manifest.read_text())
+    assert data["step"] == 40 and data["slurm_job_id"] == job_id and len(data["attempts"]) == 1

@@ -180,6 +180,7 @@ def get_train_params(wildcards):
         "hf_home": HF_HOME,
         **_runtime_param("train", wildcards),
         **_supervise_param("train", wildcards),
+        **_multinode_param(agent),
         **_agent_param(agent, wildcards),
         **_skyrl_param(agent, wildcards),
     }
@@ -200,6 +201,17 @@ def _supervise_param(stage, wildcards):
             "internal_timeout_fraction": spec.internal_timeout_fraction,
             "request": request.to_dict(),
         }
+    }
+
+
+def _multinode_param(agent):
+    """Only for train jobs over several nodes of a torchrun kind: each node runs the rule's script under torchrun
+    with the rendezvous env (ptflow.cluster.multinode). Ray kinds bring their own launcher."""
+    request = SITE.request("train", agent)
+    if request.get("nodes", 1) <= 1 or agent.spec.multinode != "torchrun":
+        return {}
+    return {
+        "multinode": {"nodes": request["nodes"], "gpus_per_node": request.gpus}
     }
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from ptflow.cluster import hfcache, supervise
 from ptflow.cluster.preempt import RESUME_EXIT, StoppedToResume, warning_seconds, write_stop_marker
-from ptflow.cluster.runtime import reexec_in_runtime
+from ptflow.cluster.runtime import IN_RUNTIME_ENV, JobRuntime, inside_runtime, reexec_in_runtime
 from ptflow.config.kinds import KINDS
 from ptflow.config.sites import Request
-from ptflow.jobenv import rule_log
+from ptflow.jobenv import package_root, rule_log
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.train.cell import train_cell
 
@@ -43,11 +43,34 @@ def supervise_this_job(job, log) -> None:
         raise RuntimeError(f"the supervised job succeeded but wrote no {snakemake.output[0]}")
 
 
+def run_on_nodes(job, log) -> int:
+    """A multi-node job of a torchrun kind: this script again on every node of the allocation, in the site's
+    runtime, with TAO's rendezvous env (ptflow.cluster.multinode); rank 0 writes the outputs."""
+    from ptflow.cluster import multinode
+    from ptflow.config.sites import RuntimeSpec
+
+    spec = JobRuntime.from_dict(job["runtime"]) if job.get("runtime") else None
+    rt = spec.runtime if spec else RuntimeSpec(site="local")
+    python = rt.python if rt.is_container else sys.executable
+    return multinode.run_nodes(
+        rt,
+        multinode.torchrun_argv(python, sys.argv[0]),
+        Path(snakemake.output[0]).parent,
+        gpus_per_node=job["multinode"]["gpus_per_node"],
+        image=spec.image if spec else None,
+        binds=(*spec.binds, os.getcwd(), package_root()) if spec else (),
+        extra_env={IN_RUNTIME_ENV: "1", "HF_HUB_OFFLINE": "1"},
+        log=log,
+    )
+
+
 with rule_log(snakemake.log[0]) as log:
     job = snakemake.params.job
     if job.get("supervise") and not supervise.inside_supervised_job():
         supervise_this_job(job, log)
         sys.exit(0)
+    if job.get("multinode") and os.environ.get("SLURM_JOB_ID") and not inside_runtime():
+        sys.exit(run_on_nodes(job, log))
     if KINDS[job["kind"]].reexec_in_runtime:
         reexec_in_runtime(job.get("runtime"), log)  # container or site venv; returns at once on the local default
     parent = snakemake.input.get("parent")

@@ -29,6 +29,9 @@ class AgentKind:
     trainer: str | None = None  # "module:function" taking a ptflow.stages.train.cell.TrainJob
     agent_cli: bool = False  # an LLM coding agent under a time budget: keys, task dir, judge, budget preflight
     site_requests: tuple[str, ...] = ()  # further site requests its jobs submit (preflight: the site must have them)
+    # How a train job on several nodes runs: "torchrun" (one launcher per node with the rendezvous env, TAO's
+    # contract, ptflow.cluster.multinode), "ray" (its own Ray launcher), None (one node only: preflight refuses more).
+    multinode: str | None = None
 
 
 KINDS: dict[str, AgentKind] = {
@@ -41,6 +44,7 @@ KINDS: dict[str, AgentKind] = {
             required_params=("steps", "batch_size", "learning_rate", "seed"),
             train_data=TRAIN_DATA_ALWAYS,
             trainer="ptflow.stages.train.sft:run",
+            multinode="torchrun",
         ),
         AgentKind(
             "trl-grpo",
@@ -55,6 +59,7 @@ KINDS: dict[str, AgentKind] = {
             ),
             train_data=TRAIN_DATA_ALWAYS,
             trainer="ptflow.stages.train.grpo:run",
+            multinode="torchrun",
         ),
         AgentKind(
             "cli-agent",
@@ -72,6 +77,7 @@ KINDS: dict[str, AgentKind] = {
             train_data=TRAIN_DATA_ALWAYS,
             reexec_in_runtime=False,
             trainer="ptflow.stages.train.verl:run",
+            multinode="ray",
         ),
         AgentKind(
             "nemo-distill",
@@ -80,6 +86,7 @@ KINDS: dict[str, AgentKind] = {
             variants=("full", "smoke"),
             reexec_in_runtime=False,
             trainer="ptflow.stages.train.nemo:run",
+            multinode="ray",
         ),
         AgentKind(
             "skyrl",

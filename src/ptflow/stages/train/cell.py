@@ -83,6 +83,8 @@ def train_cell(
         torch.set_num_threads(threads)
     ckpt = Path(checkpoint_dir).resolve()
     this_attempt = attempt_id()
+    if int(os.environ.get("RANK", "0")) != 0:
+        return _other_rank(cell, kind, params, start_model, train_parquet, ckpt, config_hash, log, runtime, agent)
     staging = ckpt.with_name(f".{ckpt.name}.partial-{this_attempt}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
@@ -142,6 +144,18 @@ def train_cell(
         return manifest
     log(f"checkpoint {ckpt}: step {manifest['step']}, {manifest['bytes']} bytes, {seconds:.1f} s")
     return manifest
+
+
+def _other_rank(cell, kind, params, start_model, train_parquet, ckpt, config_hash, log, runtime, agent) -> dict:
+    """A rank other than 0 of a distributed run (torchrun on several nodes or GPUs): it trains with the others and
+    writes nothing of its own (rank 0 saves checkpoints, promotes the model and writes the manifest)."""
+    staging = ckpt.with_name(f".{ckpt.name}.partial-{attempt_id()}")
+    resume = ResumeDir.for_checkpoint(ckpt, config_hash)
+    job = TrainJob(cell, kind, params, start_model, train_parquet, staging, log, runtime, agent, None, resume, None)
+    try:
+        return trainer_of(kind)(job)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _job_id() -> str | None:

@@ -198,6 +198,8 @@ def save_final(trainer, tokenizer, output_dir) -> None:
     """save_pretrained model + tokenizer into ``output_dir`` via a temp sibling dir and a rename."""
     from ptflow.files import staged_dir
 
+    if not trainer.is_world_process_zero():
+        return  # another rank of a distributed run: rank 0 writes the model
     model = trainer.model
     # Training may leave sampling settings in the generation config; evals must stay greedy.
     model.generation_config.do_sample = False
