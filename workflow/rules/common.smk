@@ -206,13 +206,12 @@ def _supervise_param(stage, wildcards):
 
 def _multinode_param(agent):
     """Only for train jobs over several nodes of a torchrun kind: each node runs the rule's script under torchrun
-    with the rendezvous env (ptflow.cluster.multinode). Ray kinds bring their own launcher."""
+    with the rendezvous env (ptflow.cluster.multinode). Ray kinds bring their own launcher.
+    """
     request = SITE.request("train", agent)
     if request.get("nodes", 1) <= 1 or agent.spec.multinode != "torchrun":
         return {}
-    return {
-        "multinode": {"nodes": request["nodes"], "gpus_per_node": request.gpus}
-    }
+    return {"multinode": {"nodes": request["nodes"], "gpus_per_node": request.gpus}}
 
 
 def _skyrl_param(agent, wildcards):

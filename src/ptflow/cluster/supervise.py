@@ -51,6 +51,7 @@ def render_batch_script(
     python: str = sys.executable,
     internal_timeout: int | None = None,
     kill_after: int = 60,
+    poll: int = POLL_SECONDS,
 ) -> Path:
     """``#!/bin/bash`` that re-runs the rule's script (absolute paths: the job starts in the submit dir) and forwards
     the warning and SIGTERM to it. With ``internal_timeout`` (seconds) the job sends the script the warning itself
@@ -65,9 +66,8 @@ def render_batch_script(
         'child=""',
         "# Slurm's time-limit warning reaches this shell (--signal=B:USR1@N); scancel and requeue send TERM: both go",
         "# on to the script, whose trainer saves and stops (ptflow.cluster.preempt).",
-        'forward() { if [[ -n "$child" ]]; then kill "-$1" "$child" 2>/dev/null || true; fi; }',
-        "trap 'forward USR1' USR1",
-        "trap 'forward TERM' TERM",
+        """trap 'if [[ -n "$child" ]]; then kill -USR1 "$child" 2>/dev/null || true; fi' USR1""",
+        """trap 'if [[ -n "$child" ]]; then kill -TERM "$child" 2>/dev/null || true; fi' TERM""",
         f"{run} &",
         "child=$!",
     ]
@@ -79,13 +79,13 @@ def render_batch_script(
             'while kill -0 "$child" 2>/dev/null; do',
             "  if ((!warned && SECONDS >= internal_timeout)); then",
             '    echo "ptflow: internal timeout (${internal_timeout} s): asking the trainer to save and stop" >&2',
-            "    forward USR1",
+            '    kill -USR1 "$child" 2>/dev/null || true',
             "    warned=1",
             "  elif ((warned && SECONDS >= internal_timeout + kill_after)); then",
             '    echo "ptflow: the trainer did not stop ${kill_after} s after the internal timeout; killing it" >&2',
             '    kill -KILL "$child" 2>/dev/null || true',
             "  fi",
-            f"  sleep {POLL_SECONDS} &",
+            f"  sleep {int(poll)} &",
             '  wait "$!"',
             "done",
         ]
