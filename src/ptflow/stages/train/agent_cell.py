@@ -347,13 +347,15 @@ def train_agent_cell(
     base_model = start_model
     task_dir = None
     rc, time_taken, stopped = None, 0.0, False
+    staged = started
     try:
         if hf_home and Path(hf_home).is_dir():
             # an agent always gets a private view (it may write to the cache); the site picks overlay or copy
             method = runtime["runtime"].get("hf_view", "auto") if runtime else "auto"
             method = "auto" if method == "none" else method
             view_root = Path(tempfile.mkdtemp(prefix="ptflow-hfview-", dir=tmp_root))
-            view = hfview.open_view(hf_home, view_root, method=method, log=log)
+            # a copy takes the base model's repo only (the agent may load no other model; datasets come whole)
+            view = hfview.open_view(hf_home, view_root, method=method, log=log, models=[cell["model"]])
             rel = os.path.relpath(os.path.abspath(start_model), os.path.abspath(hf_home))
             if not rel.startswith(".."):
                 base_model = str(view.path / rel)
@@ -368,6 +370,7 @@ def train_agent_cell(
             workspace=workspace if earlier else None,
             earlier=_describe_earlier(earlier) if earlier else None,
         )
+        staged = time.time()
         if earlier:
             log(
                 f"continuing {_describe_earlier(earlier)} in {task_dir} (workspace {workspace}): "
@@ -408,6 +411,9 @@ def train_agent_cell(
             hfview.close_view(view, log=log)
         if task_dir is not None:
             shutil.rmtree(task_dir, ignore_errors=True)
+    view_method, view_seconds, view_bytes = (
+        (view.method, round(view.seconds, 3), view.bytes) if view else ("none", 0, 0)
+    )
     runs = previous_agent_runs(resume, None) if resume is not None else []
     attempts = [
         {
@@ -438,6 +444,9 @@ def train_agent_cell(
             "model": agent["model"],
             "on_restart": mode,
             "attempts": attempts,
+            # staging in this GPU job before the agent started: task dir and HF view (a copy when no overlay)
+            "staging_seconds": round(staged - started, 3),
+            "hf_view": {"method": view_method, "seconds": view_seconds, "bytes": view_bytes},
         },
     }
 
