@@ -132,3 +132,23 @@ def test_sigterm_to_the_supervisor_cancels_both_jobs(slurm_cluster):
     for job in (trainer, server):
         assert slurm.wait_job(job, poll=1, timeout=60).base_state in ("CANCELLED", "COMPLETED"), job
     assert coord.complete_flag.exists()
+
+
+def test_runtime_only_starts_a_server_and_says_how_to_use_it(slurm_cluster, tmp_path):
+    """`python -m ptflow.launch.skyrl --runtime-only`: the server alone, its URL and key file printed."""
+    import yaml
+
+    site = yaml.safe_load((REPO / "tests" / "slurm" / "localtest.yaml").read_text())
+    site["resources"]["runtime_server"] = {"partition": "cpu", "threads": 1, "mem_mb": 500, "runtime": 5}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(site))
+    base = BASE / f"only-{uuid.uuid4().hex[:8]}"
+    out = subprocess.run([sys.executable, "-m", "ptflow.launch.skyrl", "--site", str(tmp_path / "s.yaml"),
+                          "--coord-base", str(base), "--runtime-only"], cwd=REPO, env=job_env(), capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    job = re.search(r"runtime server job (\d+) serves (http://\S+)", out.stdout)
+    assert job and "export SKYRL_API_KEY=$(cat " in out.stdout
+    coord = skyrl.Coord(next(base.iterdir()))
+    assert coord.url_file.read_text().strip() == job.group(2)
+    coord.complete_flag.write_text("done")  # how the printed instructions stop it
+    assert slurm.wait_job(job.group(1), poll=1, timeout=60).base_state == "COMPLETED"

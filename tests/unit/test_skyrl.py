@@ -181,3 +181,14 @@ def test_skyrl_overlay_validates(default_raw):
     cfg = build_config(raw)
     assert cfg.agents["skyrl-gsm8k"].kind == "skyrl"
     assert cfg.agents["skyrl-gsm8k"].params["ready_timeout"] == 600
+
+
+def test_dry_run_prints_the_server_first_and_the_trainer_after_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert skyrl.main(["--site", "fasrc", "--sites-dir", str(SITES), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "--partition=test" in out and "--hold" in out and "runtime_server.sbatch" in out
+    assert "--dependency=after:<server id>" in out
+    assert not list(tmp_path.iterdir()), "a dry run writes nothing"
+    assert skyrl.main(["--site", "fasrc", "--sites-dir", str(SITES), "--dry-run", "--runtime-url", "http://h:1"]) == 0
+    assert "no server job" in capsys.readouterr().out

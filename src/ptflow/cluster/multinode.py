@@ -173,6 +173,11 @@ def exec_torchrun(script: str, env=os.environ) -> None:
         f"--master-port={env['MASTER_PORT']}",
         script,
     ]
+    # torchrun dies of Slurm's warning (USR1 to every process of the step): it and its ranks ignore it, and the
+    # ranks' trainers catch it again (ptflow.cluster.preempt.SaveOnWarning)
+    from ptflow.jobenv import ignore_time_limit_warning
+
+    ignore_time_limit_warning()
     os.execv(sys.executable, argv)
 
 
