@@ -57,7 +57,7 @@ def warn_at(step: int, lines: list[str]):
 
 def test_sft_stopped_by_the_warning_resumes_with_the_same_loss_curve_and_weights(data, tmp_path):
     base, train = data
-    kw = dict(steps=60, batch_size=8, learning_rate=3e-3, seed=0)  # logs and checkpoints every 6 steps
+    kw = dict(steps=60, batch_size=8, learning_rate=3e-3, seed=0, save_freq=6)  # logs and checkpoints every 6 steps
     whole_lines: list[str] = []
     whole = train_sft(base, train, tmp_path / "whole", resume=ResumeDir(tmp_path / "r1"), log=whole_lines.append, **kw)
 
@@ -92,7 +92,9 @@ def test_grpo_resumes_its_sampling_where_it_stopped(data, tmp_path):
     """GRPO samples completions: the RNG state restored from the checkpoint makes the resumed run draw the same
     completions (same lengths per step) as an uninterrupted one."""
     base, train = data
-    kw = dict(steps=8, batch_size=4, num_generations=4, learning_rate=1e-3, max_completion_length=8, seed=0)
+    kw = dict(
+        steps=8, batch_size=4, num_generations=4, learning_rate=1e-3, max_completion_length=8, seed=0, save_freq=2
+    )
 
     def lengths(lines):
         out = {}
@@ -140,3 +142,17 @@ def test_stop_marker_round_trip(tmp_path):
     write_stop_marker(tmp_path, "123", {"step": 25, "reason": "internal timeout"})
     assert stop_marker(tmp_path, "123")["step"] == 25 and stop_marker(tmp_path, "124") is None
     assert RESUME_EXIT == 75
+
+
+def test_without_save_freq_checkpoints_come_by_training_time(data, tmp_path):
+    """No params.save_freq: no checkpoint while less than save_minutes of training passed (short runs pay nothing),
+    one at each save_minutes otherwise; a warning still saves at once."""
+    base, train = data
+    kw = dict(steps=12, batch_size=4, learning_rate=3e-3, seed=0)
+    quick = ResumeDir(tmp_path / "quick")
+    train_sft(base, train, tmp_path / "a", resume=quick, log=lambda m: None, **kw)
+    assert not list(quick.root.glob("step_*"))
+    lines: list[str] = []
+    every = ResumeDir(tmp_path / "every")
+    train_sft(base, train, tmp_path / "b", resume=every, save_minutes=1e-6, log=lines.append, **kw)
+    assert sum("checkpoint step" in ln for ln in lines) == 11  # each step but the last (the final model is saved)

@@ -5,5 +5,6 @@ EDF or venv command lines; ``images`` builds images; ``hfcache``/``hfview`` own 
 views of it; ``preflight`` checks a matrix against the live cluster; ``supervise`` and ``infra_retry`` resubmit after
 infrastructure failures and saved stops; ``preempt`` owns time-limit warnings, stop signals and the resume state of
 trainings; ``ownership`` says which Slurm jobs and which driver belong to a working directory; ``multinode`` reads
-allocations back and spreads processes over them. It may import ``config`` and the foundation modules, never ``launch``, ``stages`` or ``ops``.
+allocations back and spreads processes over them. It may import ``config`` and the foundation modules, never
+``launch``, ``stages`` or ``ops``.
 """

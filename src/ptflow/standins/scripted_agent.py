@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--learning-rate", type=float, default=3.0e-3)
     ap.add_argument("--pause", type=float, default=0.0, help="seconds to sleep at each logged training step")
+    ap.add_argument("--save-freq", type=int, help="checkpoint its SFT every N steps (default: by time)")
     args = ap.parse_args(argv)
     task_dir = Path(args.task_dir)
     task = json.loads((task_dir / "task.json").read_text())
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size,
             learning_rate=args.learning_rate,
             seed=0,
+            save_freq=args.save_freq,
             resume=resume,
             log=log,
         )

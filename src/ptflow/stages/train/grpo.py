@@ -40,6 +40,7 @@ def train_grpo(
     max_completion_length: int,
     seed: int,
     save_freq: int | None = None,
+    save_minutes: float | None = None,
     resume=None,
     log: Callable[[str], None] = print,
 ) -> dict:
@@ -107,7 +108,7 @@ def train_grpo(
             processing_class=tokenizer,
             callbacks=[log_callback(on_log)],
         )
-        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, log=log)
+        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=save_minutes, log=log)
     seconds = time.perf_counter() - t0
     reward_mean = sum(rewards) / len(rewards) if rewards else float("nan")
     log(

@@ -17,6 +17,7 @@ def train_sft(
     learning_rate: float,
     seed: int,
     save_freq: int | None = None,
+    save_minutes: float | None = None,
     resume=None,
     log: Callable[[str], None] = print,
 ) -> dict:
@@ -24,8 +25,9 @@ def train_sft(
 
     Prompt-completion format with conversational messages, so TRL applies the chat template and
     computes the loss on the completion tokens only (the assistant turn incl. its EOS). A full checkpoint every
-    ``save_freq`` steps (default: a tenth of ``steps``) goes to ``resume`` (a ``ptflow.cluster.preempt.ResumeDir``),
-    and the run resumes from its newest one. Returns ``{"step", "train_loss", "seconds", "resumed_from"}``.
+    ``save_freq`` steps (default: every ``save_minutes`` of training, 10) and on the time-limit warning goes to
+    ``resume`` (a ``ptflow.cluster.preempt.ResumeDir``), and the run resumes from its newest one.
+    Returns ``{"step", "train_loss", "seconds", "resumed_from"}``.
     """
     t0 = time.perf_counter()
     from datasets import Dataset
@@ -68,7 +70,7 @@ def train_sft(
             processing_class=tokenizer,
             callbacks=[log_callback(log)],
         )
-        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, log=log)
+        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=save_minutes, log=log)
     seconds = time.perf_counter() - t0
     log(f"sft done: {result['step']} steps, train_loss={result['train_loss']:.4f}, {seconds:.1f}s")
     return {**result, "seconds": seconds}

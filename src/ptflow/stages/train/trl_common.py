@@ -13,7 +13,6 @@ RNG states and the step, and skips the batches already trained. What ptflow adds
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -40,9 +39,9 @@ def read_verl_rows(train_parquet) -> list[dict]:
     return rows
 
 
-def default_save_freq(steps: int) -> int:
-    """Checkpoint every tenth of the run when an agent gives no ``params.save_freq``."""
-    return max(1, math.ceil(steps / 10))
+# Without params.save_freq a checkpoint is taken when this much training time passed since the last one: what a
+# kill without warning can lose at most, and no checkpoint cost at all for runs shorter than that (the demo).
+DEFAULT_SAVE_MINUTES = 10.0
 
 
 def common_args(
@@ -56,7 +55,8 @@ def common_args(
     save_freq: int | None = None,
 ) -> dict:
     """TrainingArguments shared by SFT and GRPO: CPU, fp32, a full checkpoint (optimizer, scheduler, RNG) every
-    ``save_freq`` steps into ``output_dir`` (this attempt's staging dir), no reporting."""
+    ``save_freq`` steps into ``output_dir`` (this attempt's staging dir; None: by time, see :func:`resume_callback`),
+    no reporting."""
     return dict(
         output_dir=output_dir,
         max_steps=steps,
@@ -72,7 +72,7 @@ def common_args(
         bf16=False,  # TRL defaults bf16=True; on CPU that is slower and lossy for tiny models
         fp16=False,
         save_strategy="steps",
-        save_steps=save_freq or default_save_freq(steps),
+        save_steps=save_freq or steps + 1,  # None: never by step count, the callback saves by time
         save_only_model=False,  # optimizer, scheduler and RNG state too: a resumed run continues, not restarts
         report_to="none",
         logging_steps=max(1, steps // 10),
@@ -120,14 +120,19 @@ def quiet_trainer(trainer) -> None:
     trainer.remove_callback(ProgressCallback)
 
 
-def resume_callback(resume, warning, log: Callable[[str], None]):
+def resume_callback(resume, warning, log: Callable[[str], None], save_seconds: float | None = None):
     """A TrainerCallback that (1) promotes each checkpoint the Trainer finished to ``step_<n>`` of ``resume``,
-    (2) turns a warning into "save at this step and stop", (3) skips the Trainer's extra save at the last step (the
-    final model is saved by :func:`save_final`; a full checkpoint there would only cost time and disk)."""
+    (2) turns a warning into "save at this step and stop", (3) saves when ``save_seconds`` of training passed since
+    the last checkpoint (no ``save_freq``), (4) skips the Trainer's extra save at the last step (the final model is
+    saved by :func:`save_final`; a full checkpoint there would only cost time and disk)."""
+    import time
+
     from transformers import TrainerCallback
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     class _Resume(TrainerCallback):
+        last_save = time.monotonic()
+
         def on_step_end(self, args, state, control, **kwargs):
             if warning is not None and warning.requested and state.global_step < state.max_steps:
                 control.should_save = True
@@ -135,9 +140,12 @@ def resume_callback(resume, warning, log: Callable[[str], None]):
                 log(f"{warning.reason} received: saving step {state.global_step} and stopping")
             elif state.global_step >= state.max_steps and state.global_step % args.save_steps:
                 control.should_save = False
+            elif save_seconds and time.monotonic() - self.last_save >= save_seconds:
+                control.should_save = True
             return control
 
         def on_save(self, args, state, control, **kwargs):
+            self.last_save = time.monotonic()
             if resume is None or not args.should_save:
                 return control
             src = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
@@ -149,12 +157,22 @@ def resume_callback(resume, warning, log: Callable[[str], None]):
     return _Resume()
 
 
-def train_and_save(trainer, tokenizer, output_dir, *, resume=None, log: Callable[[str], None] = print) -> dict:
+def train_and_save(
+    trainer,
+    tokenizer,
+    output_dir,
+    *,
+    resume=None,
+    save_minutes: float | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
     """Train (resuming from the newest step of ``resume`` if there is one), then save the final model.
 
     Returns ``{"step", "train_loss", "resumed_from"}``; ``train_loss`` is the mean loss per step over the whole run,
     resumed parts included (the Trainer's own figure covers only its last ``train()`` call). Raises
-    ``StoppedToResume`` when a warning or SIGTERM stopped the run after saving."""
+    ``StoppedToResume`` when a warning or SIGTERM stopped the run after saving. Without a step-based ``save_freq``
+    (``TrainingArguments.save_steps`` beyond the run) a checkpoint is taken every ``save_minutes`` of training
+    (default :data:`DEFAULT_SAVE_MINUTES`)."""
     from ptflow.cluster.preempt import SaveOnWarning, StoppedToResume
 
     quiet_trainer(trainer)
@@ -162,7 +180,9 @@ def train_and_save(trainer, tokenizer, output_dir, *, resume=None, log: Callable
     if found:
         log(f"resuming from {found[1]} (step {found[0]}): weights, optimizer, scheduler and RNG state")
     with SaveOnWarning(term=True) as warning:
-        trainer.add_callback(resume_callback(resume, warning, log))
+        by_time = trainer.args.save_steps > trainer.args.max_steps
+        save_seconds = (save_minutes or DEFAULT_SAVE_MINUTES) * 60 if by_time else None
+        trainer.add_callback(resume_callback(resume, warning, log, save_seconds))
         result = trainer.train(resume_from_checkpoint=str(found[1]) if found else None)
     state = trainer.state
     if state.global_step < state.max_steps:
