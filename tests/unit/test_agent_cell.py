@@ -295,3 +295,4 @@ def test_fresh_restart_starts_over_with_the_full_budget(tmp_path):
     assert any("on_restart fresh: starting over with the full budget" in ln for ln in lines)
     assert any("(0.05 h of 0.05 h left)" in ln for ln in lines)
     assert [a.get("discarded") for a in resume.attempts()] == [True, None]
+    assert (tmp_path / "trace" / "stdout.log").read_text().count("=== ptflow: attempt") == 2  # both traces kept

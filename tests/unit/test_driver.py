@@ -117,3 +117,27 @@ def test_adopt_cancels_instead_when_configured(tmp_path, monkeypatch):
 def test_supervised_train_jobs_are_matched_under_the_rules_name(tmp_path):
     job = SimpleNamespace(name="train_supervised", wildcards=["m", "e", "a"], output=[])
     assert "rule_train_wildcards_m_e_a" in driver.job_comments(job)
+
+
+def test_a_supervisor_notices_its_driver_is_gone(tmp_path):
+    """kill -9 of the driver: its supervisors stop supervising (no resubmission the next driver would not see) and
+    leave the running job to be adopted."""
+    from ptflow.cluster import supervise
+
+    code = (
+        "import time; from ptflow.cluster.ownership import DriverLock;"
+        f"DriverLock({str(tmp_path)!r}).acquire('snakemake'); print('held', flush=True); time.sleep(60)"
+    )
+    drv = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert drv.stdout.readline().strip() == "held"
+        check = supervise.driver_watch(tmp_path)
+        check()  # alive: nothing happens
+        drv.kill()
+        drv.wait()
+        with pytest.raises(supervise.DriverGone, match=f"pid {drv.pid}"):
+            check()
+    finally:
+        if drv.poll() is None:
+            drv.kill()
+    assert supervise.driver_watch(tmp_path / "nowhere")() is None  # no driver lock: a supervisor run by hand

@@ -325,6 +325,7 @@ def train_agent_cell(
         raise AgentCellError(f"agent {agent['id']}: on_restart {mode!r} is not one of {', '.join(ON_RESTART)}")
     budget = agent["hours"] * 3600
     earlier = previous_agent_runs(resume, attempt)
+    first_attempt = not earlier
     workspace = resume.root / "workspace" if resume is not None else None
     if earlier and mode == "fresh":
         log(f"on_restart fresh: starting over with the full budget ({_describe_earlier(earlier)} discarded)")
@@ -337,7 +338,7 @@ def train_agent_cell(
     left = budget - used
     finished_before = any(a["agent"].get("finished") for a in earlier)
     trace_dir = Path(agent["trace_dir"])
-    if not earlier:
+    if first_attempt:  # (a restart, fresh or not, appends to the trace: every attempt's stays readable)
         shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -424,10 +425,11 @@ def train_agent_cell(
             "time_taken": a["agent"]["time_taken"],
             "exit_code": a["agent"].get("exit_code"),
             "ended_by": a["agent"].get("ended_by", "killed (no end recorded)"),
+            **({"discarded": True} if a.get("discarded") else {}),  # before an on_restart: fresh start
         }
         for a in runs
-        if not a.get("discarded")
     ]
+    counted = [a for a in attempts if not a.get("discarded")]
     return {
         "step": None,
         "train_loss": None,
@@ -435,7 +437,7 @@ def train_agent_cell(
         "agent_run": {
             "exit_code": rc,
             "budget_exhausted": budget_exhausted,
-            "time_taken": round(sum(a["time_taken"] for a in attempts) if attempts else time_taken, 3),
+            "time_taken": round(sum(a["time_taken"] for a in counted) if counted else time_taken, 3),
             "hours": agent["hours"],
             "timeout_minutes": timeout_minutes(agent["hours"], agent.get("grace_minutes", 5.0)),
             "final_model": has_model,
