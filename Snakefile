@@ -9,9 +9,14 @@ min_version("9.0")
 # The ptflow package of this checkout, for this process and every job it starts (whatever their environment).
 _SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, _SRC)
-from ptflow.jobenv import prepend_pythonpath
+from ptflow.jobenv import ignore_time_limit_warning, prepend_pythonpath
 
 prepend_pythonpath(_SRC)
+if "SLURM_JOB_ID" in os.environ:
+    # Inside a Slurm job (the plugin's job-step Snakemake, or a multi-node rule's batch-step one): Slurm's time-limit
+    # warning (USR1 to every process of every step) must not kill Snakemake or the rule it runs; trainers catch it
+    # (ptflow.cluster.preempt). Ignored signals are inherited, so every rule's processes ignore it too.
+    ignore_time_limit_warning()
 
 
 # The embedded default, found from the Snakefile so the workflow runs in any --directory; --configfile adds on top.
@@ -33,7 +38,15 @@ report: "workflow/report/workflow.rst"
 
 
 onstart:
-    run_preflight()
+    on_driver_start()
+
+
+onsuccess:
+    on_driver_end()
+
+
+onerror:
+    on_driver_end()
 
 
 rule all:

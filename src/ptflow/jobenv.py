@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -33,6 +34,18 @@ def prepend_pythonpath(path: str) -> None:
     current = os.environ.get("PYTHONPATH")
     parts = [path] + ([current] if current else [])
     os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+
+
+# Slurm's time-limit warning (`warn_seconds` in a site request -> sbatch --signal=USR1@N): one signal for all of ptflow.
+WARNING_SIGNAL = "USR1"
+
+
+def ignore_time_limit_warning() -> None:
+    """Make this process, and every child it starts, ignore the time-limit warning (an ignored signal stays ignored
+    across fork and exec). Slurm sends it to every process of every job step: unhandled, it would kill the plugin's
+    job-step Snakemake and whatever a rule runs. Trainers that save on it catch it again
+    (``ptflow.cluster.preempt.SaveOnWarning``)."""
+    signal.signal(getattr(signal, f"SIG{WARNING_SIGNAL}"), signal.SIG_IGN)
 
 
 def apply_site_env(env: dict[str, str]) -> None:
@@ -98,7 +111,9 @@ def require_free_space(path: str, need_mb: int | None, what: str) -> int:
 
 @contextlib.contextmanager
 def rule_log(path: str | Path) -> Iterator:
-    """Redirect fds 1 and 2 into ``path`` (appending) and yield a ``log(msg)`` function that timestamps lines."""
+    """Redirect fds 1 and 2 into ``path`` (appending) and yield a ``log(msg)`` function that timestamps lines. Every
+    rule script enters here first, so every job process ignores the time-limit warning unless it handles it."""
+    ignore_time_limit_warning()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -78,8 +78,9 @@ def test_rendezvous_env_on_two_nodes(slurm_cluster):
     first = slurm.hostnames(rec.nodes)[0]
     assert {e["MASTER_ADDR"] for e in envs} == {slurm.node_addresses([first])[first].addr}
     assert next(e for e in envs if e["NODE_RANK"] == "0")["SLURMD_NODENAME"] == first
-    status = json.loads((d / "status.json").read_text())
+    status = json.loads((d / "nodes.json").read_text())
     assert status["status"] == "succeeded" and status["returncodes"] == [0, 0]
+    assert [r["NODE_RANK"] for r in status["rendezvous"]] == ["0", "1"]
 
 
 def test_training_error_is_not_retried(slurm_cluster):

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ptflow.cluster import slurm
+from ptflow.cluster import ownership, slurm
 from ptflow.config.load import merged_config
 from ptflow.config.model import build_config
 from ptflow.config.sites import load_site
@@ -266,16 +266,18 @@ def test_supervised_train_is_submitted_by_the_login_node_rule(slurm_cluster, mat
     manifest.unlink()
     out = slurm_run(work, slurm_cluster, "--", str(manifest.relative_to(work)), site=site_file)
     text = out.stdout + out.stderr
-    assert re.search(r"localrule train:", text), text[-3000:]
+    assert re.search(r"localrule train_supervised:", text), text[-3000:]
     status = json.loads((cell / "status.json").read_text())
     assert status["status"] == "succeeded" and status["attempt"] == 1, status
     job_id = status["job_id"]
     assert json.loads(manifest.read_text())["slurm_job_id"] == job_id
     (job,) = [j for j in scontrol_jobs(slurm_cluster) if j["JobId"] == job_id]
     request = load_site(str(site_file), REPO / "config" / "sites").request("train")
-    assert job["JobName"] == "ptflow-train-ptflow--tiny-llama-h64-sub-sft"
+    # named and commented as the rule's job of this directory: ptflow status/cancel and a restarted driver see it
+    assert job["JobName"] == ownership.owned_job_name(work)
+    assert job["Comment"] == "rule_train_wildcards_ptflow--tiny-llama-h64_sub_sft"
     assert job["Partition"] == request["partition"] and job["TimeLimit"] == f"00:{request['runtime']}:00"
     assert job["NumCPUs"] == "2", job
     assert "gres/gpu:h100=1" in job.get("TRES", job.get("ReqTRES", "")) or "gpu:h100:1" in job.get("TresPerNode", "")
     batch = (cell / "slurm" / "train.sbatch").read_text()
-    assert f"timeout --signal=TERM --kill-after=60 {int(request['runtime'] * 60 * 0.95)} " in batch
+    assert f"internal_timeout={int(request['runtime'] * 60 * 0.95)}" in batch

@@ -220,3 +220,109 @@ def test_preflight_agent_budget_and_judge_keys(monkeypatch):
     cfg.raw["judge"] = {"cli": ["codex", "exec"], "keys": ["JUDGE_KEY"]}
     env = {"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "y", "GEMINI_API_KEY": "z", "HF_TOKEN": "t"}
     assert check_secrets(cfg, env=env)[0].startswith("environment variable JUDGE_KEY is not set but agents (judge)")
+
+
+# An agent that keeps notes in its task dir: the first session writes a final_model and works until stopped; a
+# session that finds the notes (an earlier one's workspace) adds to them and ends.
+NOTES_AGENT = """
+import json, os, sys, time
+from pathlib import Path
+task = Path(sys.argv[1])
+notes = task / "work" / "notes.txt"
+notes.parent.mkdir(exist_ok=True)
+earlier = notes.read_text() if notes.exists() else ""
+again = json.loads((task / "task.json").read_text())["earlier_session"]
+notes.write_text(earlier + f"session earlier_session={again}\\n")
+print(json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": "notes: " + earlier}]}}))
+sys.stdout.flush()
+if earlier:
+    sys.exit(0)
+(task / "final_model").mkdir()
+(task / "final_model" / "model.safetensors").write_bytes(b"w1")
+time.sleep(60)
+"""
+
+
+def _notes_cell(tmp_path, on_restart="continue"):
+    from ptflow.cluster.preempt import ResumeDir
+
+    script = tmp_path / "notes_agent.py"
+    script.write_text(NOTES_AGENT)
+    spec = {"id": "notes", "cli": "scripted", "model": "m", "hours": 0.05, "grace_minutes": 0.1, "keys": [],
+            "command": ["{python}", str(script), "{task_dir}"], "trace_dir": str(tmp_path / "trace"),
+            "on_restart": on_restart, "sync_minutes": 0.01}  # fmt: skip
+    return spec, ResumeDir(tmp_path / "resume")
+
+
+def _stop_when_started(tmp_path):
+    """Slurm's warning to this process once the agent has started (what a preemption/requeue delivers first)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    def send():
+        for _ in range(200):
+            if (tmp_path / "trace" / "stdout.log").exists() and "notes:" in (
+                tmp_path / "trace" / "stdout.log"
+            ).read_text():
+                time.sleep(1.5)  # a periodic sync (every 0.6 s) happens too
+                os.kill(os.getpid(), signal.SIGUSR1)
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+def test_restarted_agent_cell_continues_in_its_workspace_with_the_budget_left(tmp_path):
+    from ptflow.cluster.preempt import StoppedToResume
+    from ptflow.stages.train.agent_cell import train_agent_cell
+
+    spec, resume = _notes_cell(tmp_path)
+    cell = {"model": "m", "eval": "add"}
+    resume.record_attempt({"id": "a1", "started": 1.0})
+    _stop_when_started(tmp_path)
+    with pytest.raises(StoppedToResume, match="the next attempt continues there"):
+        train_agent_cell("/base", None, tmp_path / "out1", agent=spec, cell=cell, resume=resume, attempt="a1",
+                         log=lambda m: None)  # fmt: skip
+    first = resume.attempts()[0]["agent"]
+    assert first["ended_by"] == "stopped for a restart" and not first["finished"] and first["time_taken"] > 1
+    assert (resume.root / "workspace" / "final_model" / "model.safetensors").is_file()
+    resume.record_attempt({"id": "a2", "started": 2.0})
+    lines = []
+    result = train_agent_cell("/base", None, tmp_path / "out2", agent=spec, cell=cell, resume=resume, attempt="a2",
+                              log=lines.append)  # fmt: skip
+    run = result["agent_run"]
+    assert [a["attempt"] for a in run["attempts"]] == ["a1", "a2"] and run["exit_code"] == 0
+    assert run["time_taken"] == pytest.approx(sum(a["time_taken"] for a in run["attempts"]), abs=0.01)
+    assert result["final_model"] and (tmp_path / "out2" / "model.safetensors").read_bytes() == b"w1"  # kept
+    trace = (tmp_path / "trace" / "stdout.log").read_text()
+    assert "notes: session earlier_session=False" in trace  # the second session read the first one's files
+    assert trace.count("=== ptflow: attempt") == 2
+    prompt2 = (tmp_path / "trace" / "prompt-2.md").read_text()
+    assert "An earlier session worked on this task before you" in prompt2 and "including the `final_model/`" in prompt2
+    left = 0.05 * 60 - first["time_taken"] / 60
+    assert any(f"{left:.1f} of 3.0 minutes left" in ln for ln in lines), lines
+
+
+def test_fresh_restart_starts_over_with_the_full_budget(tmp_path):
+    from ptflow.cluster.preempt import StoppedToResume
+    from ptflow.stages.train.agent_cell import train_agent_cell
+
+    spec, resume = _notes_cell(tmp_path, on_restart="fresh")
+    cell = {"model": "m", "eval": "add"}
+    resume.record_attempt({"id": "a1", "started": 1.0})
+    _stop_when_started(tmp_path)
+    with pytest.raises(StoppedToResume):
+        train_agent_cell("/base", None, tmp_path / "o1", agent=spec, cell=cell, resume=resume, attempt="a1",
+                         log=lambda m: None)  # fmt: skip
+    resume.record_attempt({"id": "a2", "started": 2.0})
+    _stop_when_started(tmp_path)
+    lines = []
+    with pytest.raises(StoppedToResume):  # no notes from before: it works (and is stopped) like a first session
+        train_agent_cell("/base", None, tmp_path / "o2", agent=spec, cell=cell, resume=resume, attempt="a2",
+                         log=lines.append)  # fmt: skip
+    assert any("on_restart fresh: starting over with the full budget" in ln for ln in lines)
+    assert any("(0.05 h of 0.05 h left)" in ln for ln in lines)
+    assert [a.get("discarded") for a in resume.attempts()] == [True, None]
+    assert (tmp_path / "trace" / "stdout.log").read_text().count("=== ptflow: attempt") == 2  # both traces kept

@@ -32,20 +32,46 @@ def test_signal_option_and_reading_it_back():
         signal_option(0)
 
 
-def test_site_warning_asks_slurm_and_runs_the_rule_in_the_batch_step(tmp_path):
+def test_site_warning_asks_slurm_and_keeps_the_plugins_job_step(tmp_path):
+    """The warning (no B:) reaches every job step; a warned single-node job keeps the plugin's inner srun (its
+    job-step Snakemake ignores USR1, ptflow.jobenv), a multi-node one runs its body in the batch step as before."""
     site = load_site("alps", SITES)
     from ptflow.config.model import Agent
 
     res = site.request("train", Agent("verl-dapo", "verl")).snakemake_resources()
     assert "--signal=USR1@600" in res["slurm_extra"]
-    assert res["mpi"] == "srun" and res["tasks"] == 2  # no inner srun: Snakemake is not in a signalled step
+    assert res["mpi"] == "srun" and res["tasks"] == 2  # multi-node: the Ray launcher spreads the processes
     one = tmp_path / "one.yaml"
     one.write_text(
         "name: one\nscheduler: slurm\nresources:\n  default: {threads: 2}\n  train: {gpus: 4, warn_seconds: 300}\n"
     )
     single = load_site(str(one), SITES)
     res = single.request("train").snakemake_resources()
-    assert res["slurm_extra"] == "--signal=USR1@300" and res["mpi"] == "srun" and res["tasks"] == 1
+    assert res["slurm_extra"] == "--signal=USR1@300" and "mpi" not in res and "tasks" not in res
+
+
+def test_every_job_process_ignores_the_warning_and_a_trainer_catches_it():
+    """What makes the warning harmless to everything but a trainer: ignored in rule scripts (rule_log) and in
+    Snakemake's processes inside a job (Snakefile), inherited by children; SaveOnWarning catches it again."""
+    import subprocess
+    import sys
+
+    from ptflow.jobenv import ignore_time_limit_warning
+
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        ignore_time_limit_warning()
+        child = "import os, signal, time; os.kill(os.getpid(), signal.SIGUSR1); time.sleep(0.2); print('alive')"
+        out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.strip() == "alive"  # a child inherits the ignored warning
+        with preempt.SaveOnWarning(term=True) as warning:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            assert warning.requested and warning.reason == "the time-limit warning"
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+    snakefile = (REPO / "Snakefile").read_text()
+    assert "ignore_time_limit_warning()" in snakefile and '"SLURM_JOB_ID" in os.environ' in snakefile
 
 
 def test_hand_written_signal_is_refused(tmp_path):

@@ -105,3 +105,24 @@ def test_training_error_not_retried_and_cap_of_ten(tmp_path, monkeypatch):
         pyxis.run_with_retries(submit, log_of, tmp_path, wait=wait, log=lambda m: None)
     assert len(subs) == 11  # the first try plus 10 retries
     assert json.loads((tmp_path / "status.json").read_text())["failure"] == "infra"
+
+
+def test_saved_stops_are_resubmitted_without_excludes_up_to_max_resumes(tmp_path, monkeypatch):
+    """A job that saved and stopped (its stop marker: internal timeout, warning) is resubmitted to resume; that is
+    counted apart from infra retries, bounded by max_resumes and visible in status.json."""
+    monkeypatch.setattr(slurm, "hostnames", lambda s: s.split(","))
+    outcomes = [("FAILED", "", ["n1"]), ("TIMEOUT", "", ["n2"]), ("COMPLETED", "", ["n1"])]
+    subs, submit, wait, log_of = _policy(tmp_path, outcomes)
+    stopped = {"1": {"step": 40, "reason": "the time-limit warning"}, "2": {"step": 80, "reason": "SIGTERM"}}
+    res = pyxis.run_with_retries(submit, log_of, tmp_path, wait=wait, stopped=stopped.get, log=lambda m: None)
+    assert res["status"] == "succeeded" and res["resumes"] == 2 and res["retries"] == 0
+    assert subs == [[], [], []]  # a saved stop blames no node
+    assert [h["kind"] for h in res["history"]] == ["resume", "resume", "ok"]
+    assert "saved step 40 and stopped (the time-limit warning)" in res["history"][0]["reason"]
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["resumes"] == 2 and status["max_resumes"] == pyxis.MAX_RESUMES
+    subs, submit, wait, log_of = _policy(tmp_path, [("FAILED", "", ["n1"])])
+    with pytest.raises(pyxis.ResumesExhausted, match="raise max_resumes"):
+        pyxis.run_with_retries(submit, log_of, tmp_path, wait=wait, stopped=lambda j: {"step": 1}, max_resumes=2,
+                               log=lambda m: None)  # fmt: skip
+    assert len(subs) == 3 and json.loads((tmp_path / "status.json").read_text())["failure"] == "resumes"

@@ -82,3 +82,25 @@ def test_a_stage_without_its_own_request_gets_the_default_and_says_so():
     site = load_site("local", SITES)
     assert not site.has_request("runtime_server") and site.has_request("default")
     assert site.request("runtime_server").values == site.raw["resources"]["default"]
+
+
+def test_a_node_worth_of_gpus_is_exclusive_and_more_spread_over_nodes(tmp_path):
+    """TAO's rule, in Site.request: >= a node's GPUs takes whole nodes; more spread over the nodes they need."""
+    site_file = tmp_path / "s.yaml"
+    site_file.write_text(
+        "name: s\nscheduler: slurm\npartitions:\n  gpu: {gpus_per_node: 8}\nresources:\n"
+        "  default: {threads: 2, partition: gpu}\n  train: {gpus: 4}\n"
+        "agent_resources:\n  full: {gpus: 8}\n  two: {gpus: 16}\n  odd: {gpus: 12}\n"
+    )
+    site = load_site(str(site_file), SITES)
+    assert "exclusive" not in site.request("train").values
+    full = site.request("train", Agent("full", "trl-sft"))
+    assert full["exclusive"] and full.get("nodes", 1) == 1 and full["gpus"] == 8
+    assert "--exclusive" in full.snakemake_resources()["slurm_extra"]
+    assert "--exclusive" in full.sbatch_options(job_name="j", output="o")
+    two = site.request("train", Agent("two", "trl-sft"))
+    assert (two["nodes"], two["gpus"], two["exclusive"]) == (2, 8, True)
+    res = two.snakemake_resources()
+    assert res["nodes"] == 2 and res["gres"] == "gpu:8" and res["tasks"] == 2 and res["mpi"] == "srun"
+    odd = site.request("train", Agent("odd", "trl-sft"))
+    assert (odd["nodes"], odd["gpus"]) == (2, 6)  # 12 GPUs: two nodes, split evenly

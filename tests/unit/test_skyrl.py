@@ -1,5 +1,6 @@
-"""ptflow.launch.skyrl (coordination dir, server sbatch argv, rendered job script) and the REAL runtime server / trainer
-stand-in processes, run locally. The two-job flow on Slurm is in tests/slurm/test_skyrl_twojob.py."""
+"""ptflow.launch.skyrl (coordination dir, server sbatch argv, rendered job script, the trainer side) and the REAL
+runtime server / trainer stand-in processes, run locally. The two-job flow on Slurm: tests/slurm/test_skyrl_twojob.py
+and, through the workflow, tests/slurm/test_resume_on_slurm.py."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -42,11 +44,13 @@ def test_coord_dir_has_private_fresh_key(tmp_path):
 
 def test_fasrc_server_sbatch_options_come_from_runtime_server_request(tmp_path):
     site = load_site("fasrc", SITES)
-    coord = skyrl.Coord(tmp_path)
-    opts = skyrl.server_sbatch_options(skyrl.ServerSite.from_site(site), coord, "srv")
+    opts = skyrl.server_sbatch_options(skyrl.ServerSite.from_site(site), tmp_path, "20260101_120000", job_name="srv")
     assert "--partition=test" in opts and "--account=acct" in opts
     assert "--cpus-per-task=32" in opts and "--mem=65536M" in opts and "--time=720" in opts
-    assert f"--output={tmp_path}/server.log" in opts and "--no-requeue" in opts
+    # the seed's coordination dir: <base>/<date>_<time>_<server job id>/runtime_<id>.out|.err
+    assert f"--output={tmp_path}/20260101_120000_%j/runtime_%j.out" in opts
+    assert f"--error={tmp_path}/20260101_120000_%j/runtime_%j.err" in opts
+    assert "--no-requeue" in opts and "--hold" in opts  # released once its coordination dir exists
 
 
 def test_site_without_runtime_server_fails_clearly():
@@ -58,15 +62,16 @@ def test_site_without_runtime_server_fails_clearly():
 @pytest.mark.parametrize("podman", [False, True])
 def test_server_script_shellcheck_clean_site_env_no_secret(tmp_path, podman):
     site = load_site("fasrc", SITES)
-    coord = skyrl.make_coord(tmp_path / "c")
     script = skyrl.render_server_script(
-        skyrl.ServerSite.from_site(site), coord, {"podman_socket": podman, "sandbox_image": "sbx:1"}
-    )
+        skyrl.ServerSite.from_site(site), tmp_path, "20260101_120000", {"podman_socket": podman,
+                                                                         "sandbox_image": "sbx:1"}, tmp_path / "s.sh"
+    )  # fmt: skip
     text = script.read_text()
     assert "export FI_PROVIDER=tcp" in text and "set -euo pipefail" in text
+    assert f'COORD={tmp_path}/20260101_120000_"$SLURM_JOB_ID"' in text
     assert "/n/holylabs/alice/ptflow/.venv/bin/python -m ptflow.launch.skyrl_server" in text
+    assert '--coord "$COORD"' in text
     assert ("podman system service" in text) is podman
-    assert coord.key() not in text
     proc = subprocess.run([str(SHELLCHECK), str(script)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
 
@@ -74,7 +79,7 @@ def test_server_script_shellcheck_clean_site_env_no_secret(tmp_path, podman):
 def test_secret_looking_site_env_refused(tmp_path):
     site = skyrl.ServerSite(Request({}), RuntimeSpec("s"), {"MY_TOKEN": "x"})
     with pytest.raises(skyrl.SkyRLError, match="MY_TOKEN.*looks like a secret"):
-        skyrl.render_server_script(site, skyrl.make_coord(tmp_path / "c"), {})
+        skyrl.render_server_script(site, tmp_path, "s", {}, tmp_path / "s.sh")
 
 
 def _start_server(coord: skyrl.Coord) -> subprocess.Popen:
@@ -136,8 +141,39 @@ def test_standin_fails_clearly_when_server_is_gone(tmp_path):
 def test_runtime_url_reuse_needs_key_in_env(tmp_path, monkeypatch):
     monkeypatch.delenv("SKYRL_API_KEY", raising=False)
     site = skyrl.ServerSite.from_site(load_site("fasrc", SITES))
+    companion = skyrl.ServerCompanion(site, tmp_path, {"runtime_url": "http://h:1"}, job_name="x")
     with pytest.raises(skyrl.SkyRLError, match="export SKYRL_API_KEY"):
-        skyrl.run_two_job(site, tmp_path / "c", ["true"], params={"runtime_url": "http://h:1"})
+        companion.prepare(1)
+    monkeypatch.setenv("SKYRL_API_KEY", "k")
+    opts, env = companion.prepare(1)
+    assert opts == []  # no server job, no dependency
+    coord = skyrl.Coord(Path(env[skyrl.COORD_ENV]))
+    assert coord.root.name.endswith("_external") and coord.url_file.read_text().strip() == "http://h:1"
+    assert coord.ready_flag.exists() and not coord.key_file.exists()  # the key stays in the environment only
+
+
+def test_trainer_side_waits_for_ready_trains_and_always_flags_completion(tmp_path):
+    """The GPU job's side with a real local server: URL and key reach the stand-in through its environment; the
+    waited seconds are recorded; training_complete.flag is written on success and on failure."""
+    coord = skyrl.make_coord(tmp_path / "c")
+    proc = _start_server(coord)
+    try:
+        argv = [sys.executable, "-m", "ptflow.standins.skyrl_trainer", "--out", str(tmp_path / "o"), "--calls", "2",
+                "--interval", "0.1"]  # fmt: skip
+        res = skyrl.run_trainer_side(coord.root, argv, log=lambda m: None)
+        assert res["returncode"] == 0 and res["waited_for_runtime_s"] < 5
+        (info,) = coord.root.glob("trainer_*.json")
+        recorded = json.loads(info.read_text())["waited_for_runtime_s"]
+        assert recorded == pytest.approx(res["waited_for_runtime_s"], abs=1e-3)
+        assert coord.complete_flag.exists()
+        assert proc.wait(timeout=10) == 0  # the server saw the flag and stopped
+        coord.complete_flag.unlink()
+        with pytest.raises(skyrl.SkyRLError, match="exited"):
+            skyrl.run_trainer_side(coord.root, [sys.executable, "-c", "raise SystemExit(4)"], log=lambda m: None)
+        assert coord.complete_flag.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_skyrl_overlay_validates(default_raw):
@@ -145,3 +181,14 @@ def test_skyrl_overlay_validates(default_raw):
     cfg = build_config(raw)
     assert cfg.agents["skyrl-gsm8k"].kind == "skyrl"
     assert cfg.agents["skyrl-gsm8k"].params["ready_timeout"] == 600
+
+
+def test_dry_run_prints_the_server_first_and_the_trainer_after_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert skyrl.main(["--site", "fasrc", "--sites-dir", str(SITES), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "--partition=test" in out and "--hold" in out and "runtime_server.sbatch" in out
+    assert "--dependency=after:<server id>" in out
+    assert not list(tmp_path.iterdir()), "a dry run writes nothing"
+    assert skyrl.main(["--site", "fasrc", "--sites-dir", str(SITES), "--dry-run", "--runtime-url", "http://h:1"]) == 0
+    assert "no server job" in capsys.readouterr().out

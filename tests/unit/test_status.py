@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow.cluster import slurm
+from ptflow.cluster import ownership, slurm
 from ptflow.config.layout import Layout
 from ptflow.config.model import Cell, build_config
 from ptflow.ops import status
@@ -117,7 +117,8 @@ def test_states_from_records_and_files(cfg, tmp_path):
     ]
     query = fake_query(records)
     snap = status.snapshot(cfg, LAYOUT, tmp_path, query=query)
-    assert query.calls == [[RUN_ID]], "one query per refresh for all run ids"
+    # one query per refresh for every run id and the directory's own job name (supervised jobs, SkyRL servers)
+    assert query.calls == [[RUN_ID, ownership.owned_job_name(tmp_path)]]
     got = cells_by_agent(snap)
     assert got["baseline"].state == "Done"
     assert got["sft"].state == "Running" and "node2" in got["sft"].detail and "1:02" in got["sft"].detail
@@ -193,3 +194,27 @@ def test_retries_from_profile(tmp_path):
     assert status.retries_of(["snakemake", "--profile", str(tmp_path)]) == 2
     assert status.retries_of(["snakemake", "--profile", str(tmp_path), "--retries", "0"]) == 0
     assert status.retries_of(["snakemake"]) == 0
+
+
+def test_jobs_ptflow_submitted_itself_belong_to_their_cell(cfg, tmp_path):
+    """A supervised train job (its resubmission too) is the cell's train job; a SkyRL runtime server (#role) is
+    cancelled with the cell but does not decide its state."""
+    sft = Cell("ptflow--tiny-llama-h64", "add", "sft")
+    write_run_log(tmp_path, {})
+    owned = ownership.owned_job_name(tmp_path)
+    train = ownership.job_comment("train", [sft.model, sft.eval, sft.agent])
+    records = [
+        slurm.JobRecord("20", owned, "NODE_FAIL", comment=train),
+        slurm.JobRecord(
+            "21",
+            owned,
+            "RUNNING",
+            nodes="vm",
+            comment=ownership.job_comment("train", [sft.model, sft.eval, sft.agent], role="skyrl-server"),
+        ),  # fmt: skip
+        slurm.JobRecord("22", owned, "PENDING", reason="Dependency", comment=train),
+    ]
+    snap = status.snapshot(cfg, LAYOUT, tmp_path, query=fake_query(records))
+    got = cells_by_agent(snap)["sft"]
+    assert got.state == "Pending" and got.job_id == "22" and "attempt 2" in got.detail
+    assert {jid for jid, (_, cell) in snap.job_cells.items() if cell == sft} == {"20", "21", "22"}

@@ -1,33 +1,105 @@
-"""The login-node supervisor of train jobs (ptflow.cluster.supervise): the batch script it submits and which sites
-use it. Its sbatch flags are the request's (tests/unit/test_sites.py)."""
+"""The login-node supervisor of train jobs (ptflow.cluster.supervise): the batch script it submits (run here with
+bash: it forwards the warning and SIGTERM and turns the internal timeout into a save) and which jobs are supervised.
+Its sbatch flags are the request's (tests/unit/test_sites.py); the whole flow on Slurm: tests/slurm."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import time
+
+import pytest
 
 from ptflow.cluster import supervise
+from ptflow.config.model import Agent
 from ptflow.config.sites import Supervision, load_site
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
+SHELLCHECK = REPO / ".venv" / "bin" / "shellcheck"
+
+# A trainer stand-in: saves (writes a file) and exits 75 on the warning; on SIGTERM exits 143; else ends after 30 s.
+TRAINER = """
+import os, signal, sys, time
+out = sys.argv[1] if len(sys.argv) > 1 else os.environ["OUT"]
+def save(signum, frame):
+    open(out, "w").write(signal.Signals(signum).name)
+    sys.exit(75 if signum == signal.SIGUSR1 else 143)
+signal.signal(signal.SIGUSR1, save)
+signal.signal(signal.SIGTERM, save)
+open(out + ".started", "w").write("1")
+time.sleep(30)
+"""
 
 
 def test_batch_script_is_shellcheck_clean_and_stops_before_the_limit(tmp_path):
     plain = supervise.render_batch_script(tmp_path / "a.sbatch", "/w/.snakemake/scripts/tmp1.train.py", "/v/python")
-    assert plain.read_text().splitlines()[-1] == "exec /v/python /w/.snakemake/scripts/tmp1.train.py"
+    assert "/v/python /w/.snakemake/scripts/tmp1.train.py &" in plain.read_text()
     timed = supervise.render_batch_script(tmp_path / "b.sbatch", "/w/s.py", "/v/python", internal_timeout=13680)
-    assert "timeout --signal=TERM --kill-after=60 13680 /v/python /w/s.py || rc=$?" in timed.read_text()
+    assert "internal_timeout=13680" in timed.read_text()
     assert supervise.internal_timeout_seconds(240, 0.95) == 13680  # 3.8 h of 4 h
     assert supervise.internal_timeout_seconds(240, None) is None
     for script in (plain, timed):
-        out = subprocess.run([str(REPO / ".venv" / "bin" / "shellcheck"), str(script)], capture_output=True, text=True)
+        out = subprocess.run([str(SHELLCHECK), str(script)], capture_output=True, text=True)
         assert out.returncode == 0, out.stdout
+
+
+def _run(tmp_path, **kw) -> subprocess.Popen:
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(TRAINER)
+    script = supervise.render_batch_script(tmp_path / "job.sbatch", str(trainer), sys.executable, **kw)
+    env = {**os.environ, "PTFLOW_ATTEMPT": "1", "OUT": str(tmp_path / "saved")}
+    return subprocess.Popen(["bash", str(script)], env=env, stderr=subprocess.PIPE, text=True)
+
+
+def _started(tmp_path) -> None:
+    for _ in range(100):
+        if (tmp_path / "saved.started").exists():
+            return
+        time.sleep(0.05)
+    raise AssertionError("the trainer never started")
+
+
+def test_internal_timeout_asks_the_trainer_to_save_and_the_job_ends_with_its_status(tmp_path):
+    proc = _run(tmp_path, internal_timeout=1, kill_after=20, poll=1)
+    rc = proc.wait(timeout=20)
+    assert rc == 75 and (tmp_path / "saved").read_text() == "SIGUSR1"  # saved, stopped to be resumed
+    assert "internal timeout (1 s): asking the trainer to save and stop" in proc.stderr.read()
+
+
+def test_warning_and_sigterm_to_the_batch_shell_reach_the_trainer(tmp_path):
+    """--signal=B:USR1@N and scancel's TERM reach only the batch shell of a supervised job: it forwards them."""
+    proc = _run(tmp_path)
+    _started(tmp_path)
+    proc.send_signal(signal.SIGUSR1)
+    assert proc.wait(timeout=20) == 75 and (tmp_path / "saved").read_text() == "SIGUSR1"
+    (tmp_path / "saved.started").unlink()
+    proc = _run(tmp_path)
+    _started(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 143 and (tmp_path / "saved").read_text() == "SIGTERM"
+
+
+def test_a_trainer_that_ignores_the_internal_timeout_is_killed(tmp_path):
+    trainer = tmp_path / "stubborn.py"
+    trainer.write_text("import signal, time; signal.signal(signal.SIGUSR1, signal.SIG_IGN); time.sleep(60)")
+    script = supervise.render_batch_script(tmp_path / "job.sbatch", str(trainer), sys.executable, internal_timeout=1,
+                                           kill_after=1, poll=1)  # fmt: skip
+    out = subprocess.run(["bash", str(script)], env={**os.environ, "PTFLOW_ATTEMPT": "1"}, capture_output=True,
+                         text=True, timeout=30)  # fmt: skip
+    assert out.returncode == 137 and "did not stop 1 s after the internal timeout; killing it" in out.stderr
 
 
 def test_batch_script_refuses_to_run_unsupervised(tmp_path):
     script = supervise.render_batch_script(tmp_path / "a.sbatch", "/nonexistent.py", "/bin/true")
     out = subprocess.run(["bash", str(script)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
     assert out.returncode != 0 and "submitted by the ptflow supervisor" in out.stderr
+
+
+def test_warning_reaches_a_supervised_job_through_its_batch_shell():
+    assert supervise.batch_signal_options(["--time=60", "--signal=USR1@600"]) == ["--time=60", "--signal=B:USR1@600"]
 
 
 def test_only_slurm_sites_with_infra_retries_supervise_train():
@@ -38,5 +110,20 @@ def test_only_slurm_sites_with_infra_retries_supervise_train():
 def test_pyxis_site_supervises_train(monkeypatch):
     monkeypatch.setenv("PTFLOW_ACCOUNT", "acct")
     site = load_site("pyxis", SITES)
-    assert site.supervises("train") == Supervision(max_retries=10, internal_timeout_fraction=0.95)
+    assert site.supervises("train") == Supervision(max_retries=10, internal_timeout_fraction=0.95, max_resumes=10)
     assert site.supervises("evaluate") is None
+
+
+def test_skyrl_cells_are_supervised_on_any_slurm_site(monkeypatch):
+    """The server must be submitted before the GPU job: a login-node supervisor does it, infra_retries or not."""
+    monkeypatch.setenv("PTFLOW_ACCOUNT", "acct")
+    site = load_site("fasrc", SITES)
+    assert site.supervises("train", Agent("s", "skyrl")) == Supervision(0, None, 10)
+    assert site.supervises("train", Agent("t", "trl-sft")) is None
+    assert load_site("local", SITES).supervises("train", Agent("s", "skyrl")) is None
+
+
+@pytest.mark.parametrize("fraction", [None, 0.5])
+def test_kill_after_leaves_the_trainer_until_a_minute_before_the_limit(fraction):
+    internal = supervise.internal_timeout_seconds(240, fraction)
+    assert internal == (None if fraction is None else 7200)

@@ -90,7 +90,10 @@ def test_newest_checkpoint_and_merger(tmp_path):
 
 
 def test_state_dir_survives_the_staging_swap():
-    assert verl.state_dir(Path("/s/checkpoints/m/e/.verl-dapo.partial")) == Path("/s/checkpoints/m/e/verl-dapo.verl")
+    """One state dir per cell, whichever attempt's staging dir (.<agent>.partial-<attempt>) the trainer writes."""
+    want = Path("/s/checkpoints/m/e/verl-dapo.verl")
+    assert verl.state_dir(Path("/s/checkpoints/m/e/.verl-dapo.partial")) == want
+    assert verl.state_dir(Path("/s/checkpoints/m/e/.verl-dapo.partial-vm-123-job7")) == want
 
 
 def values(variant="full", **kw):

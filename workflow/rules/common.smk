@@ -1,4 +1,5 @@
 # Configuration, site and paths, loaded once; every rule input, param and resource comes from a get_* here.
+import re
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from ptflow.config.load import reference_table, resolve
 from ptflow.config.model import Cell, ConfigError
 from ptflow.jobenv import apply_site_env
 from ptflow.launch.check import check_ray_launchers
-from ptflow.launch.skyrl import ServerSite
+from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 from ptflow.stages.evaluate.preflight import evaluation_problems
 from ptflow.stages.evaluate.settings import Provider, build_call
 
@@ -47,23 +48,39 @@ def _agent_of(wildcards):
 
 def get_threads(stage):
     def threads(wildcards):
-        if is_supervised(stage):
-            # a login-node supervisor: one thread (Snakemake would cap more at --local-cores and run fewer at once);
-            # the job it submits gets the site's CPUs (its request, in params)
-            return 1
         return SITE.request(stage, _agent_of(wildcards)).threads
 
     return threads
 
 
-def is_supervised(stage):
-    """Sites with infra_retries run the stage's rule on the login node as a supervisor (ptflow.cluster.supervise)."""
-    return SITE.supervises(stage) is not None
+def supervised_agents(supervised=True):
+    """Agents whose train job a login-node supervisor submits (ptflow.cluster.supervise): every agent on sites with
+    infra_retries, and kinds that submit a helper job first (SkyRL's runtime server). The others' train jobs are
+    the plugin's."""
+    return [
+        a.id
+        for a in CFG.agents.values()
+        if a.trains and (SITE.supervises("train", a) is not None) == supervised
+    ]
 
 
-def get_resources(stage):
+def agent_constraint(supervised):
+    """The agent wildcard of the train rules, disjoint: plugin jobs (train) or login-node supervisors
+    (train_supervised)."""
+    ids = supervised_agents(supervised)
+    return "|".join(re.escape(i) for i in ids) if ids else "(?!)"
+
+
+def get_attempt(wildcards, attempt):
+    return attempt
+
+
+def get_resources(stage, agents=None):
     """Snakemake/slurm-plugin resources of a stage; keys are the union over agents, values per job."""
-    agents = list(CFG.agents.values()) if stage == "train" else [None]
+    if stage == "train":
+        agents = [CFG.agents[a] for a in (agents or [])] or [None]
+    else:
+        agents = [None]
     keys = sorted(
         {k for a in agents for k in SITE.request(stage, a).snakemake_resources()}
     )
@@ -75,11 +92,7 @@ def get_resources(stage):
 
         return value
 
-    resources = {key: value_of(key) for key in keys}
-    if is_supervised(stage):
-        # the login-node supervisor scales the job it submits by the rule's attempt, which scripts see only here
-        resources["attempt"] = lambda wildcards, attempt: attempt
-    return resources
+    return {key: value_of(key) for key in keys}
 
 
 # ---- cache ----
@@ -222,30 +235,44 @@ def get_train_params(wildcards):
         "hf_home": HF_HOME,
         **_runtime_param("train", wildcards),
         **_supervise_param("train", wildcards),
+        **_multinode_param(agent),
         **_agent_param(agent, wildcards),
         **_skyrl_param(agent, wildcards),
     }
 
 
 def _supervise_param(stage, wildcards):
-    """Only on supervised sites, so other sites' params (and outputs) stay as they were. The submitted job's request
-    travels resolved; the supervisor scales it by the rule's attempt."""
-    spec = SITE.supervises(stage)
+    """Only for supervised train jobs, so other jobs' params (and outputs) stay as they were. The submitted job's
+    request travels resolved; the supervisor scales it by the rule's attempt."""
+    agent = _agent_of(wildcards)
+    spec = SITE.supervises(stage, agent)
     if not spec:
         return {}
-    request = SITE.request(stage, _agent_of(wildcards))
+    request = SITE.request(stage, agent)
     return {
         "supervise": {
             "max_retries": spec.max_retries,
+            "max_resumes": spec.max_resumes,
             "internal_timeout_fraction": spec.internal_timeout_fraction,
             "request": request.to_dict(),
         }
     }
 
 
+def _multinode_param(agent):
+    """Only for train jobs over several nodes of a torchrun kind: each node runs the rule's script under torchrun
+    with the rendezvous env (ptflow.cluster.multinode). Ray kinds bring their own launcher.
+    """
+    request = SITE.request("train", agent)
+    if request.get("nodes", 1) <= 1 or agent.spec.multinode != "torchrun":
+        return {}
+    return {"multinode": {"nodes": request["nodes"], "gpus_per_node": request.gpus}}
+
+
 def _skyrl_param(agent, wildcards):
-    """Kinds that submit a runtime server beside their trainer (skyrl): its resolved request and coordination dir.
-    A site without the request gets no server here; preflight names it before anything is submitted.
+    """Kinds that submit a runtime server beside their trainer (skyrl): its resolved request and where the
+    coordination dirs go (<cell>/.skyrl_jobs/<stamp>_<server job>/). A site without the request gets no server here;
+    preflight names it before anything is submitted.
     """
     if "runtime_server" not in agent.spec.site_requests or not SITE.has_request(
         "runtime_server"
@@ -253,10 +280,10 @@ def _skyrl_param(agent, wildcards):
         return {}
     return {
         "agent": {
-            "coord_dir": str(
+            "coord_base": str(
                 Path(
                     L.cell_dir(wildcards.model, wildcards.eval, wildcards.agent),
-                    "skyrl",
+                    JOBS_DIR,
                 )
             ),
             "server": ServerSite.from_site(SITE).to_dict(),
@@ -287,11 +314,22 @@ def _agent_param(agent, wildcards):
             "max_new_tokens": e.max_new_tokens,
             # the same task and settings as the final evaluation, on the agent's own allocation
             "eval_call": build_call(
-                e, Provider.from_site(SITE, "train", CFG.agents[wildcards.agent])
+                e, Provider.from_site(SITE, "train", agent)
             ),
             **(
                 {"eval_test_parquet": L.data(wildcards.eval, "test")}
                 if e.uses_parquet
+                else {}
+            ),
+            # only when set, so the params (and finished cells) of agents without them stay as they were
+            **(
+                {"on_restart": agent.on_restart}
+                if agent.on_restart != "continue"
+                else {}
+            ),
+            **(
+                {"sync_minutes": agent.sync_minutes}
+                if agent.sync_minutes is not None
                 else {}
             ),
         }
@@ -389,7 +427,7 @@ def get_final_outputs():
     ]
 
 
-# ---- preflight: before anything is submitted (Snakemake runs onstart only for real runs, not in jobs) ----
+# ---- driver start: before anything is submitted (Snakemake runs onstart only for real runs, not in jobs) ----
 
 
 def run_preflight():
@@ -397,6 +435,29 @@ def run_preflight():
         ensure_ok(CFG, SITE, L, extra_checks=[check_ray_launchers, evaluation_problems])
     except PreflightError as exc:
         raise WorkflowError(str(exc)) from None
+
+
+def on_driver_start():
+    """One driver per working directory (a lock naming the live holder), the preflight, then the live jobs of
+    earlier runs of this directory adopted instead of submitted again (ptflow.ops.driver).
+    """
+    from snakemake.logging import logger
+
+    from ptflow.ops import driver
+
+    driver.on_start(
+        workflow,
+        scheduler=SITE.scheduler,
+        earlier_jobs=CFG.raw.get("earlier_jobs", "wait"),
+        log=logger.warning,
+        preflight=run_preflight,
+    )
+
+
+def on_driver_end():
+    from ptflow.ops import driver
+
+    driver.on_end()
 
 
 # ---- images: only on sites whose runtime is a container and only for stages/agents that name an image ----

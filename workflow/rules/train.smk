@@ -1,4 +1,7 @@
 # Stage 3: one training per (model, eval, agent). The checkpoint goes to scratch; the manifest is the output.
+# Two rules, disjoint by agent: `train` is a job the slurm plugin submits; `train_supervised` runs on the login node
+# as a supervisor that submits the GPU job itself (sites with infra_retries; kinds with a helper job such as SkyRL's
+# runtime server), resubmits it and records status.json (ptflow.cluster.supervise).
 
 
 rule train:
@@ -8,13 +11,37 @@ rule train:
         L.manifest("{model}", "{eval}", "{agent}"),
     log:
         L.log("train", "{model}", "{eval}", "{agent}"),
-    # on sites with infra_retries: a login-node supervisor that submits and resubmits the GPU job itself
-    localrule: is_supervised("train")
+    wildcard_constraints:
+        agent=agent_constraint(supervised=False),
     conda:
         CONDA_ENV
     threads: get_threads("train")
     resources:
-        **get_resources("train"),
+        **get_resources("train", supervised_agents(False)),
+    params:
+        job=get_train_params,
+    script:
+        "../scripts/train.py"
+
+
+rule train_supervised:
+    input:
+        unpack(get_train_input),
+    output:
+        L.manifest("{model}", "{eval}", "{agent}"),
+    log:
+        L.log("train", "{model}", "{eval}", "{agent}"),
+    wildcard_constraints:
+        agent=agent_constraint(supervised=True),
+    localrule: True
+    conda:
+        CONDA_ENV
+    # one thread on the login node (Snakemake caps more at --local-cores and would run fewer at once); the job it
+    # submits gets the site's CPUs (its request, in params)
+    threads: 1
+    resources:
+        # the supervisor scales the job it submits by the rule's attempt, which scripts see only here
+        attempt=get_attempt,
     params:
         job=get_train_params,
     script:

@@ -1,34 +1,67 @@
-"""Adapter: rule train -> ptflow.stages.train.cell.train_cell (or, on supervised sites, the login-node supervisor)."""
+"""Adapter: rule train -> ptflow.stages.train.cell.train_cell (or, for supervised train jobs, the login-node
+supervisor that submits this same script as the GPU job)."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from ptflow.cluster import hfcache, supervise
-from ptflow.cluster.preempt import warning_seconds
-from ptflow.cluster.runtime import reexec_in_runtime
+from ptflow.cluster.preempt import RESUME_EXIT, StoppedToResume, warning_seconds, write_stop_marker
+from ptflow.cluster.runtime import IN_RUNTIME_ENV, JobRuntime, inside_runtime, reexec_in_runtime
 from ptflow.config.kinds import KINDS
 from ptflow.config.sites import Request
-from ptflow.jobenv import rule_log
+from ptflow.jobenv import package_root, rule_log
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.train.cell import train_cell
 
 
 def supervise_this_job(job, log) -> None:
-    """Login node: submit this script as the GPU job (resubmitted after infrastructure failures) and wait."""
+    """Login node: submit this script as the GPU job (resubmitted after infrastructure failures and saved stops),
+    with its helper job first where the kind has one (SkyRL's runtime server), and wait."""
     spec = job["supervise"]
+    companion = None
+    if job.get("agent", {}).get("server"):
+        from ptflow.launch.skyrl import ServerCompanion
+
+        companion = ServerCompanion.for_cell(job, snakemake.wildcards, log=log)
     supervise.supervise(
         sys.argv[0],
         request=Request.from_dict(spec["request"]),
         attempt=snakemake.resources["attempt"],
-        job_name=f"ptflow-train-{snakemake.wildcards.model}-{snakemake.wildcards.eval}-{snakemake.wildcards.agent}",
+        rule="train",
+        wildcards=list(snakemake.wildcards),
         results_dir=Path(snakemake.output[0]).parent,
+        workdir=os.getcwd(),
         max_retries=spec["max_retries"],
+        max_resumes=spec["max_resumes"],
         internal_timeout_fraction=spec["internal_timeout_fraction"],
+        companion=companion,
         log=log,
     )
     if not Path(snakemake.output[0]).is_file():
         raise RuntimeError(f"the supervised job succeeded but wrote no {snakemake.output[0]}")
+
+
+def run_on_nodes(job, log) -> int:
+    """A multi-node job of a torchrun kind: this script again on every node of the allocation, in the site's
+    runtime, with TAO's rendezvous env (ptflow.cluster.multinode); rank 0 writes the outputs."""
+    from ptflow.cluster import multinode
+    from ptflow.config.sites import RuntimeSpec
+
+    spec = JobRuntime.from_dict(job["runtime"]) if job.get("runtime") else None
+    rt = spec.runtime if spec else RuntimeSpec(site="local")
+    python = rt.python if rt.is_container else sys.executable
+    return multinode.run_nodes(
+        rt,
+        multinode.torchrun_argv(python, sys.argv[0]),
+        Path(snakemake.output[0]).parent,
+        gpus_per_node=job["multinode"]["gpus_per_node"],
+        image=spec.image if spec else None,
+        binds=(*spec.binds, os.getcwd(), package_root()) if spec else (),
+        extra_env={IN_RUNTIME_ENV: "1", "HF_HUB_OFFLINE": "1"},
+        log=log,
+    )
 
 
 with rule_log(snakemake.log[0]) as log:
@@ -36,6 +69,8 @@ with rule_log(snakemake.log[0]) as log:
     if job.get("supervise") and not supervise.inside_supervised_job():
         supervise_this_job(job, log)
         sys.exit(0)
+    if job.get("multinode") and os.environ.get("SLURM_JOB_ID") and not inside_runtime():
+        sys.exit(run_on_nodes(job, log))
     if KINDS[job["kind"]].reexec_in_runtime:
         reexec_in_runtime(job.get("runtime"), log)  # container or site venv; returns at once on the local default
     parent = snakemake.input.get("parent")
@@ -43,20 +78,33 @@ with rule_log(snakemake.log[0]) as log:
         start = str(verify_checkpoint(json.loads(Path(parent).read_text())))
     else:
         start = str(hfcache.snapshot_path(job["hf_home"], job["cell"]["model"], "model", job["model_revision"]))
-    train_cell(
-        cell=job["cell"],
-        kind=job["kind"],
-        params=job["params"],
-        start_model=start,
-        train_parquet=snakemake.input.get("data"),
-        checkpoint_dir=job["checkpoint_dir"],
-        config_hash=job["config_hash"],
-        manifest_path=snakemake.output[0],
-        parent_manifest=parent,
-        # supervised: the job's CPUs are its request's (the login-node rule itself has one thread)
-        threads=Request.from_dict(job["supervise"]["request"]).threads if job.get("supervise") else snakemake.threads,
-        runtime=job.get("runtime"),
-        agent=job.get("agent"),
-        warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),
-        log=log,
-    )
+    try:
+        train_cell(
+            cell=job["cell"],
+            kind=job["kind"],
+            params=job["params"],
+            start_model=start,
+            train_parquet=snakemake.input.get("data"),
+            checkpoint_dir=job["checkpoint_dir"],
+            config_hash=job["config_hash"],
+            manifest_path=snakemake.output[0],
+            parent_manifest=parent,
+            # supervised: the job's CPUs are its request's (the login-node rule itself has one thread)
+            threads=Request.from_dict(job["supervise"]["request"]).threads
+            if job.get("supervise")
+            else snakemake.threads,
+            runtime=job.get("runtime"),
+            agent=job.get("agent"),
+            warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),
+            log=log,
+        )
+    except StoppedToResume as exc:
+        # Saved and stopped (time-limit warning, SIGTERM, internal timeout): not a training error. The marker tells
+        # a supervisor to resubmit; Snakemake's retry (or the next run) resumes the same way.
+        write_stop_marker(
+            Path(snakemake.output[0]).parent / "slurm",
+            os.environ.get("SLURM_JOB_ID"),
+            {"step": exc.step, "reason": exc.reason, "message": str(exc)},
+        )
+        log(f"stopped to be resumed: {exc}")
+        sys.exit(RESUME_EXIT)

@@ -5,9 +5,12 @@ The shared cache is read-only for jobs (many jobs read it at once; an agent must
 - ``overlay``: fuse-overlayfs with the shared cache as the read-only lower dir and a private upper dir on node-local
   disk — instant, writes stay private; needs a usable ``/dev/fuse`` and the ``fuse-overlayfs`` binary;
 - ``copy``: otherwise a copy into node-local ``$TMPDIR`` (slower, works everywhere; symlinks kept, so the hub
-  layout's snapshot -> blob links stay valid).
+  layout's snapshot -> blob links stay valid). ``models`` limits it to the model repos the job reads (an agent cell:
+  its base model), everything else of the cache (datasets, tokenizers) is copied whole.
 
-The job's log says which was used and why.
+This copy is the one piece of staging that can still run inside a GPU allocation (downloads run in CPU cache jobs,
+images in CPU image jobs, and runtime jobs get ``HF_HUB_OFFLINE=1``): the job's log says which method was used,
+why, and for a copy how many bytes in how many seconds (``bench/staging_in_jobs.py`` measures it).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +35,8 @@ class HFView:
     reason: str
     lower: Path
     workdir: Path
+    seconds: float = 0.0  # making it (a copy: the staging time spent in the job)
+    bytes: int = 0  # copied
 
 
 def fuse_problem(fuse_device: str | Path = "/dev/fuse", which=shutil.which) -> str | None:
@@ -65,8 +71,11 @@ def open_view(
     fuse_device: str | Path = "/dev/fuse",
     log=print,
     which=shutil.which,
+    models: Iterable[str] | None = None,
 ) -> HFView:
-    """Make the view under ``workdir`` (node-local); :func:`close_view` undoes it."""
+    """Make the view under ``workdir`` (node-local); :func:`close_view` undoes it. ``models``: hub ids of the only
+    model repos a copy takes (None: all)."""
+    t0 = time.monotonic()
     if method not in METHODS:
         raise ValueError(f"hf view method must be one of {METHODS}, not {method!r}")
     lower, workdir = Path(shared).resolve(), Path(workdir)
@@ -93,9 +102,22 @@ def open_view(
     dest = workdir / "hf_home"
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(lower, dest, symlinks=True)
-    log(f"HF cache view: copy of {lower} into {dest} (no overlay: {reason})")
-    return HFView(dest, "copy", reason, lower, workdir)
+    ignore = None
+    if models is not None:
+        keep = {"models--" + m.replace("/", "--") for m in models}
+
+        def ignore(directory, names):  # other model repos under hub/: not this job's
+            return [n for n in names if n.startswith("models--") and n not in keep] if directory.endswith("hub") else []
+
+    shutil.copytree(lower, dest, symlinks=True, ignore=ignore)
+    size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file() and not p.is_symlink())
+    seconds = time.monotonic() - t0
+    only = f" (model repos: {', '.join(sorted(models))})" if models is not None else ""
+    log(
+        f"HF cache view: copy of {lower}{only} into {dest}: {size / 2**20:.1f} MiB in {seconds:.1f} s of this job "
+        f"(no overlay: {reason})"
+    )
+    return HFView(dest, "copy", reason, lower, workdir, seconds, size)
 
 
 def close_view(view: HFView, log=print, which=shutil.which) -> None:

@@ -3,7 +3,9 @@
 - :func:`write_status` — ``status.json`` in the job's results dir, atomically.
 - :func:`classify` — Slurm state + log lines → ``infra`` (retry elsewhere) / ``training`` (no retry) / ``ok``.
 - :func:`run_with_retries` — a ptflow-side resubmission loop: up to ``max_retries`` (10) resubmissions for infra
-  failures, each with ``--exclude`` of every node blamed so far; a training error stops at once.
+  failures, each with ``--exclude`` of every node blamed so far; up to ``max_resumes`` resubmissions of a job that
+  saved and stopped to be resumed (the internal timeout, the time-limit warning: its stop marker,
+  ``ptflow.cluster.preempt.write_stop_marker``); a training error stops at once.
 
 Why a ptflow-side loop and not Snakemake's ``retries``: Snakemake retries every failure the same number of times
 (a Python traceback would be resubmitted 10 times, each waiting in a 4-hour-partition queue) and it cannot read log
@@ -48,20 +50,28 @@ INFRA_PATTERNS: list[tuple[str, re.Pattern]] = [
 NODE_IN_LINE = re.compile(r"(?:on (?:host|node)\s+|^srun: error: |host=)(?P<node>[A-Za-z][\w.-]*)")
 
 
+MAX_RESUMES = 10
+
+
 @dataclass
 class Verdict:
-    kind: str  # ok | infra | training
+    kind: str  # ok | infra | resume | training
     reason: str
     nodes: list[str] = field(default_factory=list)  # nodes to avoid next time (infra only)
 
     @property
     def retry(self) -> bool:
-        return self.kind == "infra"
+        return self.kind in ("infra", "resume")
 
 
-def classify(state: str, log_text: str = "", job_nodes: Sequence[str] = ()) -> Verdict:
-    """``state`` is the job's Slurm state (``COMPLETED``, ``FAILED``, ``NODE_FAIL`` …), ``log_text`` its log."""
+def classify(state: str, log_text: str = "", job_nodes: Sequence[str] = (), stopped: dict | None = None) -> Verdict:
+    """``state`` is the job's Slurm state (``COMPLETED``, ``FAILED``, ``NODE_FAIL`` …), ``log_text`` its log,
+    ``stopped`` its stop marker (it saved and stopped to be resumed), if it wrote one."""
     base = (state or "").split()[0] if state else ""
+    if stopped is not None and base != "COMPLETED":
+        step = stopped.get("step")
+        return Verdict("resume", f"saved {'step ' + str(step) if step is not None else 'its state'} and stopped "
+                       f"({stopped.get('reason', 'to be resumed')})")  # fmt: skip
     if base in INFRA_STATES:
         return Verdict("infra", f"Slurm state {base} ({INFRA_STATES[base]})", list(job_nodes))
     for line in log_text.splitlines():
@@ -100,55 +110,88 @@ class RetriesExhausted(RuntimeError):
     pass
 
 
+class ResumesExhausted(RetriesExhausted):
+    pass
+
+
 def run_with_retries(
     submit: Callable[[int, list[str]], str],
     log_of: Callable[[str], str],
     results_dir: str | Path,
     *,
     max_retries: int = MAX_RETRIES,
+    max_resumes: int = MAX_RESUMES,
+    stopped: Callable[[str], dict | None] = lambda job_id: None,
     wait: Callable[[str], slurm.JobRecord] = slurm.wait_job,
     log=print,
 ) -> dict:
-    """``submit(attempt, exclude) -> job id``; ``log_of(job id) -> log text``. Returns the final status dict."""
+    """``submit(attempt, exclude) -> job id``; ``log_of(job id) -> log text``; ``stopped(job id)`` -> the job's stop
+    marker or None. Returns the final status dict; ``status.json`` says at every point which attempt runs, how many
+    infra retries and resumes there were, and why each attempt ended."""
     exclude: list[str] = []
     history = []
-    for attempt in range(1, max_retries + 2):
+    retries = resumes = 0
+    attempt = 0
+    while True:
+        attempt += 1
         job_id = submit(attempt, list(exclude))
-        write_status(results_dir, "running", attempt=attempt, job_id=job_id, exclude=exclude, history=history)
+        counts = {"retries": retries, "resumes": resumes, "max_retries": max_retries, "max_resumes": max_resumes}
+        write_status(results_dir, "running", attempt=attempt, job_id=job_id, exclude=exclude, history=history, **counts)
         rec = wait(job_id)
         nodes = slurm.hostnames(rec.nodes) if rec.nodes else []
-        verdict = classify(rec.state, log_of(job_id), nodes)
+        verdict = classify(rec.state, log_of(job_id), nodes, stopped(job_id))
         history.append(
             {"attempt": attempt, "job_id": job_id, "state": rec.base_state, "nodes": nodes, **asdict(verdict)}
         )
         log(
-            f"pyxis: attempt {attempt} job {job_id} {rec.base_state} on {','.join(nodes)}: "
+            f"supervisor: attempt {attempt} job {job_id} {rec.base_state} on {','.join(nodes)}: "
             f"{verdict.kind} ({verdict.reason})"
         )
+        counts = {"retries": retries, "resumes": resumes, "max_retries": max_retries, "max_resumes": max_resumes}
         if verdict.kind == "ok":
-            write_status(results_dir, "succeeded", attempt=attempt, job_id=job_id, exclude=exclude, history=history)
-            return {"status": "succeeded", "attempts": attempt, "history": history, "exclude": exclude}
+            write_status(
+                results_dir, "succeeded", attempt=attempt, job_id=job_id, exclude=exclude, history=history, **counts
+            )
+            return {"status": "succeeded", "attempts": attempt, "history": history, "exclude": exclude, **counts}
         if verdict.kind == "training":
-            write_status(results_dir, "failed", failure="training", attempt=attempt, job_id=job_id, history=history)
+            write_status(
+                results_dir, "failed", failure="training", attempt=attempt, job_id=job_id, history=history, **counts
+            )
             raise TrainingFailed(
                 f"job {job_id} failed in training ({verdict.reason}); not retried — fix the error in its log"
             )
+        if verdict.kind == "resume":
+            if resumes >= max_resumes:
+                write_status(results_dir, "failed", failure="resumes", attempt=attempt, history=history, **counts)
+                raise ResumesExhausted(
+                    f"job {job_id} saved and stopped again after {resumes} resumes ({verdict.reason}); the training "
+                    f"needs more time than max_resumes={max_resumes} resubmissions give — raise max_resumes in the "
+                    "site file or give the stage a longer runtime"
+                )
+            resumes += 1
+            continue
+        if retries >= max_retries:
+            write_status(
+                results_dir, "failed", failure="infra", attempt=attempt, history=history, exclude=exclude, **counts
+            )
+            raise RetriesExhausted(
+                f"{max_retries} resubmissions after infrastructure failures ({history[-1]['reason']}); excluded "
+                f"{','.join(exclude) or 'none'} — check the cluster's node health or raise max_retries"
+            )
+        retries += 1
         exclude += [n for n in verdict.nodes if n not in exclude]
-    write_status(results_dir, "failed", failure="infra", attempt=max_retries + 1, history=history, exclude=exclude)
-    raise RetriesExhausted(
-        f"{max_retries} resubmissions after infrastructure failures ({history[-1]['reason']}); excluded "
-        f"{','.join(exclude) or 'none'} — check the cluster's node health or raise max_retries"
-    )
 
 
-def sbatch_submitter(script: str | Path, options: Sequence[str], env: dict | None = None):
+def sbatch_submitter(script: str | Path, options: Sequence[str], env: dict | None = None, prepare=None):
     """A ``submit`` for :func:`run_with_retries`: sbatch ``script`` with ``--exclude`` of the blamed nodes and
-    ``PTFLOW_ATTEMPT`` in the job's environment."""
+    ``PTFLOW_ATTEMPT`` in the job's environment. ``prepare(attempt) -> (options, env)`` adds to both per attempt
+    (a SkyRL trainer's dependency on its runtime server job)."""
 
     def submit(attempt: int, exclude: list[str]) -> str:
-        opts = list(options) + ([f"--exclude={','.join(exclude)}"] if exclude else [])
+        more_opts, more_env = prepare(attempt) if prepare else ([], {})
+        opts = list(options) + list(more_opts) + ([f"--exclude={','.join(exclude)}"] if exclude else [])
         # without BASH_ENV/ENV: the #!/bin/bash batch script must not read a shell start-up file (jobenv)
-        job_env = {**clean_shell_env(env), "PTFLOW_ATTEMPT": str(attempt)}
+        job_env = {**clean_shell_env(env), **more_env, "PTFLOW_ATTEMPT": str(attempt)}
         return slurm.submit(slurm.sbatch_argv(str(script), options=opts), env=job_env)
 
     return submit

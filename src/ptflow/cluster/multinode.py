@@ -10,13 +10,19 @@ For torchrun-style jobs in containers (pyxis/TAO):
   ephemeral range), ``NODE_RANK`` and ``NUM_GPU_PER_NODE``, from the node list read back from Slurm.
 - :func:`node_argvs` — one ``srun --nodes=1 --nodelist=<node> --export=ALL,<env>`` step per node, through
   ``ptflow.cluster.runtime.runtime_argv`` (``--container-image=… --container-mounts=/lustre…`` on a pyxis site).
-- :func:`run_nodes` — both, inside an allocation, with ``status.json`` written before and after.
+- :func:`run_nodes` — both, inside an allocation, with ``nodes.json`` written before and after.
+- :func:`torchrun_argv` / ``python -m ptflow.cluster.multinode torchrun SCRIPT`` — what each node runs for a
+  multi-node train job of a torchrun kind (``AgentKind.multinode``): it prints its rendezvous env (one line per node
+  in the job log) and execs ``torch.distributed.run`` with it, which starts ``NUM_GPU_PER_NODE`` ranks of the rule's
+  script (one on a CPU node); rank 0 alone writes the checkpoint and manifest.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -81,23 +87,101 @@ def node_argvs(
     return out
 
 
+RENDEZVOUS = ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "NUM_GPU_PER_NODE")
+
+
 def run_nodes(
-    rt: RuntimeSpec, command: list[str], results_dir: str | Path, *, gpus_per_node: int = 0, image=None, log=print
+    rt: RuntimeSpec,
+    command: list[str],
+    results_dir: str | Path,
+    *,
+    gpus_per_node: int = 0,
+    image=None,
+    binds=(),
+    extra_env: dict | None = None,
+    log=print,
 ):
-    """Inside an allocation: the rendezvous env on every node, one step each; status.json written. Returns rc."""
-    from ptflow.cluster.infra_retry import write_status
+    """Inside an allocation: the rendezvous env (plus ``extra_env``) on every node, one step each; ``nodes.json``
+    in ``results_dir`` says which nodes ran with which env and how they ended. Returns the first non-zero rc."""
+    from ptflow.files import write_json_atomic
 
     job_id = os.environ.get("SLURM_JOB_ID")
     nodes = allocation_nodes(job_id)
     addrs = {n: a.addr for n, a in slurm.node_addresses(nodes).items()}
-    envs = rendezvous_env(nodes, addrs, gpus_per_node, job_id)
-    argvs = node_argvs(rt, nodes, envs, command, image=image)
-    write_status(results_dir, "running", job_id=job_id, nodes=nodes, rendezvous=envs[0] | {"NODE_RANK": None})
+    envs = [{**env, **(extra_env or {})} for env in rendezvous_env(nodes, addrs, gpus_per_node, job_id)]
+    argvs = node_argvs(rt, nodes, envs, command, image=image, binds=binds)
+    status = Path(results_dir) / "nodes.json"
+    rendezvous = [{k: env[k] for k in RENDEZVOUS} for env in envs]
+    write_json_atomic(status, {"status": "running", "job_id": job_id, "nodes": nodes, "rendezvous": rendezvous})
     procs = []
     for argv in argvs:
-        log(f"pyxis step: {' '.join(argv)}")
+        log(f"node step: {' '.join(argv)}")
         procs.append(subprocess.Popen(argv))
-    rcs = [p.wait() for p in procs]
+    rcs = _wait_forwarding(procs)
     rc = next((r for r in rcs if r != 0), 0)
-    write_status(results_dir, "succeeded" if rc == 0 else "failed", job_id=job_id, nodes=nodes, returncodes=rcs)
+    write_json_atomic(
+        status,
+        {"status": "succeeded" if rc == 0 else "failed", "job_id": job_id, "nodes": nodes, "rendezvous": rendezvous,
+         "returncodes": rcs},
+    )  # fmt: skip
     return rc
+
+
+def _wait_forwarding(procs: list[subprocess.Popen]) -> list[int]:
+    """Wait for the node steps, passing the time-limit warning and SIGTERM on to each (srun forwards them to its
+    tasks): in a supervised job only the batch shell gets the warning, and it forwards it to this process."""
+    import signal
+
+    from ptflow.jobenv import WARNING_SIGNAL
+
+    def forward(signum, _frame):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    forwarded = (getattr(signal, f"SIG{WARNING_SIGNAL}"), signal.SIGTERM)
+    saved = {sig: signal.signal(sig, forward) for sig in forwarded}
+    try:
+        return [p.wait() for p in procs]
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
+def torchrun_argv(python: str, script: str) -> list[str]:
+    """Each node's command for a torchrun kind: this module's launcher, which reads the node's rendezvous env."""
+    return [python, "-m", "ptflow.cluster.multinode", "torchrun", script]
+
+
+def exec_torchrun(script: str, env=os.environ) -> None:
+    """Replace this process with ``torch.distributed.run`` for the node's rendezvous env (TAO's WORLD_SIZE is the
+    number of nodes: torchrun's ``--nnodes``; it sets torch's own WORLD_SIZE, the number of ranks, for the ranks)."""
+    missing = [k for k in RENDEZVOUS if not env.get(k)]
+    if missing:
+        raise SystemExit(f"ptflow.cluster.multinode torchrun: {', '.join(missing)} not set; run_nodes sets them")
+    values = " ".join(f"{k}={env[k]}" for k in RENDEZVOUS)
+    print(f"ptflow node {env.get('SLURMD_NODENAME', socket.gethostname())}: {values}", flush=True)
+    nproc = max(int(env["NUM_GPU_PER_NODE"]), 1)
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={env['WORLD_SIZE']}",
+        f"--node-rank={env['NODE_RANK']}",
+        f"--nproc-per-node={nproc}",
+        f"--master-addr={env['MASTER_ADDR']}",
+        f"--master-port={env['MASTER_PORT']}",
+        script,
+    ]
+    # torchrun dies of Slurm's warning (USR1 to every process of the step): it and its ranks ignore it, and the
+    # ranks' trainers catch it again (ptflow.cluster.preempt.SaveOnWarning)
+    from ptflow.jobenv import ignore_time_limit_warning
+
+    ignore_time_limit_warning()
+    os.execv(sys.executable, argv)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "torchrun":
+        raise SystemExit("usage: python -m ptflow.cluster.multinode torchrun SCRIPT")
+    exec_torchrun(sys.argv[2])

@@ -1,30 +1,58 @@
-"""Time-limit warnings and resumable training.
+"""Time-limit warnings, stop signals and resumable training.
 
-A site asks Slurm for a warning before a training job's end with ``warn_seconds`` in a stage request, which
-becomes ``sbatch --signal=USR1@<warn_seconds>`` (no ``B:``: the warning goes to every job step, not to the batch
-shell, whose ``sh --wrap`` from the plugin would die of it). Those jobs run their rule body in the batch step
-(``ptflow.config.sites``), so Snakemake is not signalled; the trainer runs in a step of its own and is:
+The warning: a site asks Slurm for it with ``warn_seconds`` in a stage request, which becomes
+``sbatch --signal=USR1@<warn_seconds>`` (no ``B:``: the warning goes to every process of every job step, not to the
+batch shell). How it reaches a trainer and nothing else, in every stage:
 
-- a ptflow driver: :class:`SaveOnWarning` turns USR1 into "save now" at the next step boundary;
-- verl or NeMo-RL, which have no signal hook: the launcher runs them with USR1 ignored and they get the same
-  deadline through their own options instead (:func:`deadline_settings`): verl saves when the job's end is
-  nearer than a step plus ``trainer.esi_redundant_time`` (its ESI check reads the expiry from
-  ``MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP``), NeMo-RL saves and stops at
-  ``checkpointing.checkpoint_must_save_by`` after its loop starts.
+- every ptflow process in a job ignores USR1 (``ptflow.jobenv.ignore_time_limit_warning``: the Snakefile does it
+  for Snakemake's own processes, so the plugin's job-step Snakemake no longer dies of it, and every rule script
+  does it through ``rule_log``); children inherit the ignored signal, so an evaluation, a cache copy or an agent CLI
+  just goes on;
+- a trainer that can save catches it (:class:`SaveOnWarning`): ptflow's TRL trainers and agent cells save at the
+  next step boundary and stop with :class:`StoppedToResume`; a process that sits between the step and the trainer
+  (a re-exec into a container, the supervised batch script) forwards it;
+- verl and NeMo-RL have no signal hook: the launcher runs them with USR1 ignored and they get the same deadline
+  through their own options (:func:`deadline_settings`).
 
-Either way the newest checkpoint is on scratch, and a requeued job (``--requeue`` sites, ``scontrol requeue``)
-resumes from it: verl ``resume_mode=auto``, NeMo-RL's checkpoint dir, :func:`newest_step` for ours.
+Resuming: TRL trainers save every ``save_freq`` steps and on the warning into a :class:`ResumeDir` on scratch
+(``<checkpoints>/<model>/<eval>/.<agent>.resume/<config hash>/step_<n>``, each promoted whole from the attempt's
+own staging dir). A requeued job (``scontrol requeue``, ``--requeue`` sites), a Snakemake retry, a supervised
+resubmission or a later run resumes from the newest step with optimizer, scheduler and RNG state
+(transformers' ``resume_from_checkpoint``); verl resumes with ``resume_mode=auto``, NeMo-RL from its checkpoint dir.
+A stop that saved first ends the job with :data:`RESUME_EXIT` and a marker file (:func:`write_stop_marker`), so a
+supervisor can tell "saved, resubmit me" from a failure without asking sacct.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import signal
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.config.sites import WARNING_SIGNAL
+from ptflow.files import write_json_atomic
+
+# A trainer that saved and stopped before the end (warning, SIGTERM, internal timeout) exits with this (EX_TEMPFAIL):
+# "try again, it resumes". Snakemake treats it as a failure (its retry resumes); a supervisor reads the marker.
+RESUME_EXIT = 75
+STOP_MARKER = "stopped-{job}.json"
+
+
+class StoppedToResume(RuntimeError):
+    """The trainer saved its state and stopped before finishing (time-limit warning, SIGTERM, internal timeout);
+    the next attempt resumes from what it saved."""
+
+    def __init__(self, message: str, *, step: int | None = None, reason: str = "warning"):
+        super().__init__(message)
+        self.step = step
+        self.reason = reason
+
 
 _SIGNAL_OPTION = re.compile(r"--signal=(?:[BR]+:)?(?:SIG)?(\w+)@(\d+)")
 
@@ -104,26 +132,38 @@ def stopped_by_deadline(deadline: Deadline | None, now: float | None = None) -> 
 
 
 class SaveOnWarning:
-    """``with SaveOnWarning() as warn:`` — USR1 sets ``warn.requested``; the training loop saves at its next step
-    boundary (never inside the handler, where a half-written checkpoint could result). The previous handler is
+    """``with SaveOnWarning() as warn:`` — USR1 (Slurm's time-limit warning; with ``term=True`` also SIGTERM, what a
+    requeue, a preemption or scancel sends first) sets ``warn.requested``; the training loop saves at its next step
+    boundary (never inside the handler, where a half-written checkpoint could result). The previous handlers are
     restored on exit."""
 
-    def __init__(self, signum: int = getattr(signal, f"SIG{WARNING_SIGNAL}")):
+    def __init__(self, signum: int = getattr(signal, f"SIG{WARNING_SIGNAL}"), *, term: bool = False):
+        self.signals = (signum, signal.SIGTERM) if term else (signum,)
         self.signum = signum
         self.requested = False
         self.received_at: float | None = None
-        self._previous = None
+        self.received: int | None = None
+        self._previous: dict = {}
+
+    @property
+    def reason(self) -> str:
+        if self.received is None:
+            return "none"
+        return "the time-limit warning" if self.received == self.signum else signal.Signals(self.received).name
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
         self.received_at = time.time()
+        self.received = signum
 
     def __enter__(self) -> SaveOnWarning:
-        self._previous = signal.signal(self.signum, self._handle)
+        for sig in self.signals:
+            self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:
-        signal.signal(self.signum, self._previous)
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
 
 
 _STEP = re.compile(r"step_(\d+)")
@@ -135,3 +175,91 @@ def newest_step(checkpoint_dir: str | Path) -> tuple[int, Path] | None:
     root = Path(checkpoint_dir)
     steps = [(int(m.group(1)), p) for p in root.glob("step_*") if (m := _STEP.fullmatch(p.name)) and p.is_dir()]
     return max(steps) if steps else None
+
+
+def attempt_id() -> str:
+    """Who writes: the Slurm job (and this process, which differs after a requeue) or this host's process."""
+    job = os.environ.get("SLURM_JOB_ID")
+    return f"{socket.gethostname()}-{os.getpid()}" + (f"-job{job}" if job else "")
+
+
+@dataclass(frozen=True)
+class ResumeDir:
+    """A training's resume state on scratch: complete ``step_<n>`` checkpoints, each written by one attempt in its
+    own staging dir (``.attempt-<id>``) and promoted with one rename, and ``attempts.json`` (who ran when, from
+    which step). Keyed by the training's config hash, so a changed config never resumes a stale state."""
+
+    root: Path
+
+    @classmethod
+    def for_checkpoint(cls, checkpoint_dir: str | Path, config_hash: str) -> ResumeDir:
+        ckpt = Path(checkpoint_dir).resolve()
+        return cls(ckpt.parent / f".{ckpt.name}.resume" / config_hash)
+
+    @property
+    def cell_root(self) -> Path:
+        """Every config's resume state of this cell (removed once the cell's checkpoint is in place)."""
+        return self.root.parent
+
+    def newest(self) -> tuple[int, Path] | None:
+        return newest_step(self.root)
+
+    def attempt_dir(self, attempt: str | None = None) -> Path:
+        path = self.root / f".attempt-{attempt or attempt_id()}"
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        return path
+
+    def promote_step(self, src: str | Path, step: int, keep: int = 2) -> Path | None:
+        """Make ``src`` (a finished checkpoint of this attempt) ``step_<step>``; keep the newest ``keep``. Returns
+        the step dir, or None when another attempt promoted that step first (its copy is as good)."""
+        dest = self.root / f"step_{int(step)}"
+        try:
+            os.replace(src, dest)
+        except OSError:
+            if not dest.is_dir():
+                raise
+            shutil.rmtree(src, ignore_errors=True)
+            return None
+        steps = sorted((int(m.group(1)), p) for p in self.root.glob("step_*") if (m := _STEP.fullmatch(p.name)))
+        for _, old in steps[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return dest
+
+    @property
+    def attempts_file(self) -> Path:
+        return self.root / "attempts.json"
+
+    def attempts(self) -> list[dict]:
+        try:
+            return json.loads(self.attempts_file.read_text())
+        except (OSError, ValueError):
+            return []
+
+    def record_attempt(self, entry: dict) -> list[dict]:
+        """Add one attempt's entry, or update the fields given (by ``id``); the whole list, written atomically."""
+        history = self.attempts()
+        old = next((a for a in history if a.get("id") == entry["id"]), {})
+        history = [a for a in history if a.get("id") != entry["id"]] + [{**old, **entry}]
+        history.sort(key=lambda a: a.get("started", 0))
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.attempts_file, history)
+        return history
+
+    def clear(self) -> None:
+        """Once the cell's checkpoint is promoted: the resume state (optimizer included: large) is not needed."""
+        shutil.rmtree(self.cell_root, ignore_errors=True)
+
+
+def write_stop_marker(directory: str | Path, job_id: str | None, info: dict) -> Path:
+    """``stopped-<job>.json``: this job saved and stopped to be resumed (read by ``ptflow.cluster.infra_retry``)."""
+    path = Path(directory) / STOP_MARKER.format(job=job_id or "local")
+    write_json_atomic(path, {"time": time.time(), **info})
+    return path
+
+
+def stop_marker(directory: str | Path, job_id: str) -> dict | None:
+    try:
+        return json.loads((Path(directory) / STOP_MARKER.format(job=job_id)).read_text())
+    except (OSError, ValueError):
+        return None

@@ -101,6 +101,20 @@ def check_site_requests(cfg: Config, site: Site) -> list[str]:
     return problems
 
 
+def check_multinode(cfg: Config, site: Site) -> list[str]:
+    """A train request over several nodes only for kinds that can use them (``AgentKind.multinode``)."""
+    problems = []
+    for agent_id in sorted({c.agent for c in cfg.training_cells()}):
+        agent = cfg.agents[agent_id]
+        nodes = site.request("train", agent).get("nodes", 1)
+        if nodes > 1 and agent.spec.multinode is None:
+            problems.append(
+                f"site {site.name}: the train job of agent {agent_id} asks for {nodes} nodes (nodes, or more GPUs "
+                f"than a node has), but kind {agent.kind} runs on one node; lower it in {site.path}"
+            )
+    return problems
+
+
 def check_agent_budgets(cfg: Config, site: Site) -> list[str]:
     """A cli-agent's train job must outlive the agent's timeout (hours*60 + grace + 30 s kill-after + copying)."""
     problems = []
@@ -302,7 +316,7 @@ def run_preflight(
     ``notes`` collects what is worth saying once but stops nothing."""
     notes = [] if notes is None else notes
     problems = check_paths(layout, site, notes=notes) + check_secrets(cfg) + check_hf_cache(cfg, layout)
-    problems += check_agent_budgets(cfg, site) + check_site_requests(cfg, site)
+    problems += check_agent_budgets(cfg, site) + check_site_requests(cfg, site) + check_multinode(cfg, site)
     if site.scheduler == "slurm":
         from ptflow.cluster import slurm
 

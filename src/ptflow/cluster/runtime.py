@@ -198,6 +198,24 @@ def inside_runtime() -> bool:
     return os.environ.get(IN_RUNTIME_ENV) == "1"
 
 
+def _run_forwarding_warning(argv: list[str], env: dict) -> int:
+    """Run the re-started job and pass the time-limit warning and SIGTERM on to it: this process may be the only
+    one Slurm signals (the batch shell of a supervised job forwards to it), and the trainer inside must save."""
+    import signal
+    import subprocess
+
+    from ptflow.jobenv import WARNING_SIGNAL
+
+    proc = subprocess.Popen(argv, env=env)
+    forwarded = (getattr(signal, f"SIG{WARNING_SIGNAL}"), signal.SIGTERM)
+    saved = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in forwarded}
+    try:
+        return proc.wait()
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
 def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, tmp_root: str | None = None) -> None:
     """Run this job's script again through the site's runtime and exit with its status; return to stay here.
 
@@ -206,7 +224,6 @@ def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, t
     re-started one. The child gets a private HF cache view (``runtime.hf_view``) as HF_HOME and
     ``HF_HUB_OFFLINE=1``: a GPU job never downloads. API keys and tokens reach it through the environment only.
     """
-    import subprocess
     import tempfile
 
     from ptflow.cluster import hfview
@@ -241,7 +258,7 @@ def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, t
         log("run in site runtime: $ " + " ".join(argv))
         sys.stdout.flush()
         sys.stderr.flush()
-        rc = subprocess.run(argv, env=container_env(rt, env)).returncode
+        rc = _run_forwarding_warning(argv, container_env(rt, env))
     finally:
         if view is not None:
             hfview.close_view(view, log=log)

@@ -436,6 +436,12 @@ def submit(argv: list[str], env: dict[str, str] | None = None) -> str:
     return proc.stdout.strip().split(";")[0]
 
 
+def release(job_ids: list[str]) -> None:
+    """``scontrol release`` held jobs (submitted with ``--hold``)."""
+    if job_ids:
+        _run(["scontrol", "release", ",".join(job_ids)])
+
+
 def job_state(job_id: str) -> JobRecord | None:
     """One job's state: squeue while slurmctld holds it, else sacct (None if neither knows it yet)."""
     jid = str(job_id)

@@ -1,26 +1,44 @@
-"""Supervised training jobs: sites with ``infra_retries`` (pyxis/TAO clusters) run the ``train`` rule on the login
-node as a light supervisor, which submits the GPU job itself and resubmits it after infrastructure failures.
+"""Supervised training jobs: a ``train`` rule that runs on the login node as a light supervisor, submits the GPU job
+itself, resubmits it after infrastructure failures and after a stop it saved for, and records all of it.
 
-Why not the plugin: a node failure kills the rule's own allocation, so whatever decides to retry must live outside
-it, and Snakemake's ``retries`` cannot tell a dead node from a Python traceback (see ``infra_retry``). The
-supervisor renders a batch script that runs the rule's own script again (Snakemake's generated script with the job's
-inputs, outputs and params) under ``sbatch`` with the flags of the stage's request (``Request.sbatch_options``: the
-same resources the plugin would have used) and hands it to :func:`ptflow.cluster.infra_retry.run_with_retries`,
-which writes ``status.json`` beside the manifest. Inside the job (``PTFLOW_ATTEMPT`` set) the script trains as
-usual, in the site's container.
+Who is supervised (``ptflow.config.sites.Site.supervises``): every train job on sites with ``infra_retries``
+(pyxis/TAO clusters), and agent kinds whose job needs a helper job submitted before it (SkyRL's runtime server). Why
+not the plugin: a node failure kills the rule's own allocation, so whatever decides to retry must live outside it,
+and Snakemake's ``retries`` cannot tell a dead node from a Python traceback (see ``infra_retry``); a runtime server
+on a CPU partition cannot be expressed beside its GPU consumer either (NOTES: ``service()``).
+
+The supervisor renders a batch script that runs the rule's own script again (Snakemake's generated script with the
+job's inputs, outputs and params) under ``sbatch`` with the flags of the stage's request (``Request.sbatch_options``:
+the same resources the plugin would have used), named and commented so ``ptflow status``/``cancel`` and a restarted
+driver see it as the rule's job (``ptflow.cluster.ownership``), and hands it to
+:func:`ptflow.cluster.infra_retry.run_with_retries`, which writes ``status.json`` beside the manifest.
+
+In the job (:func:`render_batch_script`), the batch shell forwards Slurm's time-limit warning (``--signal=B:USR1@N``
+for these jobs) and SIGTERM to the script, and at the site's internal timeout (pyxis/TAO: 3.8 h of 4 h) sends it the
+warning itself: a resumable trainer saves, writes its stop marker and exits; the supervisor resubmits (bounded by
+``max_resumes``) and the next job resumes from the saved step.
+
+The supervisor stops its jobs (scancel) when it is stopped itself (SIGTERM, SIGINT, SIGHUP: Ctrl-C on the driver,
+scancel of nothing else); when its driver dies (``kill -9``), it leaves the running job alone and exits, and the next
+driver adopts the job (``ptflow.ops.driver``) instead of submitting the same training again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import sys
+import time
 from pathlib import Path
 
+from ptflow.cluster import ownership, preempt, slurm
 from ptflow.config.sites import Request
 from ptflow.files import atomic_path
 
-ATTEMPT_ENV = "PTFLOW_ATTEMPT"  # set by pyxis.sbatch_submitter in each submitted job
+ATTEMPT_ENV = "PTFLOW_ATTEMPT"  # set by infra_retry.sbatch_submitter in each submitted job
+POLL_SECONDS = 5
 
 
 def inside_supervised_job() -> bool:
@@ -28,29 +46,58 @@ def inside_supervised_job() -> bool:
 
 
 def render_batch_script(
-    path: str | Path, script: str, python: str = sys.executable, internal_timeout: int | None = None
+    path: str | Path,
+    script: str,
+    python: str = sys.executable,
+    internal_timeout: int | None = None,
+    kill_after: int = 60,
+    poll: int = POLL_SECONDS,
 ) -> Path:
-    """``#!/bin/bash`` that re-runs the rule's script (absolute paths: the job starts in the submit dir). With
-    ``internal_timeout`` (seconds) the job stops itself before Slurm's limit (pyxis/TAO: 3.8 h of 4 h), so it
-    ends with its own status and message instead of a TIMEOUT kill."""
+    """``#!/bin/bash`` that re-runs the rule's script (absolute paths: the job starts in the submit dir) and forwards
+    the warning and SIGTERM to it. With ``internal_timeout`` (seconds) the job sends the script the warning itself
+    that long after it started (pyxis/TAO: 3.8 h of 4 h), and kills it ``kill_after`` seconds later if it has not
+    ended: a resumable trainer saves and stops, so the job ends with its own status before Slurm's limit."""
     run = f"{shlex.quote(python)} {shlex.quote(str(Path(script).resolve()))}"
     lines = [
         "#!/bin/bash",
         "# ptflow supervised train job (ptflow.cluster.supervise): the rule's own script, run again in the allocation.",
-        "set -euo pipefail",
+        "set -uo pipefail",
         f': "${{{ATTEMPT_ENV}:?submitted by the ptflow supervisor, which sets {ATTEMPT_ENV}}}"',
+        'child=""',
+        "# Slurm's time-limit warning reaches this shell (--signal=B:USR1@N); scancel and requeue send TERM: both go",
+        "# on to the script, whose trainer saves and stops (ptflow.cluster.preempt).",
+        """trap 'if [[ -n "$child" ]]; then kill -USR1 "$child" 2>/dev/null || true; fi' USR1""",
+        """trap 'if [[ -n "$child" ]]; then kill -TERM "$child" 2>/dev/null || true; fi' TERM""",
+        f"{run} &",
+        "child=$!",
     ]
     if internal_timeout:
         lines += [
-            "rc=0",
-            f"timeout --signal=TERM --kill-after=60 {int(internal_timeout)} {run} || rc=$?",
-            "if ((rc == 124)); then",
-            f'  echo "ptflow: stopped at the internal timeout ({int(internal_timeout)} s) before the time limit" >&2',
-            "fi",
-            'exit "$rc"',
+            f"internal_timeout={int(internal_timeout)}",
+            f"kill_after={int(kill_after)}",
+            "warned=0",
+            'while kill -0 "$child" 2>/dev/null; do',
+            "  if ((!warned && SECONDS >= internal_timeout)); then",
+            '    echo "ptflow: internal timeout (${internal_timeout} s): asking the trainer to save and stop" >&2',
+            '    kill -USR1 "$child" 2>/dev/null || true',
+            "    warned=1",
+            "  elif ((warned && SECONDS >= internal_timeout + kill_after)); then",
+            '    echo "ptflow: the trainer did not stop ${kill_after} s after the internal timeout; killing it" >&2',
+            '    kill -KILL "$child" 2>/dev/null || true',
+            "  fi",
+            f"  sleep {int(poll)} &",
+            '  wait "$!"',
+            "done",
         ]
-    else:
-        lines.append(f"exec {run}")
+    lines += [
+        "# wait returns early when a trap ran: wait again until the script has really ended",
+        "while :; do",
+        '  wait "$child"',
+        "  rc=$?",
+        '  kill -0 "$child" 2>/dev/null || break',
+        "done",
+        'exit "$rc"',
+    ]
     with atomic_path(path) as tmp:
         Path(tmp).write_text("\n".join(lines) + "\n")
         os.chmod(tmp, 0o755)
@@ -63,33 +110,138 @@ def internal_timeout_seconds(runtime_minutes, fraction: float | None) -> int | N
     return int(float(runtime_minutes) * 60 * fraction)
 
 
+def batch_signal_options(options: list[str]) -> list[str]:
+    """The request's ``--signal=USR1@N`` (job steps only) as ``--signal=B:USR1@N``: the rule's script runs in the
+    batch step of a supervised job, and the batch shell forwards the warning to it."""
+    return [o.replace("--signal=", "--signal=B:", 1) if o.startswith("--signal=") and ":" not in o else o
+            for o in options]  # fmt: skip
+
+
+class DriverGone(RuntimeError):
+    """The Snakemake driver that ran this supervisor is gone: the job is left to the next driver to adopt."""
+
+
+class _Stopped(BaseException):
+    pass
+
+
+@contextlib.contextmanager
+def _signals_raise():
+    """SIGTERM/SIGINT/SIGHUP become an exception, so the supervisor's cleanup (scancel of its jobs) runs."""
+
+    def handler(signum, _frame):
+        raise _Stopped(f"signal {signal.Signals(signum).name}")
+
+    saved = {}
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        try:
+            saved[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
+def driver_watch(workdir: str | Path):
+    """A check that raises DriverGone once the driver holding ``workdir`` (``ownership.DriverLock``) has died; a
+    no-op when no live driver holds it now (a supervisor started by hand, or a driver on another host)."""
+    lock = ownership.DriverLock(workdir)
+    holder = lock.live_holder()
+    if holder is None:
+        return lambda: None
+
+    def check() -> None:
+        if not lock.alive(holder):
+            raise DriverGone(f"the driver ({holder.describe()}) is gone")
+
+    return check
+
+
 def supervise(
     script: str,
     *,
     request: Request,
     attempt: int = 1,
-    job_name: str,
+    rule: str,
+    wildcards,
     results_dir: str | Path,
+    workdir: str | Path = ".",
     max_retries: int,
+    max_resumes: int = 10,
     internal_timeout_fraction: float | None = None,
+    companion=None,
     log=print,
 ) -> dict:
-    """Submit the rule's script as a job with ``request`` (at the rule's ``attempt``) and resubmit it after
-    infrastructure failures; the final status dict."""
-    from ptflow.cluster import infra_retry as pyxis
+    """Submit the rule's script as a job with ``request`` (at the rule's ``attempt``), resubmit it after
+    infrastructure failures and saved stops, and return the final status dict.
+
+    ``companion``: a helper job's manager with ``prepare(attempt) -> (sbatch options, env)`` (called before each
+    submission) and ``finish(log)`` (on every exit) — SkyRL's runtime server (``ptflow.launch.skyrl``)."""
+    from ptflow.cluster import infra_retry
 
     results_dir = Path(results_dir)
     jobs_dir = results_dir / "slurm"
     jobs_dir.mkdir(parents=True, exist_ok=True)
-    internal = internal_timeout_seconds(request.scaled(attempt).get("runtime"), internal_timeout_fraction)
-    batch = render_batch_script(jobs_dir / "train.sbatch", script, internal_timeout=internal)
-    options = request.sbatch_options(job_name=job_name, output=str(jobs_dir / "train-%j.out"), attempt=attempt)
-    log(f"supervising {job_name}: sbatch {shlex.join(options)} {batch} (up to {max_retries} resubmissions)")
+    runtime = request.scaled(attempt).get("runtime")
+    internal = internal_timeout_seconds(runtime, internal_timeout_fraction)
+    # until a minute before Slurm's own limit: the trainer's save gets what the internal timeout left
+    kill_after = max(60, int(float(runtime) * 60) - internal - 60) if internal and runtime else 60
+    batch = render_batch_script(jobs_dir / "train.sbatch", script, internal_timeout=internal, kill_after=kill_after)
+    name = ownership.owned_job_name(workdir)
+    comment = ownership.job_comment(rule, wildcards)
+    options = request.sbatch_options(job_name=name, output=str(jobs_dir / "train-%j.out"), attempt=attempt)
+    options = batch_signal_options(options) + [f"--comment={comment}"]
+    log(
+        f"supervising {comment}: sbatch {shlex.join(options)} {batch} (up to {max_retries} resubmissions after "
+        f"infrastructure failures, {max_resumes} after saved stops)"
+    )
+    check_driver = driver_watch(workdir)
+    current: dict = {}
 
     def log_of(job_id: str) -> str:
         out = jobs_dir / f"train-{job_id}.out"
         return out.read_text(errors="replace") if out.is_file() else ""
 
-    return pyxis.run_with_retries(
-        pyxis.sbatch_submitter(batch, options), log_of, results_dir, max_retries=max_retries, log=log
-    )
+    submit_job = infra_retry.sbatch_submitter(batch, options, prepare=companion.prepare if companion else None)
+
+    def submit(n: int, exclude: list[str]) -> str:
+        current["job"] = submit_job(n, exclude)
+        return current["job"]
+
+    def wait(job_id: str) -> slurm.JobRecord:
+        while True:
+            rec = slurm.job_state(job_id)
+            if rec and rec.base_state in slurm.TERMINAL_STATES:
+                return rec
+            check_driver()
+            time.sleep(POLL_SECONDS)
+
+    done = driver_gone = False
+    try:
+        with _signals_raise():
+            result = infra_retry.run_with_retries(
+                submit,
+                log_of,
+                results_dir,
+                max_retries=max_retries,
+                max_resumes=max_resumes,
+                stopped=lambda job_id: preempt.stop_marker(jobs_dir, job_id),
+                wait=wait,
+                log=log,
+            )
+        done = True
+        return result
+    except DriverGone as exc:
+        driver_gone = True  # nothing to cancel: the job goes on (with its helper job) and the next driver adopts it
+        log(f"supervisor: {exc}; leaving job {current.get('job')} running for the next run to adopt")
+        raise
+    finally:
+        if not (done or driver_gone) and current.get("job"):
+            log(f"supervisor stopped: scancel job {current['job']}")
+            with contextlib.suppress(slurm.SlurmUnavailable):
+                slurm.cancel([current["job"]])
+        if companion is not None and not driver_gone:
+            companion.finish(log)

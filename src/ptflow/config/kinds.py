@@ -29,10 +29,17 @@ class AgentKind:
     trainer: str | None = None  # "module:function" taking a ptflow.stages.train.cell.TrainJob
     agent_cli: bool = False  # an LLM coding agent under a time budget: keys, task dir, judge, budget preflight
     site_requests: tuple[str, ...] = ()  # further site requests its jobs submit (preflight: the site must have them)
-    ray_launcher: bool = False  # its train job brings up Ray over the allocation (ptflow.launch.ray; preflight checks)
     # evaluates each model's instruct counterpart zero-shot (models[].instruct): the reference of PostTrainBench's
     # weights; it has cells only for models that name one
     evaluates_instruct: bool = False
+    # How a train job on several nodes runs: "torchrun" (one launcher per node with the rendezvous env, TAO's
+    # contract, ptflow.cluster.multinode), "ray" (its own Ray launcher), None (one node only: preflight refuses more).
+    multinode: str | None = None
+
+    @property
+    def ray_launcher(self) -> bool:
+        """Its train job brings up Ray over the allocation (ptflow.launch.ray; preflight checks the launcher)."""
+        return self.multinode == "ray"
 
 
 KINDS: dict[str, AgentKind] = {
@@ -51,6 +58,7 @@ KINDS: dict[str, AgentKind] = {
             required_params=("steps", "batch_size", "learning_rate", "seed"),
             train_data=TRAIN_DATA_ALWAYS,
             trainer="ptflow.stages.train.sft:run",
+            multinode="torchrun",
         ),
         AgentKind(
             "trl-grpo",
@@ -65,6 +73,7 @@ KINDS: dict[str, AgentKind] = {
             ),
             train_data=TRAIN_DATA_ALWAYS,
             trainer="ptflow.stages.train.grpo:run",
+            multinode="torchrun",
         ),
         AgentKind(
             "cli-agent",
@@ -82,7 +91,7 @@ KINDS: dict[str, AgentKind] = {
             train_data=TRAIN_DATA_ALWAYS,
             reexec_in_runtime=False,
             trainer="ptflow.stages.train.verl:run",
-            ray_launcher=True,
+            multinode="ray",
         ),
         AgentKind(
             "nemo-distill",
@@ -91,7 +100,7 @@ KINDS: dict[str, AgentKind] = {
             variants=("full", "smoke"),
             reexec_in_runtime=False,
             trainer="ptflow.stages.train.nemo:run",
-            ray_launcher=True,
+            multinode="ray",
         ),
         AgentKind(
             "skyrl",

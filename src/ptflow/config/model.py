@@ -85,6 +85,8 @@ class Agent:
     command: tuple[str, ...] | None = None  # cli-agent argv template (None: the cli's default)
     grace_minutes: float = 5.0  # cli-agent: timeout = hours*60 + grace_minutes
     repeats: int = 1  # each cell of this agent runs this many times (runs 2.. as <id>@run<k>)
+    on_restart: str = "continue"  # cli-agent: after a requeue/retry, continue the workspace with the budget left
+    sync_minutes: float | None = None  # cli-agent: workspace sync interval (None: agent_cell.DEFAULT_SYNC_MINUTES)
 
     @property
     def spec(self) -> AgentKind:
@@ -470,6 +472,8 @@ def _build_agents(entries: list[dict]) -> dict[str, Agent]:
             tuple(a["command"]) if "command" in a else None,
             float(a.get("grace_minutes", 5.0)),
             int(a.get("repeats", 1)),
+            a.get("on_restart", "continue"),
+            float(a["sync_minutes"]) if "sync_minutes" in a else None,
         )
     for i, a in enumerate(entries):
         start = a.get("from")

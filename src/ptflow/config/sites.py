@@ -26,7 +26,7 @@ import yaml
 
 from ptflow.config.model import SCHEMA_DIR, ConfigError
 from ptflow.config.uris import PathURIError, cluster_path
-from ptflow.jobenv import user_name
+from ptflow.jobenv import WARNING_SIGNAL, user_name
 
 # `convert` (registry image -> .sqsh, TAO's conversion partition) falls back to `image` when a site has none.
 STAGES = ("cache", "image", "convert", "preprocess", "train", "evaluate", "aggregate", "runtime_server")
@@ -35,8 +35,8 @@ FALLBACK_STAGE = {"convert": "image"}
 TIMED_STAGES = ("train", "evaluate")
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
 
-# The time-limit warning: `warn_seconds` in a request becomes --signal=USR1@N (no B:, see ptflow.cluster.preempt).
-WARNING_SIGNAL = "USR1"
+# The time-limit warning (WARNING_SIGNAL, ptflow.jobenv): `warn_seconds` in a request becomes --signal=USR1@N (no B:,
+# see ptflow.cluster.preempt).
 
 # snakemake-executor-plugin-slurm's resource names and the sbatch flag each becomes (plugin 2.8.0, submit_string.py).
 PLUGIN_FLAGS = {
@@ -56,6 +56,20 @@ def signal_option(warn_seconds: int) -> str:
     if int(warn_seconds) < 1:
         raise ValueError(f"warn_seconds must be at least 1, not {warn_seconds!r}")
     return f"--signal={WARNING_SIGNAL}@{int(warn_seconds)}"
+
+
+def spread_gpus(req: dict, gpus_per_node: int | None) -> dict:
+    """TAO's rule for GPU requests (``tao-core``): asking for at least a node's worth of GPUs takes whole nodes
+    (``--exclusive``), and more GPUs than one node has spread over the nodes that count needs, with the GPUs split
+    evenly per node. ``gpus_per_node`` is the partition's (site ``partitions.<p>.gpus_per_node``); unknown: as asked."""
+    gpus = int(req.get("gpus") or 0)
+    if not gpus_per_node or gpus < gpus_per_node:
+        return req
+    out = {**req, "exclusive": True}
+    if gpus > gpus_per_node:
+        nodes = max(int(req.get("nodes", 1)), math.ceil(gpus / gpus_per_node))
+        out.update(nodes=nodes, gpus=math.ceil(gpus / nodes))
+    return out
 
 
 @dataclass(frozen=True)
@@ -119,12 +133,14 @@ class Request:
             extra.append(signal_option(req["warn_seconds"]))
         if req.get("extra"):
             extra.append(req["extra"])
+        if req.get("exclusive"):
+            extra.append("--exclusive")
         if extra:
             out["slurm_extra"] = " ".join(extra)
-        if req.get("nodes", 1) > 1 or req.get("warn_seconds"):
-            # Multi-node, or warned before the end: one task per node and no inner srun, so the rule body runs in
-            # the batch step and spreads processes itself. The time-limit warning (no B:) reaches only job steps:
-            # the trainer's, never the Snakemake running the rule (Python dies of an unhandled USR1).
+        if req.get("nodes", 1) > 1:
+            # Multi-node: one task per node and no inner srun, so the rule body runs once, in the batch step, and
+            # spreads processes itself. (A warned single-node job keeps the plugin's inner srun: the job-step
+            # Snakemake ignores the warning and the trainer catches it, see ptflow.cluster.preempt.)
             out["tasks"] = req.get("nodes", 1) * req.get("tasks_per_node", 1)
             out["mpi"] = "srun"
             if req.get("gpus"):
@@ -195,10 +211,13 @@ class Evaluation:
 
 @dataclass(frozen=True)
 class Supervision:
-    """Sites with ``infra_retries``: the train rule is a login-node supervisor (``ptflow.cluster.supervise``)."""
+    """A train job run by a login-node supervisor (``ptflow.cluster.supervise``): resubmitted after infrastructure
+    failures (up to ``max_retries``) and after a stop it saved for (up to ``max_resumes``), stopped for a save at
+    ``internal_timeout_fraction`` of its time limit."""
 
     max_retries: int
     internal_timeout_fraction: float | None = None
+    max_resumes: int = 10
 
 
 @dataclass
@@ -262,15 +281,21 @@ class Site:
         rt = dict(self.raw.get("runtime") or {"kind": "venv"})
         return RuntimeSpec.from_dict({"site": self.name, **rt})
 
-    def supervises(self, stage: str) -> Supervision | None:
-        """Whether ``stage`` runs as a login-node supervisor: only ``train``, only on Slurm sites with
-        ``infra_retries``."""
-        if stage != "train" or self.scheduler != "slurm" or self.raw.get("infra_retries") is None:
+    def supervises(self, stage: str, agent=None) -> Supervision | None:
+        """Whether ``stage`` (for ``agent``) runs as a login-node supervisor: only ``train``, only on Slurm sites,
+        for every agent where the site has ``infra_retries``, and for agents whose job needs helper jobs submitted
+        before it (a kind with ``site_requests``: SkyRL's runtime server, see ``ptflow.config.kinds``)."""
+        if stage != "train" or self.scheduler != "slurm":
             return None
         fraction = self.raw.get("internal_timeout_fraction")
         if self.timeout_hours and self.time_hours:
             fraction = self.timeout_hours / self.time_hours  # SLURM_TIMEOUT_HOURS of SLURM_TIME_HOURS
-        return Supervision(self.raw["infra_retries"], fraction)
+        resumes = int(self.raw.get("max_resumes", 10))
+        if self.raw.get("infra_retries") is not None:
+            return Supervision(self.raw["infra_retries"], fraction, resumes)
+        if agent is not None and agent.spec.site_requests:
+            return Supervision(0, fraction, resumes)
+        return None
 
     def has_request(self, stage: str) -> bool:
         return stage in self.raw["resources"]
@@ -290,6 +315,7 @@ class Site:
             req.update(per_agent.get(agent.id, {}))
         if stage in TIMED_STAGES and self.time_hours:
             req["runtime"] = math.ceil(self.time_hours * 60)
+        req = spread_gpus(req, self.partitions.get(req.get("partition"), {}).get("gpus_per_node"))
         return Request(
             values=req,
             scheduler=self.scheduler,

@@ -32,7 +32,7 @@ from pathlib import Path
 from ptflow.files import write_text_atomic
 
 URL_FILE = "runtime_url.txt"
-KEY_FILE = "api_key"
+KEY_FILE = "runtime_api_key.txt"
 READY_FLAG = "runtime_ready.flag"
 COMPLETE_FLAG = "training_complete.flag"
 KEY_HEADER = "X-API-Key"

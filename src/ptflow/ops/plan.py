@@ -266,6 +266,8 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
     planned: dict[Cell, list[PlannedJob]] = defaultdict(list)
     for j in jobs:
         w = j.wildcards
+        if j.rule == "train_supervised":  # the same training, run by a login-node supervisor
+            j.rule = "train"
         if j.rule in ("train", "evaluate") and {"model", "eval", "agent"} <= w.keys():
             planned[Cell(w["model"], w["eval"], w["agent"])].append(j)
     out = {}

@@ -2,7 +2,9 @@
 
 Jobs are found the way the slurm executor plugin marks them: job name = the run's UUID (logged by Snakemake as
 ``SLURM run ID: ...``), comment = ``rule_<rule>_wildcards_<wildcard values joined by _>`` and Slurm log
-``.snakemake/slurm_logs/rule_<rule>/<wildcards>/<jobid>.log``. The expected comments are built from the config's
+``.snakemake/slurm_logs/rule_<rule>/<wildcards>/<jobid>.log``; jobs ptflow submits itself (supervised train jobs and
+their resubmissions, SkyRL runtime servers) by the working directory's own job name and the same comments, helper
+jobs with a ``#<role>`` suffix (``ptflow.cluster.ownership``). The expected comments are built from the config's
 cells (ids may contain ``_``), never split. Slurm states map as TAO's SLURM platform document maps them.
 """
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from ptflow.cluster import slurm
+from ptflow.cluster import ownership, slurm
 from ptflow.config.layout import Layout
 from ptflow.config.model import Cell, Config
 
@@ -140,7 +142,11 @@ def slurm_log_index(workdir: Path) -> dict[str, tuple[str, str, str]]:
 
 
 def driver_active(workdir: Path) -> bool:
-    """A Snakemake driver holds this working directory (its locks exist while it runs)."""
+    """A Snakemake driver holds this working directory: ptflow's driver lock with a live holder
+    (``ptflow.cluster.ownership.DriverLock``), else, for runs from before it, Snakemake's own locks."""
+    lock = ownership.DriverLock(workdir)
+    if lock.path.exists():
+        return lock.live_holder() is not None
     locks = workdir / ".snakemake" / "locks"
     return locks.is_dir() and any(locks.iterdir())
 
@@ -245,7 +251,7 @@ def attribute_jobs(
     out, logs = {}, {}
     for jid in set(jobs) | set(known):
         rec = jobs.get(jid)
-        hit = expected.get(rec.comment) if rec and rec.comment else None
+        hit = expected.get(ownership.split_comment(rec.comment)[0]) if rec and rec.comment else None
         if hit is None and jid in known:
             rule, wc, _ = known[jid]
             hit = by_wc.get((rule, wc))
@@ -352,7 +358,8 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs) -
     if run_ids:
         try:
             since = "now-30days"
-            jobs = query(sorted(set(run_ids)), since)
+            # the runs' plugin jobs and every job ptflow submitted itself from this directory
+            jobs = query(sorted(set(run_ids)) + [ownership.owned_job_name(workdir)], since)
         except slurm.SlurmUnavailable as exc:
             error = str(exc)
     log_index = slurm_log_index(workdir)
@@ -369,6 +376,8 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs) -
     for jid in sorted(job_cells, key=_job_sort_key):
         rule, cell = job_cells[jid]
         rec = jobs.get(jid)
+        if rec is not None and ownership.split_comment(rec.comment)[1]:
+            continue  # a helper job (SkyRL's runtime server): cancelled with its cell, not the cell's state
         if rec is None and jid in slurm_logs:
             # Known only from its log (slurmctld and accounting forgot it): its state is unknown.
             rec = slurm.JobRecord(id=jid, state="", sources=("log",))

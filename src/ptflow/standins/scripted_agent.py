@@ -9,6 +9,9 @@ view, trace, copy, evaluation, judge) is the real path.
 ``--overrun``: saves a partial ``final_model/`` early (the base model, unchanged), prints a line that reads the test
 split (so a judge flags it), then sleeps past its deadline: ``timeout`` stops it (exit 124).
 ``--overrun --no-model``: the same without any ``final_model/`` (the cell shows "no final model").
+``--pause S``: sleeps S seconds at each logged training step (a tenth of the run), so a test can stop the agent
+mid-run; its SFT checkpoints into ``work/sft-resume`` in the task dir and, when an earlier session left one there
+(``task.json`` says so when the cell continues a workspace), resumes from it.
 Output is stream-json-like JSONL on stdout, like the real agents'.
 """
 
@@ -44,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--learning-rate", type=float, default=3.0e-3)
     ap.add_argument("--eval-limit", type=int, default=8, help="samples evaluate.py measures before saving")
+    ap.add_argument("--pause", type=float, default=0.0, help="seconds to sleep at each logged training step")
+    ap.add_argument("--save-freq", type=int, help="checkpoint its SFT every N steps (default: by time)")
     args = ap.parse_args(argv)
     task_dir = Path(args.task_dir)
     task = json.loads((task_dir / "task.json").read_text())
@@ -67,20 +72,41 @@ def main(argv: list[str] | None = None) -> int:
         event("assistant", f"Sleeping past the deadline ({remaining:.0f} s left).")
         time.sleep(max(remaining, 0) + 3600)
         return 0
+    from ptflow.cluster.preempt import ResumeDir, StoppedToResume
     from ptflow.stages.train.sft import train_sft
 
+    resume = ResumeDir(task_dir / "work" / "sft-resume")
+    found = resume.newest()
+    if task.get("earlier_session"):
+        event(
+            "assistant",
+            "An earlier session worked here: "
+            + (f"continuing its training from step {found[0]}." if found else "it left no training checkpoint."),
+        )
     staging = task_dir / "work" / "sft"
     event("assistant", f"Running SFT for {args.steps} steps on {task['train_data']}.")
-    result = train_sft(
-        task["base_model"],
-        task["train_data"],
-        staging,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        seed=0,
-        log=lambda m: event("tool", m),
-    )
+
+    def log(line: str) -> None:
+        event("tool", line)
+        if args.pause and line.startswith("step "):
+            time.sleep(args.pause)
+
+    try:
+        result = train_sft(
+            task["base_model"],
+            task["train_data"],
+            staging,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            seed=0,
+            save_freq=args.save_freq,
+            resume=resume,
+            log=log,
+        )
+    except StoppedToResume as exc:
+        event("assistant", f"Stopped: {exc}")
+        return 143
     measure(task_dir, staging, args.eval_limit)
     save_atomically(staging, final)
     event("result", f"final_model/ saved: {result['step']} steps, train_loss {result['train_loss']:.4f}")

@@ -7,11 +7,20 @@ Per cell, as PostTrainBench does it:
    the same task, provider and settings as the final evaluation), the train split, a ``deadline`` file and
    ``timer.sh``;
 2. the HF cache as a private writable view (``ptflow.cluster.hfview``) so the agent cannot damage the shared cache;
-3. the agent CLI under ``timeout --signal=TERM --kill-after=30s <hours*60+grace>m``, on container sites inside the
-   agent's image with ``--nv -c --writable-tmpfs --home <task_dir>:/home/agent`` (built by ``ptflow.cluster.runtime``);
+3. the agent CLI under ``timeout --signal=TERM --kill-after=30s <minutes left + grace>``, on container sites inside
+   the agent's image with ``--nv -c --writable-tmpfs --home <task_dir>:/home/agent`` (``ptflow.cluster.runtime``);
 4. ``time_taken`` and the exit code recorded; exit 124 (137 after the KILL) means the budget ran out — not an error:
    whatever ``final_model/`` exists is used, and the manifest says so;
 5. ``final_model/`` copied to the checkpoint dir on scratch; the trace (stdout/stderr) kept in the cell's results.
+
+A restart (requeue, preemption, NODE_FAIL, a Snakemake retry, a later run) does not cost the cell its budget. The
+task dir (the HF view is elsewhere) is synced to ``workspace/`` in the cell's resume dir on scratch every
+``sync_minutes`` (default 10), when the job gets the time-limit warning or SIGTERM, and when the agent ends; each
+attempt's agent time is recorded there as it runs (``attempts.json``, ``ptflow.cluster.preempt.ResumeDir``). The
+next attempt, with ``on_restart: continue`` (default), restores the workspace into its task dir, gives the agent
+the **remaining** budget (the time used by every attempt is summed) and a prompt saying an earlier session worked
+there; a ``final_model/`` saved before is kept. ``on_restart: fresh`` starts over with the full budget. An agent
+that ended by itself before is not run again. The manifest's ``agent_run`` lists every attempt.
 
 API keys named by the agent's ``keys`` reach the agent through its environment only — never argv, files or logs.
 """
@@ -21,15 +30,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ptflow import templates
+from ptflow.cluster.preempt import ResumeDir, SaveOnWarning, StoppedToResume
 from ptflow.config import tasks
+from ptflow.files import staged_dir
+from ptflow.jobenv import WARNING_SIGNAL
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.evaluate.run import with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
@@ -65,6 +80,16 @@ DEFAULT_COMMANDS: dict[str, list[str]] = {
 TIMEOUT_EXIT = 124  # timeout(1): the command was stopped with TERM
 KILLED_EXIT = 137  # 128 + KILL: it ignored TERM for --kill-after
 KILL_AFTER = "30s"
+KILL_AFTER_SECONDS = 30
+ON_RESTART = ("continue", "fresh")
+DEFAULT_SYNC_MINUTES = 10.0
+HEARTBEAT_SECONDS = 15  # how often this attempt's agent time is written to attempts.json (what a kill loses)
+# Files of the task dir that ptflow writes for each attempt (the workspace restores the agent's own files only).
+# what ptflow writes into the task dir: written fresh over a restored workspace (the evaluation kit included)
+OWN_FILES = (
+    "prompt.md", "deadline", "timer.sh", "task.json", "data", "eval_data",
+    "evaluate.py", "ptflow_tasks.py", "templates", "evaluate_settings.json",
+)  # fmt: skip
 
 
 class AgentCellError(RuntimeError):
@@ -95,8 +120,11 @@ def agent_command(agent: dict, values: dict) -> list[str]:
         ) from None
 
 
-def build_argv(agent: dict, values: dict, runtime: dict | None, task_dir: str, binds: list[str]) -> list[str]:
-    """The full argv: timeout, then (container sites) the runtime, then the agent CLI."""
+def build_argv(
+    agent: dict, values: dict, runtime: dict | None, task_dir: str, binds: list[str], hours: float | None = None
+) -> list[str]:
+    """The full argv: timeout (``hours`` left of the budget; default the whole budget), then (container sites) the
+    runtime, then the agent CLI."""
     from ptflow.cluster.runtime import JobRuntime, runtime_argv
 
     command = agent_command(agent, values)
@@ -111,7 +139,8 @@ def build_argv(agent: dict, values: dict, runtime: dict | None, task_dir: str, b
             gpus=job.gpus,
             binds=sorted(set(job.binds) | set(binds)),
         )
-    return timeout_argv(agent["hours"], agent.get("grace_minutes", 5.0)) + command
+    left = agent["hours"] if hours is None else hours
+    return timeout_argv(left, agent.get("grace_minutes", 5.0)) + command
 
 
 def _hours_text(hours: float) -> str:
@@ -120,11 +149,27 @@ def _hours_text(hours: float) -> str:
 
 
 def make_task_dir(
-    root: str | None, *, agent: dict, cell: dict, base_model: str, train_parquet: str | None, started: float
+    root: str | None,
+    *,
+    agent: dict,
+    cell: dict,
+    base_model: str,
+    train_parquet: str | None,
+    started: float,
+    hours_left: float | None = None,
+    workspace: Path | None = None,
+    earlier: str | None = None,
 ) -> Path:
     """The agent's private task dir: prompt, evaluation kit (``evaluate.py``: the final evaluation's call), train
-    data, deadline file and timer."""
+    data, deadline file and timer. ``workspace``: an earlier session's files, restored first (ptflow's own files are
+    then written fresh over them); ``earlier`` describes that session for the prompt; ``hours_left``: the budget that
+    remains (default: all of it)."""
     task_dir = Path(tempfile.mkdtemp(prefix=f"ptflow-agent-{agent['id']}-", dir=root))
+    if workspace is not None and workspace.is_dir():
+        shutil.copytree(workspace, task_dir, symlinks=True, dirs_exist_ok=True)
+        for name in OWN_FILES:
+            target = task_dir / name
+            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
     (task_dir / "data").mkdir()
     train_data = None
     if train_parquet:
@@ -139,7 +184,8 @@ def make_task_dir(
             shutil.copyfile(agent["eval_test_parquet"], task_dir / "eval_data" / "test.parquet")
             call = with_toy_data(call, task_dir / "eval_data" / "test.parquet")
         write_agent_kit(task_dir, call)
-    deadline = started + agent["hours"] * 3600
+    hours = agent["hours"] if hours_left is None else hours_left
+    deadline = started + hours * 3600
     (task_dir / "deadline").write_text(f"{int(deadline)}\n")
     shutil.copyfile(templates.path("agent_timer.sh"), task_dir / "timer.sh")
     (task_dir / "timer.sh").chmod(0o755)
@@ -149,19 +195,116 @@ def make_task_dir(
         eval_id=cell["eval"],
         eval_task=agent.get("eval_task", cell["eval"]),
         max_new_tokens=agent.get("max_new_tokens", "?"),
-        hours_text=_hours_text(agent["hours"]),
+        hours_text=_hours_text(hours),
         deadline_iso=datetime.fromtimestamp(deadline, UTC).isoformat(timespec="seconds"),
         task_dir=str(task_dir),
         base_model=base_model,
         train_data=str(train_data) if train_data else "(none: bring your own data)",
+        earlier=earlier or "",
+        has_final_model=has_weights(task_dir / "final_model"),
     )
     (task_dir / "prompt.md").write_text(prompt)
     (task_dir / "task.json").write_text(
         json.dumps(
-            {"base_model": base_model, "train_data": str(train_data) if train_data else None, "deadline": deadline}
+            {
+                "base_model": base_model,
+                "train_data": str(train_data) if train_data else None,
+                "deadline": deadline,
+                "earlier_session": bool(earlier),
+            }
         )
     )
     return task_dir
+
+
+def sync_workspace(task_dir: Path, workspace: Path) -> None:
+    """Copy the task dir to ``workspace`` on scratch, whole or not at all (a staging dir swapped in)."""
+    with staged_dir(workspace) as tmp:
+        shutil.copytree(task_dir, tmp, symlinks=True, dirs_exist_ok=True, ignore_dangling_symlinks=True)
+
+
+class AttemptClock:
+    """This attempt's agent time, written to ``attempts.json`` every ``HEARTBEAT_SECONDS`` (what a kill can lose)
+    and the workspace synced every ``sync_seconds``, from a background thread while the agent runs."""
+
+    def __init__(self, resume: ResumeDir, attempt: str, task_dir: Path, workspace: Path, sync_seconds: float, log):
+        self.resume, self.attempt, self.task_dir, self.workspace = resume, attempt, task_dir, workspace
+        self.sync_seconds = sync_seconds
+        self.log = log
+        self.started = time.time()
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ptflow-agent-sync", daemon=True)
+
+    def elapsed(self) -> float:
+        return time.time() - self.started
+
+    def beat(self, **fields) -> None:
+        agent = {"time_taken": round(self.elapsed(), 3), **fields}
+        self.resume.record_attempt({"id": self.attempt, "agent": agent})
+
+    def sync(self, why: str) -> None:
+        with self.lock:
+            try:
+                sync_workspace(self.task_dir, self.workspace)
+                self.resume.record_attempt({"id": self.attempt, "synced": time.time()})
+                self.log(f"workspace synced to {self.workspace} ({why})")
+            except OSError as exc:  # a file vanishing mid-copy: the next sync takes it
+                self.log(f"workspace sync ({why}) failed: {exc}; keeping the previous copy")
+
+    def _run(self) -> None:
+        next_sync = time.monotonic() + self.sync_seconds
+        while not self._stop.wait(min(HEARTBEAT_SECONDS, self.sync_seconds)):
+            self.beat()
+            if time.monotonic() >= next_sync:
+                self.sync("periodic")
+                next_sync = time.monotonic() + self.sync_seconds
+
+    def __enter__(self) -> AttemptClock:
+        self.beat()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def previous_agent_runs(resume: ResumeDir | None, attempt: str | None) -> list[dict]:
+    """Earlier attempts that ran the agent (each with ``agent.time_taken``), oldest first."""
+    if resume is None:
+        return []
+    return [a for a in resume.attempts() if a.get("id") != attempt and isinstance(a.get("agent"), dict)]
+
+
+def _describe_earlier(runs: list[dict]) -> str:
+    used = sum(a["agent"]["time_taken"] for a in runs)
+    return f"{len(runs)} earlier session{'s' if len(runs) > 1 else ''}, {used / 60:.1f} minutes used"
+
+
+def _ignore_warning_in_child() -> None:
+    """The agent (and timeout in front of it) ignores Slurm's warning: the cell stops it on purpose, after a sync."""
+    signal.signal(getattr(signal, f"SIG{WARNING_SIGNAL}"), signal.SIG_IGN)
+
+
+def run_agent(argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log) -> tuple[int, bool]:
+    """Run the agent; on the warning or SIGTERM stop it (TERM, KILL after 30 s). (exit code, stopped by us)."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, preexec_fn=_ignore_warning_in_child)
+    while True:
+        try:
+            rc = proc.wait(timeout=1)
+            return rc, warning.requested  # an agent ending as the warning comes (it may catch it too) was stopped
+        except subprocess.TimeoutExpired:
+            pass
+        if warning.requested:
+            log(f"{warning.reason} received: stopping the agent (TERM, KILL after {KILL_AFTER_SECONDS} s)")
+            proc.terminate()  # timeout(1) passes TERM on to the agent
+            try:
+                rc = proc.wait(timeout=KILL_AFTER_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = proc.wait()
+            return rc, True
 
 
 def train_agent_cell(
@@ -174,8 +317,12 @@ def train_agent_cell(
     runtime: dict | None = None,
     log=print,
     env: dict | None = None,
+    resume: ResumeDir | None = None,
+    attempt: str | None = None,
 ) -> dict:
-    """Run the agent; put its final_model (if any) into ``out``. Returns the trainer result for the manifest."""
+    """Run the agent (continuing an earlier attempt's workspace with the budget left); put its final_model (if any)
+    into ``out``. Returns the trainer result for the manifest; raises StoppedToResume when the warning or SIGTERM
+    stopped it (after a sync: the next attempt continues)."""
     from ptflow.cluster import hfview
 
     missing = [k for k in agent.get("keys", []) if not (env or os.environ).get(k)]
@@ -183,8 +330,26 @@ def train_agent_cell(
         raise AgentCellError(
             f"agent {agent['id']} needs environment variable(s) {', '.join(missing)}; export them before running"
         )
+    mode = agent.get("on_restart", "continue")
+    if mode not in ON_RESTART:
+        raise AgentCellError(f"agent {agent['id']}: on_restart {mode!r} is not one of {', '.join(ON_RESTART)}")
+    budget = agent["hours"] * 3600
+    earlier = previous_agent_runs(resume, attempt)
+    first_attempt = not earlier
+    workspace = resume.root / "workspace" if resume is not None else None
+    if earlier and mode == "fresh":
+        log(f"on_restart fresh: starting over with the full budget ({_describe_earlier(earlier)} discarded)")
+        shutil.rmtree(workspace, ignore_errors=True)
+        resume.record_attempt({"id": attempt, "fresh_after": [a["id"] for a in earlier]})
+        for a in earlier:
+            resume.record_attempt({"id": a["id"], "discarded": True})
+        earlier = []
+    used = sum(a["agent"]["time_taken"] for a in earlier)
+    left = budget - used
+    finished_before = any(a["agent"].get("finished") for a in earlier)
     trace_dir = Path(agent["trace_dir"])
-    shutil.rmtree(trace_dir, ignore_errors=True)
+    if first_attempt:  # (a restart, fresh or not, appends to the trace: every attempt's stays readable)
+        shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     from ptflow.jobenv import node_tmp
@@ -194,72 +359,89 @@ def train_agent_cell(
     view = None
     base_model = start_model
     task_dir = None
+    rc, time_taken, stopped = None, 0.0, False
+    staged = started
     try:
         if hf_home and Path(hf_home).is_dir():
             # an agent always gets a private view (it may write to the cache); the site picks overlay or copy
             method = runtime["runtime"].get("hf_view", "auto") if runtime else "auto"
             method = "auto" if method == "none" else method
             view_root = Path(tempfile.mkdtemp(prefix="ptflow-hfview-", dir=tmp_root))
-            view = hfview.open_view(hf_home, view_root, method=method, log=log)
+            # a copy takes the base model's repo only (the agent may load no other model; datasets come whole)
+            view = hfview.open_view(hf_home, view_root, method=method, log=log, models=[cell["model"]])
             rel = os.path.relpath(os.path.abspath(start_model), os.path.abspath(hf_home))
             if not rel.startswith(".."):
                 base_model = str(view.path / rel)
         task_dir = make_task_dir(
-            tmp_root, agent=agent, cell=cell, base_model=base_model, train_parquet=train_parquet, started=started
+            tmp_root,
+            agent=agent,
+            cell=cell,
+            base_model=base_model,
+            train_parquet=train_parquet,
+            started=started,
+            hours_left=max(left, 0) / 3600,
+            workspace=workspace if earlier else None,
+            earlier=_describe_earlier(earlier) if earlier else None,
         )
-        values = {
-            "model": agent["model"],
-            "task_dir": str(task_dir),
-            "hours": f"{agent['hours']:g}",
-            "prompt": (task_dir / "prompt.md").read_text(),
-            "prompt_file": str(task_dir / "prompt.md"),
-            "python": sys.executable,
-        }
-        binds = [str(task_dir)] + ([str(view.workdir)] if view else [])
-        argv = build_argv(agent, values, runtime, str(task_dir), binds)
-        shutil.copyfile(task_dir / "prompt.md", trace_dir / "prompt.md")
-        child_env = {
-            **(env or os.environ),
-            "HF_HUB_OFFLINE": "1",
-            "PTFLOW_TASK_DIR": str(task_dir),
-            "PTFLOW_AGENT_KEYS": ",".join(agent.get("keys", [])),  # names only: the values are in the env already
-        }
-        if agent.get("evals_cache") and hf_home:  # evaluate.py reads offline from the final evaluation's caches
-            child_env.update(data_env(hf_home, agent["evals_cache"]))
-        if view:
-            child_env["HF_HOME"] = str(view.path)
-        if runtime:
-            from ptflow.cluster.runtime import JobRuntime, container_env
-
-            child_env = container_env(JobRuntime.from_dict(runtime).runtime, child_env)  # HOME for apptainer --home
-        shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
-        log(f"agent {agent['id']} in {task_dir} (budget {agent['hours']:g} h): $ " + " ".join(shown))
-        t0 = time.time()
-        with open(trace_dir / "stdout.log", "wb") as so, open(trace_dir / "stderr.log", "wb") as se:
-            rc = subprocess.run(argv, cwd=task_dir, env=child_env, stdout=so, stderr=se).returncode
-        time_taken = time.time() - t0
-        if rc in (126, 127):
-            raise AgentCellError(
-                f"agent {agent['id']}: {argv[len(timeout_argv(1))]!r} could not be run (exit {rc}, see "
-                f"{trace_dir}/stderr.log); install the agent CLI in the image or fix the agent's command"
+        staged = time.time()
+        if earlier:
+            log(
+                f"continuing {_describe_earlier(earlier)} in {task_dir} (workspace {workspace}): "
+                f"{max(left, 0) / 60:.1f} of {budget / 60:.1f} minutes left"
             )
-        budget_exhausted = rc in (TIMEOUT_EXIT, KILLED_EXIT)
+        if finished_before or left <= 0:
+            done = [a["agent"] for a in earlier if a["agent"].get("finished")]
+            rc = done[-1].get("exit_code", 0) if done else TIMEOUT_EXIT
+            log(
+                f"agent {agent['id']} is not run again: "
+                + ("it ended by itself in an earlier attempt" if finished_before else "its budget is used up")
+            )
+        else:
+            rc, time_taken, stopped = _run_attempt(
+                agent, task_dir, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier
+            )
+        budget_exhausted = rc in (TIMEOUT_EXIT, KILLED_EXIT) or (left <= 0 and not finished_before)
         final = task_dir / "final_model"
         has_model = has_weights(final)
+        if stopped:
+            raise StoppedToResume(
+                f"agent {agent['id']} stopped after {time_taken:.0f} s of this attempt "
+                f"({(used + time_taken) / 60:.1f} of {budget / 60:.1f} minutes used); its workspace is synced to "
+                f"{workspace}: the next attempt continues there",
+                reason="agent stopped for a restart",
+            )
         if has_model:
             shutil.copytree(final, out, symlinks=False)
         else:
             out.mkdir(parents=True, exist_ok=True)
         status = "budget exhausted (timeout)" if budget_exhausted else f"exit {rc}"
         log(
-            f"agent {agent['id']}: {status} after {time_taken:.1f} s; final_model: "
-            + ("copied to scratch" if has_model else "none — the cell will show 'no final model'")
+            f"agent {agent['id']}: {status} after {time_taken:.1f} s this attempt, {used + time_taken:.1f} s in all; "
+            "final_model: " + ("copied to scratch" if has_model else "none — the cell will show 'no final model'")
         )
     finally:
         if view is not None:
             hfview.close_view(view, log=log)
         if task_dir is not None:
             shutil.rmtree(task_dir, ignore_errors=True)
+    view_method, view_seconds, view_bytes = (
+        (view.method, round(view.seconds, 3), view.bytes) if view else ("none", 0, 0)
+    )
+    runs = previous_agent_runs(resume, None) if resume is not None else []
+    attempts = [
+        {
+            "attempt": a["id"],
+            "slurm_job_id": a.get("slurm_job_id"),
+            "host": a.get("host"),
+            "started": a.get("started"),
+            "time_taken": a["agent"]["time_taken"],
+            "exit_code": a["agent"].get("exit_code"),
+            "ended_by": a["agent"].get("ended_by", "killed (no end recorded)"),
+            **({"discarded": True} if a.get("discarded") else {}),  # before an on_restart: fresh start
+        }
+        for a in runs
+    ]
+    counted = [a for a in attempts if not a.get("discarded")]
     return {
         "step": None,
         "train_loss": None,
@@ -267,19 +449,103 @@ def train_agent_cell(
         "agent_run": {
             "exit_code": rc,
             "budget_exhausted": budget_exhausted,
-            "time_taken": round(time_taken, 3),
+            "time_taken": round(sum(a["time_taken"] for a in counted) if counted else time_taken, 3),
             "hours": agent["hours"],
             "timeout_minutes": timeout_minutes(agent["hours"], agent.get("grace_minutes", 5.0)),
             "final_model": has_model,
             "trace_dir": str(trace_dir),
             "cli": agent["cli"],
             "model": agent["model"],
+            "on_restart": mode,
+            "attempts": attempts,
+            # staging in this GPU job before the agent started: task dir and HF view (a copy when no overlay)
+            "staging_seconds": round(staged - started, 3),
+            "hf_view": {"method": view_method, "seconds": view_seconds, "bytes": view_bytes},
         },
     }
+
+
+def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier):
+    """This attempt's agent run: (exit code, seconds, stopped for a restart)."""
+    values = {
+        "model": agent["model"],
+        "task_dir": str(task_dir),
+        "hours": f"{left / 3600:g}",
+        "prompt": (task_dir / "prompt.md").read_text(),
+        "prompt_file": str(task_dir / "prompt.md"),
+        "python": sys.executable,
+    }
+    binds = [str(task_dir)] + ([str(view.workdir)] if view else [])
+    argv = build_argv(agent, values, runtime, str(task_dir), binds, hours=left / 3600)
+    prompt_copy = "prompt.md" if not earlier else f"prompt-{len(earlier) + 1}.md"
+    shutil.copyfile(task_dir / "prompt.md", trace_dir / prompt_copy)
+    child_env = {
+        **(env or os.environ),
+        "HF_HUB_OFFLINE": "1",
+        "PTFLOW_TASK_DIR": str(task_dir),
+        "PTFLOW_AGENT_KEYS": ",".join(agent.get("keys", [])),  # names only: the values are in the env already
+    }
+    if agent.get("evals_cache") and agent.get("hf_home"):  # evaluate.py reads offline from the evaluation's caches
+        child_env.update(data_env(agent["hf_home"], agent["evals_cache"]))
+    if view:
+        child_env["HF_HOME"] = str(view.path)
+    if runtime:
+        from ptflow.cluster.runtime import JobRuntime, container_env
+
+        child_env = container_env(JobRuntime.from_dict(runtime).runtime, child_env)  # HOME for apptainer --home
+    shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
+    log(f"agent {agent['id']} in {task_dir} ({left / 3600:g} h of {agent['hours']:g} h left): $ " + " ".join(shown))
+    job = os.environ.get("SLURM_JOB_ID")
+    header = f"=== ptflow: attempt {len(earlier) + 1} ({socket.gethostname()}, job {job}) ==="
+    sync_seconds = float(agent.get("sync_minutes", DEFAULT_SYNC_MINUTES)) * 60
+    clock = None
+    with open(trace_dir / "stdout.log", "ab") as so, open(trace_dir / "stderr.log", "ab") as se:
+        for fh in (so, se):
+            fh.write((header + "\n").encode())
+            fh.flush()
+        with SaveOnWarning(term=True) as warning:
+            if resume is not None:
+                clock = AttemptClock(resume, attempt, task_dir, workspace, sync_seconds, log)
+                clock.__enter__()
+            t0 = time.time()
+            try:
+                rc, stopped = run_agent(argv, task_dir, child_env, so, se, warning, log)
+            finally:
+                if clock is not None:
+                    clock.__exit__(None, None, None)
+            time_taken = time.time() - t0
+    if rc in (126, 127):
+        raise AgentCellError(
+            f"agent {agent['id']}: {argv[len(timeout_argv(1))]!r} could not be run (exit {rc}, see "
+            f"{trace_dir}/stderr.log); install the agent CLI in the image or fix the agent's command"
+        )
+    if clock is not None:
+        clock.sync("agent stopped for a restart" if stopped else "agent ended")
+        ended_by = "stopped for a restart" if stopped else ("timeout" if rc in (TIMEOUT_EXIT, KILLED_EXIT) else "exit")
+        resume.record_attempt(
+            {
+                "id": attempt,
+                "agent": {
+                    "time_taken": round(time_taken, 3),
+                    "exit_code": rc,
+                    "ended_by": ended_by,
+                    "finished": not stopped,
+                },
+            }
+        )
+    return rc, time_taken, stopped
 
 
 def run(job) -> dict:
     """Kind ``cli-agent``: a coding agent under a time budget (PostTrainBench)."""
     return train_agent_cell(
-        job.start_model, job.train_parquet, job.out, agent=job.agent, cell=job.cell, runtime=job.runtime, log=job.log
+        job.start_model,
+        job.train_parquet,
+        job.out,
+        agent=job.agent,
+        cell=job.cell,
+        runtime=job.runtime,
+        log=job.log,
+        resume=job.resume,
+        attempt=job.attempt,
     )

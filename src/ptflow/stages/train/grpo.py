@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -40,20 +39,31 @@ def train_grpo(
     learning_rate: float,
     max_completion_length: int,
     seed: int,
+    save_freq: int | None = None,
+    save_minutes: float | None = None,
+    resume=None,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """GRPO-train ``model_path``; save the final model to ``output_dir``.
+    """GRPO-train ``model_path``; save the final model to ``output_dir`` (checkpoints and resuming as in
+    ``ptflow.stages.train.sft.train_sft``).
 
     ``batch_size`` counts prompts per optimizer step; each prompt gets ``num_generations``
     sampled completions (TRL's per-device batch is ``batch_size * num_generations`` completions).
-    Returns ``{"step", "train_loss", "seconds", "reward_mean"}`` (reward averaged over the run).
+    Returns ``{"step", "train_loss", "seconds", "reward_mean", "resumed_from"}`` (reward averaged over this
+    attempt's steps).
     """
     t0 = time.perf_counter()
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from ptflow.stages.train.trl_common import common_args, log_callback, read_verl_rows, train_and_save
+    from ptflow.stages.train.trl_common import (
+        common_args,
+        log_callback,
+        read_verl_rows,
+        train_and_save,
+        trainer_output_dir,
+    )
 
     if num_generations < 2:
         raise ValueError("GRPO needs num_generations >= 2 (advantages are relative within a group)")
@@ -72,9 +82,14 @@ def train_grpo(
         return out
 
     reward_fn.__name__ = "gsm8k_strict"
-    with tempfile.TemporaryDirectory(prefix="ptflow-grpo-") as scratch:
+    with trainer_output_dir(resume, "ptflow-grpo-") as scratch:
         args = common_args(
-            scratch, steps=steps, batch_size=batch_size * num_generations, learning_rate=learning_rate, seed=seed
+            scratch,
+            steps=steps,
+            batch_size=batch_size * num_generations,
+            learning_rate=learning_rate,
+            seed=seed,
+            save_freq=save_freq,
         )
         config = GRPOConfig(
             **args,
@@ -93,21 +108,16 @@ def train_grpo(
             processing_class=tokenizer,
             callbacks=[log_callback(on_log)],
         )
-        result = train_and_save(trainer, tokenizer, output_dir)
+        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=save_minutes, log=log)
     seconds = time.perf_counter() - t0
     reward_mean = sum(rewards) / len(rewards) if rewards else float("nan")
     log(
-        f"grpo done: {result.global_step} steps, train_loss={result.training_loss:.4f}, "
+        f"grpo done: {result['step']} steps, train_loss={result['train_loss']:.4f}, "
         f"reward_mean={reward_mean:.3f}, {seconds:.1f}s"
     )
-    return {
-        "step": int(result.global_step),
-        "train_loss": float(result.training_loss),
-        "seconds": seconds,
-        "reward_mean": reward_mean,
-    }
+    return {**result, "seconds": seconds, "reward_mean": reward_mean}
 
 
 def run(job) -> dict:
     """Kind ``trl-grpo`` (a ``ptflow.stages.train.cell.TrainJob``)."""
-    return train_grpo(job.start_model, job.train_parquet, job.out, log=job.log, **job.params)
+    return train_grpo(job.start_model, job.train_parquet, job.out, resume=job.resume, log=job.log, **job.params)

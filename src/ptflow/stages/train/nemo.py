@@ -136,7 +136,7 @@ def convert_argv(step_dir: str | Path, target_dir: str | Path, uv: str = "uv") -
 
 
 def state_dir(out: Path) -> Path:
-    name = out.name.removeprefix(".").removesuffix(".partial")
+    name = out.name.removeprefix(".").split(".partial", 1)[0]  # .<agent>.partial-<attempt>: one state per cell
     return out.parent / f"{name}.nemo"
 
 

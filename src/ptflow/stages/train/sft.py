@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -17,20 +16,31 @@ def train_sft(
     batch_size: int,
     learning_rate: float,
     seed: int,
+    save_freq: int | None = None,
+    save_minutes: float | None = None,
+    resume=None,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Fine-tune ``model_path`` on prompt -> extra_info answer; save the final model to ``output_dir``.
 
     Prompt-completion format with conversational messages, so TRL applies the chat template and
-    computes the loss on the completion tokens only (the assistant turn incl. its EOS).
-    Returns ``{"step", "train_loss", "seconds"}``.
+    computes the loss on the completion tokens only (the assistant turn incl. its EOS). A full checkpoint every
+    ``save_freq`` steps (default: every ``save_minutes`` of training, 10) and on the time-limit warning goes to
+    ``resume`` (a ``ptflow.cluster.preempt.ResumeDir``), and the run resumes from its newest one.
+    Returns ``{"step", "train_loss", "seconds", "resumed_from"}``.
     """
     t0 = time.perf_counter()
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
-    from ptflow.stages.train.trl_common import common_args, log_callback, read_verl_rows, train_and_save
+    from ptflow.stages.train.trl_common import (
+        common_args,
+        log_callback,
+        read_verl_rows,
+        train_and_save,
+        trainer_output_dir,
+    )
 
     rows = read_verl_rows(train_parquet)
     dataset = Dataset.from_list(
@@ -38,7 +48,7 @@ def train_sft(
     )
     tokenizer = AutoTokenizer.from_pretrained(os.fspath(model_path))
     model = AutoModelForCausalLM.from_pretrained(os.fspath(model_path), dtype="float32")
-    with tempfile.TemporaryDirectory(prefix="ptflow-sft-") as scratch:
+    with trainer_output_dir(resume, "ptflow-sft-") as scratch:
         config = SFTConfig(
             **common_args(
                 scratch,
@@ -47,6 +57,7 @@ def train_sft(
                 learning_rate=learning_rate,
                 seed=seed,
                 warmup_steps=steps // 10,  # tiny models want a high lr; warmup avoids early loss spikes
+                save_freq=save_freq,
             ),
             completion_only_loss=True,
             max_length=256,
@@ -59,12 +70,12 @@ def train_sft(
             processing_class=tokenizer,
             callbacks=[log_callback(log)],
         )
-        result = train_and_save(trainer, tokenizer, output_dir)
+        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=save_minutes, log=log)
     seconds = time.perf_counter() - t0
-    log(f"sft done: {result.global_step} steps, train_loss={result.training_loss:.4f}, {seconds:.1f}s")
-    return {"step": int(result.global_step), "train_loss": float(result.training_loss), "seconds": seconds}
+    log(f"sft done: {result['step']} steps, train_loss={result['train_loss']:.4f}, {seconds:.1f}s")
+    return {**result, "seconds": seconds}
 
 
 def run(job) -> dict:
     """Kind ``trl-sft`` (a ``ptflow.stages.train.cell.TrainJob``)."""
-    return train_sft(job.start_model, job.train_parquet, job.out, log=job.log, **job.params)
+    return train_sft(job.start_model, job.train_parquet, job.out, resume=job.resume, log=job.log, **job.params)

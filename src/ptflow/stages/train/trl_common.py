@@ -1,9 +1,22 @@
-"""Shared helpers for the TRL trainers: dataset loading, logging callback, atomic model saving."""
+"""Shared helpers for the TRL trainers: dataset loading, logging callback, resumable training, atomic model saving.
+
+Resuming is transformers' own: ``trainer.train(resume_from_checkpoint=...)`` restores weights, optimizer, scheduler,
+RNG states and the step, and skips the batches already trained. What ptflow adds (:func:`train_and_save`):
+
+- the Trainer writes its ``checkpoint-<n>`` (every ``save_freq`` steps) into this attempt's own staging dir, and
+  :class:`ResumeCallback` promotes each finished one to ``step_<n>`` of the cell's ``ResumeDir`` with one rename
+  (transformers writes checkpoint dirs in place: a job killed mid-save must not leave a half checkpoint to resume);
+- on the time-limit warning or SIGTERM (``SaveOnWarning``) the Trainer saves at the next step and stops, and the
+  call raises ``StoppedToResume``: the job ends, the next attempt resumes from that step.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 
 def read_verl_rows(train_parquet) -> list[dict]:
@@ -26,10 +39,24 @@ def read_verl_rows(train_parquet) -> list[dict]:
     return rows
 
 
+# Without params.save_freq a checkpoint is taken when this much training time passed since the last one: what a
+# kill without warning can lose at most, and no checkpoint cost at all for runs shorter than that (the demo).
+DEFAULT_SAVE_MINUTES = 10.0
+
+
 def common_args(
-    output_dir: str, *, steps: int, batch_size: int, learning_rate: float, seed: int, warmup_steps: int = 0
+    output_dir: str,
+    *,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    seed: int,
+    warmup_steps: int = 0,
+    save_freq: int | None = None,
 ) -> dict:
-    """TrainingArguments shared by SFT and GRPO: CPU, fp32, no checkpoints, no reporting."""
+    """TrainingArguments shared by SFT and GRPO: CPU, fp32, a full checkpoint (optimizer, scheduler, RNG) every
+    ``save_freq`` steps into ``output_dir`` (this attempt's staging dir; None: by time, see :func:`resume_callback`),
+    no reporting."""
     return dict(
         output_dir=output_dir,
         max_steps=steps,
@@ -44,13 +71,32 @@ def common_args(
         use_cpu=True,
         bf16=False,  # TRL defaults bf16=True; on CPU that is slower and lossy for tiny models
         fp16=False,
-        save_strategy="no",
+        save_strategy="steps",
+        save_steps=save_freq or steps + 1,  # None: never by step count, the callback saves by time
+        save_only_model=False,  # optimizer, scheduler and RNG state too: a resumed run continues, not restarts
         report_to="none",
         logging_steps=max(1, steps // 10),
         disable_tqdm=True,
         dataloader_num_workers=0,
         dataloader_pin_memory=False,
     )
+
+
+@contextlib.contextmanager
+def trainer_output_dir(resume, prefix: str) -> Iterator[str]:
+    """Where the Trainer writes its checkpoints: this attempt's staging dir in the cell's ResumeDir (on scratch, so a
+    requeue finds what it promoted), or a temp dir when nothing resumes (tests, an agent's own run)."""
+    if resume is None:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+            yield tmp
+        return
+    import shutil
+
+    staging = resume.attempt_dir()
+    try:
+        yield str(staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def log_callback(log: Callable[[str], None]):
@@ -74,18 +120,106 @@ def quiet_trainer(trainer) -> None:
     trainer.remove_callback(ProgressCallback)
 
 
-def train_and_save(trainer, tokenizer, output_dir):
-    """Train (reporting through ``log_callback`` only) and save the final model; the Trainer's TrainOutput."""
+def resume_callback(resume, warning, log: Callable[[str], None], save_seconds: float | None = None):
+    """A TrainerCallback that (1) promotes each checkpoint the Trainer finished to ``step_<n>`` of ``resume``,
+    (2) turns a warning into "save at this step and stop", (3) saves when ``save_seconds`` of training passed since
+    the last checkpoint (no ``save_freq``), (4) skips the Trainer's extra save at the last step (the final model is
+    saved by :func:`save_final`; a full checkpoint there would only cost time and disk)."""
+    import time
+
+    from transformers import TrainerCallback
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    class _Resume(TrainerCallback):
+        last_save = time.monotonic()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if warning is not None and warning.requested and state.global_step < state.max_steps:
+                control.should_save = True
+                control.should_training_stop = True
+                log(f"{warning.reason} received: saving step {state.global_step} and stopping")
+            elif state.global_step >= state.max_steps and state.global_step % args.save_steps:
+                control.should_save = False
+            elif save_seconds and time.monotonic() - self.last_save >= save_seconds:
+                control.should_save = True
+            return control
+
+        def on_save(self, args, state, control, **kwargs):
+            self.last_save = time.monotonic()
+            if resume is None or not args.should_save:
+                return control
+            src = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            if src.is_dir():
+                dest = resume.promote_step(src, state.global_step)
+                log(f"checkpoint step {state.global_step} -> {dest or 'already saved by another attempt'}")
+            return control
+
+    return _Resume()
+
+
+def train_and_save(
+    trainer,
+    tokenizer,
+    output_dir,
+    *,
+    resume=None,
+    save_minutes: float | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Train (resuming from the newest step of ``resume`` if there is one), then save the final model.
+
+    Returns ``{"step", "train_loss", "resumed_from"}``; ``train_loss`` is the mean loss per step over the whole run,
+    resumed parts included (the Trainer's own figure covers only its last ``train()`` call). Raises
+    ``StoppedToResume`` when a warning or SIGTERM stopped the run after saving. Without a step-based ``save_freq``
+    (``TrainingArguments.save_steps`` beyond the run) a checkpoint is taken every ``save_minutes`` of training
+    (default :data:`DEFAULT_SAVE_MINUTES`)."""
+    from ptflow.cluster.preempt import SaveOnWarning, StoppedToResume
+
     quiet_trainer(trainer)
-    result = trainer.train()
+    found = resume.newest() if resume is not None else None
+    if found:
+        log(f"resuming from {found[1]} (step {found[0]}): weights, optimizer, scheduler and RNG state")
+    with SaveOnWarning(term=True) as warning:
+        by_time = trainer.args.save_steps > trainer.args.max_steps
+        save_seconds = (save_minutes or DEFAULT_SAVE_MINUTES) * 60 if by_time else None
+        trainer.add_callback(resume_callback(resume, warning, log, save_seconds))
+        result = trainer.train(resume_from_checkpoint=str(found[1]) if found else None)
+    state = trainer.state
+    if state.global_step < state.max_steps:
+        saved = resume.newest() if resume is not None else None
+        raise StoppedToResume(
+            f"{warning.reason} stopped training at step {state.global_step} of {state.max_steps}; "
+            + (f"saved {saved[1]}: the next attempt resumes there" if saved else "nothing saved to resume from"),
+            step=saved[0] if saved else None,
+            reason=warning.reason,
+        )
     save_final(trainer, tokenizer, output_dir)
-    return result
+    return {
+        "step": int(state.global_step),
+        "train_loss": run_loss(state.log_history, float(result.training_loss), resumed=bool(found)),
+        "resumed_from": found[0] if found else None,
+    }
+
+
+def run_loss(log_history: list[dict], session_loss: float, *, resumed: bool) -> float:
+    """The whole run's mean loss per step: the Trainer's own figure when one ``train()`` call did every step, else
+    from the log history (kept in the checkpoints), each logged mean weighted by the steps it covers."""
+    if not resumed:
+        return session_loss
+    total, last = 0.0, 0
+    for entry in log_history:
+        if "loss" in entry and "step" in entry:
+            total += float(entry["loss"]) * (int(entry["step"]) - last)
+            last = int(entry["step"])
+    return total / last if last else session_loss
 
 
 def save_final(trainer, tokenizer, output_dir) -> None:
     """save_pretrained model + tokenizer into ``output_dir`` via a temp sibling dir and a rename."""
     from ptflow.files import staged_dir
 
+    if not trainer.is_world_process_zero():
+        return  # another rank of a distributed run: rank 0 writes the model
     model = trainer.model
     # Training may leave sampling settings in the generation config; evals must stay greedy.
     model.generation_config.do_sample = False

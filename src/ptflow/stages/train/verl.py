@@ -190,7 +190,7 @@ def merge_argv(python: str, step_dir: str | Path, target_dir: str | Path) -> lis
 def state_dir(out: Path) -> Path:
     """Beside the cell's checkpoint on scratch, outside the staging dir train_cell replaces: raw verl checkpoints
     and the Ray logs survive a failed or requeued job."""
-    name = out.name.removeprefix(".").removesuffix(".partial")
+    name = out.name.removeprefix(".").split(".partial", 1)[0]  # .<agent>.partial-<attempt>: one state per cell
     return out.parent / f"{name}.verl"
 
 

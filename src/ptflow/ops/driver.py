@@ -1,0 +1,193 @@
+"""The Snakemake driver of a working directory: one at a time, and a restarted one never duplicates a running job.
+
+Called from the workflow's ``onstart`` (``common.smk``: Snakemake runs it only in a real run's driver, after the
+DAG is built and before any job is submitted; never in a dry run or a job), so it covers every way a run is started
+— ``snakemake`` typed by hand, ``make demo``, ``ptflow remote run`` — with no wrapper to forget:
+
+1. :class:`ptflow.cluster.ownership.DriverLock` is taken: a second driver while the first is alive (after a
+   ``snakemake --unlock`` by mistake) stops here with one line naming the process and host that hold the directory.
+2. On a Slurm site, the live jobs of earlier runs of this directory are found: the plugin's jobs by the run UUIDs in
+   ``.snakemake/log`` and ptflow's own (supervised train jobs, SkyRL servers) by the directory's job name; their
+   comments name rule and wildcards (``ownership``). Those that do work this run planned are **adopted** (default,
+   config ``earlier_jobs: wait``): the driver waits for them, records every planned job whose outputs they completed
+   as done (Snakemake's own metadata, as the dead driver would have), and re-runs this same command so Snakemake
+   plans again with those outputs. ``earlier_jobs: cancel`` scancels them and waits until they are gone instead.
+   Jobs of earlier runs that this run did not plan are left alone (named in the log).
+
+Why the re-run: Snakemake fixed its plan before ``onstart``; planned jobs whose outputs appear later would still run.
+Why not Snakemake alone: a new run has a new run UUID and does not see the old run's jobs (NOTES).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ptflow.cluster import ownership, slurm
+from ptflow.ops.status import read_run_logs
+
+EARLIER_JOBS = ("wait", "cancel")
+POLL_SECONDS = 10
+READOPT_ENV = "PTFLOW_ADOPTED"  # set for the re-run after adopting, so its log says why it started again
+
+
+def earlier_run_names(workdir: Path) -> list[str]:
+    """Job names of every run of this directory: the run UUIDs Snakemake logged, and ptflow's own name."""
+    names = [r.run_id for r in read_run_logs(workdir) if r.run_id]
+    return sorted(set(names)) + [ownership.owned_job_name(workdir)]
+
+
+def live_jobs(names: list[str], query=slurm.run_jobs) -> list[slurm.JobRecord]:
+    jobs = query(names, "now-30days")
+    return [j for j in jobs.values() if j.base_state and j.base_state not in slurm.TERMINAL_STATES]
+
+
+def plugin_comment(job) -> str:
+    """The comment the slurm plugin gives this Snakemake job (the plugin's own wildcard string)."""
+    from snakemake_executor_plugin_slurm.utils import get_job_wildcards
+
+    wc = get_job_wildcards(job)
+    return f"rule_{job.name}_wildcards_{wc}" if wc else f"rule_{job.name}"
+
+
+def job_comments(job) -> set[str]:
+    """Comments under which earlier runs may have submitted this job: the plugin's, and a supervised train job's
+    (its rule here is ``train_supervised``, its Slurm job says ``train``)."""
+    out = {plugin_comment(job)}
+    if job.name == "train_supervised":
+        out.add(ownership.job_comment("train", list(job.wildcards)))
+    return out
+
+
+class Adoption:
+    """What :func:`adopt` found and did; ``rerun`` says whether the driver must plan again."""
+
+    def __init__(self):
+        self.adopted: list[str] = []
+        self.taken: list[str] = []
+        self.left: list[str] = []
+        self.cancelled: list[str] = []
+
+    @property
+    def rerun(self) -> bool:
+        return bool(self.taken)
+
+
+def adopt(
+    workdir: Path,
+    planned: list,
+    *,
+    mode: str = "wait",
+    mark_done: Callable[[object], None],
+    outputs_exist: Callable[[object], bool],
+    query=slurm.run_jobs,
+    poll: float = POLL_SECONDS,
+    log=print,
+) -> Adoption:
+    """Wait for (or cancel) the live jobs of earlier runs that do work of ``planned`` (Snakemake jobs). For each
+    planned job whose outputs exist once they ended, ``mark_done(job)``."""
+    if mode not in EARLIER_JOBS:
+        raise ValueError(f"config error at earlier_jobs: {mode!r} is not one of {', '.join(EARLIER_JOBS)}")
+    result = Adoption()
+    names = earlier_run_names(workdir)
+    by_comment: dict[str, object] = {}
+    for job in planned:
+        for c in job_comments(job):
+            by_comment[c] = job
+    live = live_jobs(names, query)
+    mine = [j for j in live if ownership.split_comment(j.comment)[0] in by_comment]
+    result.left = [j.id for j in live if j not in mine]
+    if result.left:
+        log(
+            f"ptflow: {len(result.left)} job(s) of earlier runs still run but do no work of this run; left alone: "
+            + ", ".join(f"{j.id} ({j.comment})" for j in live if j not in mine)
+        )
+    if not mine:
+        return result
+    described = ", ".join(f"{j.id} ({j.comment}, {j.base_state})" for j in mine)
+    if mode == "cancel":
+        log(f"ptflow: earlier_jobs=cancel: scancel {len(mine)} job(s) of earlier runs: {described}")
+        slurm.cancel([j.id for j in mine])
+        result.cancelled = [j.id for j in mine]
+    else:
+        log(
+            f"ptflow: {len(mine)} job(s) of earlier runs are doing work this run planned; waiting for them instead "
+            f"of submitting it again: {described}"
+        )
+    result.adopted = [j.id for j in mine]
+    touched = {id(by_comment[ownership.split_comment(j.comment)[0]]): by_comment[ownership.split_comment(j.comment)[0]]
+               for j in mine}  # fmt: skip
+    while True:
+        still = [j for j in live_jobs(names, query) if ownership.split_comment(j.comment)[0] in by_comment]
+        for j in still:  # a supervisor of an earlier run may have resubmitted: follow it too
+            touched.setdefault(id(by_comment[ownership.split_comment(j.comment)[0]]),
+                               by_comment[ownership.split_comment(j.comment)[0]])  # fmt: skip
+        if not still:
+            break
+        time.sleep(poll)
+    if mode == "cancel":
+        log("ptflow: the earlier jobs are gone; this run does their work")
+        return result
+    for job in touched.values():
+        if outputs_exist(job):
+            mark_done(job)
+            result.taken.append(str(job))
+    log(
+        f"ptflow: the adopted jobs ended; {len(result.taken)} planned job(s) completed by them are taken as done"
+        + (f": {', '.join(result.taken)}" if result.taken else " (the others run again now)")
+    )
+    return result
+
+
+def on_start(workflow, *, scheduler: str, earlier_jobs: str = "wait", log=print, preflight=lambda: None) -> None:
+    """The driver's start (``onstart``): take the directory, run the preflight, adopt earlier runs' jobs, re-run if
+    they did work."""
+    from snakemake.exceptions import WorkflowError
+
+    workdir = Path.cwd()
+    lock = ownership.DriverLock(workdir)
+    try:
+        lock.acquire(" ".join(sys.argv))
+    except ownership.DriverLocked as exc:
+        raise WorkflowError(str(exc)) from None
+    preflight()
+    if os.environ.get(READOPT_ENV):
+        log(f"ptflow: planning again after adopting earlier jobs ({os.environ[READOPT_ENV]})")
+    if scheduler != "slurm":
+        return
+
+    def outputs_exist(job) -> bool:
+        return all(Path(str(f)).exists() for f in job.output)
+
+    def mark_done(job) -> None:
+        workflow.async_run(workflow.persistence.finished(job))
+
+    try:
+        res = adopt(
+            workdir,
+            list(workflow.dag.needrun_jobs()),
+            mode=earlier_jobs,
+            mark_done=mark_done,
+            outputs_exist=outputs_exist,
+            log=log,
+        )
+    except slurm.SlurmUnavailable as exc:
+        log(f"ptflow: could not look for jobs of earlier runs ({exc}); going on")
+        return
+    if res.rerun:
+        # Snakemake planned before these outputs existed: plan again. Our lock stays ours (same pid after exec);
+        # Snakemake's own locks are released, as it would on exit.
+        workflow.persistence.unlock()
+        os.environ[READOPT_ENV] = ",".join(res.adopted)
+        log("ptflow: re-running this command so Snakemake plans with the adopted jobs' outputs")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+
+
+def on_end() -> None:
+    """``onsuccess``/``onerror``: give the directory back."""
+    ownership.DriverLock(Path.cwd()).release()

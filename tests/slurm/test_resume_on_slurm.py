@@ -1,0 +1,371 @@
+"""Lost work and idle GPUs on the real two-node test cluster (PTFLOW_SLURM_EXISTING=1), through the workflow as a
+user runs it (snakemake + the slurm plugin, profiles/slurm):
+
+- a real TRL training requeued mid-run (``scontrol requeue``) resumes at its step; warned mid-run (``scancel
+  --signal=USR1`` to the job steps: what ``--signal=USR1@N`` delivers) it saves, stops, and Snakemake's retry
+  resumes — the plugin's job-step Snakemake survives the warning;
+- on a supervised (pyxis-style) site the internal timeout ends in a save and a resubmission that resumes;
+- an agent cell (scripted agent: the stand-in for claude/codex/gemini) requeued mid-run continues in its synced
+  workspace with the remaining budget, and ``time_taken`` sums both attempts;
+- a driver killed with ``kill -9`` mid-training: ``--unlock`` and a rerun adopt the running job instead of
+  submitting it again; a second live driver is refused naming the first;
+- SkyRL: the runtime server job first, the trainer job with ``--dependency=after:<server>``, the seed's
+  coordination dir.
+
+Kept short: one working directory whose upstream outputs (cache, preprocess) are made once, with the local profile;
+one driver run that is requeued, warned and serves SkyRL at once (read by three tests), one supervised run (internal
+timeout and two nodes), and the killed driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptflow.cluster import ownership, slurm
+from tests.e2e.smk import REPO, command, job_env, snakemake
+
+pytestmark = pytest.mark.timeout(1500)
+
+SITE = REPO / "tests" / "slurm" / "localtest.yaml"
+OVERLAY = REPO / "tests" / "slurm" / "resume.yaml"
+WORK_ROOT = Path("/var/lib/ptflow-tests")
+CELL = ("ptflow--tiny-llama-h64", "add")
+
+
+def cell_dir(work: Path, agent: str) -> Path:
+    return work / "results" / "cells" / CELL[0] / CELL[1] / agent
+
+
+def rule_log(work: Path, agent: str) -> Path:
+    return work / "results" / "logs" / "train" / CELL[0] / CELL[1] / f"{agent}.log"
+
+
+def write_site(path: Path, **changes) -> Path:
+    site = yaml.safe_load(SITE.read_text())
+    site["name"] = path.stem
+    site["resources"]["runtime_server"] = {"partition": "cpu", "threads": 1, "mem_mb": 500, "runtime": 10}
+    for key, value in changes.items():
+        if key == "train":
+            site["resources"]["train"].update(value)
+        else:
+            site[key] = value
+    path.write_text(yaml.safe_dump(site))
+    return path
+
+
+class WorkDir(type(Path())):
+    """The module's working directory, with the two site files its runs use."""
+
+    plugin_site: Path
+    supervised_site: Path
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    WORK_ROOT.mkdir(parents=True, exist_ok=True)
+    path = WorkDir(WORK_ROOT / f"resume-{uuid.uuid4().hex[:8]}")
+    path.mkdir()
+    sites = tmp_path_factory.mktemp("sites")
+    # warn_seconds: the plugin asks Slurm for the warning (its delivery is simulated with scancel --signal)
+    path.plugin_site = write_site(sites / "warned.yaml", train={"warn_seconds": 600})
+    # pyxis-style: supervised, 2-minute train jobs stopping themselves after 15 s (internal_timeout_fraction)
+    path.supervised_site = write_site(
+        sites / "supervised.yaml",
+        infra_retries=1,
+        internal_timeout_fraction=0.125,
+        train={"runtime": 2},
+        # (the agent cell of the overlay needs its budget's time; preflight checks every agent of the matrix)
+        agent_resources={"cli-agent": {"runtime": 10}, "sft-2node": {"nodes": 2, "tasks_per_node": 1, "runtime": 10}},
+    )
+    # the upstream outputs every cell needs, made here without Slurm (what is tested below is the training)
+    data = [str(Path("results") / "cache" / d) for d in ("models/ptflow--tiny-llama-h64.json",)]
+    data.append(str(Path("results") / "data" / "add" / "train.parquet"))
+    snakemake(path, "--configfile", str(OVERLAY), "--", *data)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def run_args(site: Path, *targets: str) -> list[str]:
+    return ["--configfile", str(OVERLAY), "--config", f"site={site}", "--", *targets]
+
+
+def start(work: Path, slurm_cluster, site: Path, *targets: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        command(work, *run_args(site, *targets), profile="profiles/slurm"),
+        cwd=work,
+        env=job_env(slurm_cluster.env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def jobs_of(cluster, work: Path, comment_prefix: str) -> list[dict]:
+    out = cluster.run(["scontrol", "show", "job", "-o"], check=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = dict(m.groups() for m in re.finditer(r"(\w[\w:/]*)=(\S*)", line))
+        if fields.get("WorkDir") == str(work) and fields.get("Comment", "").startswith(comment_prefix):
+            found.append(fields)
+    return sorted(found, key=lambda j: int(j["JobId"]))
+
+
+def wait_for(predicate, what: str, seconds: float = 400, proc: subprocess.Popen | None = None):
+    deadline = time.monotonic() + seconds
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the driver ended before {what}:\n{proc.stdout.read()[-4000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(1)
+
+
+def read(path: Path) -> str:
+    """A rule log's text, or "" while it does not exist (Snakemake deletes a job's log before each attempt)."""
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def logged_step(path: Path, at_least: int, after: str = "") -> int | None:
+    """The newest ``step N:`` the trainer logged (after the line ``after``, if given), if it is >= at_least."""
+    text = read(path)
+    if after:
+        if after not in text:
+            return None
+        text = text.split(after, 1)[1]
+    steps = [int(s) for s in re.findall(r"step (\d+): loss=", text)]
+    return steps[-1] if steps and steps[-1] >= at_least else None
+
+
+def release_requeued(cluster, job_id: str) -> None:
+    """slurmctld holds a requeued batch job for 120 s; release it as a user in a hurry would."""
+    for _ in range(120):
+        state = cluster.run(["squeue", "-h", "-j", job_id, "-o", "%T"]).stdout.strip()
+        if state == "PENDING":
+            cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True)
+            return
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} never came back PENDING after the requeue")
+
+
+def finish(proc: subprocess.Popen, seconds: float = 900) -> str:
+    out, _ = proc.communicate(timeout=seconds)
+    assert proc.returncode == 0, out[-5000:]
+    return out
+
+
+def step_of(path: Path, step: int) -> bool:
+    return f"step {step}:" in read(path)
+
+
+@pytest.fixture(scope="module")
+def plugin_run(work, slurm_cluster):
+    """One driver (the plugin's jobs): a TRL training requeued mid-run and then warned, an agent cell requeued
+    mid-run and evaluated, a SkyRL cell; returns what the tests read."""
+    sft = cell_dir(work, "sft-long") / "checkpoint.json"
+    agent_eval = cell_dir(work, "scripted-slow") / "eval.json"
+    skyrl_manifest = cell_dir(work, "skyrl-x") / "checkpoint.json"
+    targets = [str(p.relative_to(work)) for p in (sft, agent_eval, skyrl_manifest)]
+    log = rule_log(work, "sft-long")
+    trace = cell_dir(work, "scripted-slow") / "agent" / "stdout.log"
+    proc = start(work, slurm_cluster, work.plugin_site, *targets)
+    got: dict = {}
+    try:
+        wait_for(lambda: logged_step(log, 120) and step_of(trace, 40), "both trainings to run", proc=proc)
+        time.sleep(3)  # a periodic sync of the agent's workspace (every 6 s) holds its step-40 checkpoint by now
+        (trl,) = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, "sft-long"]))
+        (agent,) = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, "scripted-slow"]))
+        got.update(trl_job=trl["JobId"], agent_job=agent["JobId"])
+        for job in (trl, agent):
+            slurm_cluster.run(["scontrol", "requeue", job["JobId"]], check=True)
+        for job in (trl, agent):
+            release_requeued(slurm_cluster, job["JobId"])
+        resumed = wait_for(lambda: re.search(r"resuming from \S+ \(step (\d+)\)", read(log)), "a resume", proc=proc)
+        got["requeued_at"] = int(resumed.group(1))
+        # the warning, as Slurm delivers --signal=USR1@N: to every process of the job's steps, not the batch shell
+        wait_for(lambda: logged_step(log, got["requeued_at"] + 80, after=resumed.group(0)), "progress", proc=proc)
+        slurm_cluster.run(["scancel", "--signal=USR1", trl["JobId"]], check=True)
+        marker = cell_dir(work, "sft-long") / "slurm" / f"stopped-{trl['JobId']}.json"
+        # (the requeue's SIGTERM left a marker too: the trainer saved on it; the warning's replaces it)
+        got["stop"] = wait_for(
+            lambda: marker.is_file() and "warning" in (m := json.loads(marker.read_text()))["reason"] and m,
+            "the warned job's stop marker",
+            proc=proc,
+        )
+        got["out"] = finish(proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+    return got
+
+
+def test_trl_training_requeued_then_warned_resumes_at_its_step(work, slurm_cluster, plugin_run):
+    """Snakemake deletes a job's rule log before each attempt, so what earlier attempts did is read from their
+    records: the stop markers and the manifest's ``attempts``."""
+    manifest = cell_dir(work, "sft-long") / "checkpoint.json"
+    stop, requeued_at, job_id = plugin_run["stop"], plugin_run["requeued_at"], plugin_run["trl_job"]
+    assert stop["reason"] == "the time-limit warning" and stop["step"] > requeued_at, stop
+    assert re.search(rf"resuming from \S+ \(step {stop['step']}\)", read(rule_log(work, "sft-long")))
+    jobs = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, "sft-long"]))
+    assert [j["JobId"] for j in jobs][0] == job_id and len(jobs) == 2, [(j["JobId"], j["JobState"]) for j in jobs]
+    assert jobs[0]["Restarts"] == "1" and jobs[1]["JobState"] == "COMPLETED", jobs
+    # the warned job ended by itself (its script exited 75 after saving): its job-step Snakemake survived USR1
+    assert jobs[0]["JobState"] == "FAILED" and jobs[0]["ExitCode"] == "1:0", jobs[0]
+    data = json.loads(manifest.read_text())
+    assert data["step"] == 800 and data["slurm_job_id"] == jobs[1]["JobId"]
+    attempts = data["attempts"]
+    assert len(attempts) == 3 and [a["slurm_job_id"] for a in attempts] == [job_id, job_id, jobs[1]["JobId"]]
+    # the requeue's SIGTERM usually lets the trainer save at once (else the periodic step before it is resumed)
+    assert attempts[0].get("stopped") in ("SIGTERM", None) and attempts[0].get("saved_step", requeued_at) == requeued_at
+    assert attempts[1]["stopped"] == "the time-limit warning" and attempts[1]["saved_step"] == stop["step"]
+    assert attempts[2]["completed"] and attempts[2]["resumed_from"] == stop["step"]
+    assert 120 <= requeued_at < stop["step"]  # the requeued attempt resumed from what the first one saved
+    assert not list((work / ".scratch" / "checkpoints").rglob(".sft-long.resume")), "resume state left behind"
+
+
+def test_agent_cell_requeued_continues_with_the_remaining_budget(work, plugin_run):
+    data = json.loads((cell_dir(work, "scripted-slow") / "checkpoint.json").read_text())
+    run = data["agent_run"]
+    assert run["exit_code"] == 0 and run["final_model"] and len(run["attempts"]) == 2, run
+    assert run["time_taken"] == pytest.approx(sum(a["time_taken"] for a in run["attempts"]), abs=0.01)
+    first, second = run["attempts"]
+    assert first["slurm_job_id"] == second["slurm_job_id"] == plugin_run["agent_job"]  # the same job, requeued
+    assert first["time_taken"] > 10 and second["ended_by"] == "exit"
+    trace = read(cell_dir(work, "scripted-slow") / "agent" / "stdout.log")
+    assert "An earlier session worked here: continuing its training from step" in trace, trace[-3000:]
+    log = read(rule_log(work, "scripted-slow"))
+    left = float(re.search(r"continuing 1 earlier session, [\d.]+ minutes used .*: ([\d.]+) of 6.0 minutes left", log)
+                 .group(1))  # fmt: skip
+    assert 6.0 - left == pytest.approx(first["time_taken"] / 60, abs=0.1)
+    prompt2 = (cell_dir(work, "scripted-slow") / "agent" / "prompt-2.md").read_text()
+    assert "An earlier session worked on this task before you" in prompt2
+    ev = json.loads((cell_dir(work, "scripted-slow") / "eval.json").read_text())
+    assert ev["agent_run"]["attempts"] == run["attempts"] and ev["agent_run"]["time_taken"] == run["time_taken"]
+
+
+def test_skyrl_server_first_trainer_after_it_started(work, plugin_run):
+    manifest = cell_dir(work, "skyrl-x") / "checkpoint.json"
+    (coord,) = (cell_dir(work, "skyrl-x") / ".skyrl_jobs").iterdir()
+    assert re.fullmatch(r"\d{8}_\d{6}_\d+", coord.name)
+    server_id = coord.name.rsplit("_", 1)[1]
+    names = {p.name for p in coord.iterdir()}
+    seed = ["runtime_url.txt", "runtime_api_key.txt", "runtime_ready.flag", "training_complete.flag", "config.json"]
+    seed += [f"runtime_{server_id}.out", f"runtime_{server_id}.err", "runtime_server.sbatch"]
+    for need in seed:
+        assert need in names, (need, names)
+    assert oct((coord / "runtime_api_key.txt").stat().st_mode & 0o777) == "0o600"
+    (trainer_json,) = coord.glob("trainer_*.json")
+    info = json.loads(trainer_json.read_text())
+    trainer = slurm.job_fields(info["trainer_job"])
+    server = slurm.job_fields(server_id)
+    assert server["Partition"] == "cpu" and trainer["Partition"] == "gpu"
+    assert f"--dependency=after:{server_id}" in rule_log(work, "skyrl-x").read_text()
+    assert trainer["StartTime"] >= server["StartTime"]  # Slurm started the GPU job only once the server ran
+    assert info["waited_for_runtime_s"] < 30  # the server was running when the trainer started
+    assert slurm.wait_job(server_id, poll=1, timeout=60).base_state in ("COMPLETED", "CANCELLED")
+    key = (coord / "runtime_api_key.txt").read_text().strip()
+    for p in coord.iterdir():
+        if p.is_file() and p.name != "runtime_api_key.txt":
+            assert key not in p.read_text(errors="replace"), p
+    assert json.loads(manifest.read_text())["step"] == 3
+
+
+@pytest.fixture(scope="module")
+def supervised_run(work, slurm_cluster):
+    """One driver on the supervised (pyxis-style) site: a training stopped by the internal timeout and resubmitted,
+    and a two-node training."""
+    targets = [cell_dir(work, a) / "checkpoint.json" for a in ("sft-pyx", "sft-2node")]
+    return snakemake(work, *run_args(work.supervised_site, *(str(t.relative_to(work)) for t in targets)),
+                     env=slurm_cluster.env, profile="profiles/slurm")  # fmt: skip
+
+
+def test_internal_timeout_saves_and_the_supervisor_resubmits(work, supervised_run):
+    manifest = cell_dir(work, "sft-pyx") / "checkpoint.json"
+    status = json.loads((manifest.parent / "status.json").read_text())
+    assert status["status"] == "succeeded" and status["resumes"] >= 1, status
+    assert [h["kind"] for h in status["history"]] == ["resume"] * status["resumes"] + ["ok"]
+    first = status["history"][0]
+    assert "saved step" in first["reason"] and "the time-limit warning" in first["reason"]
+    job_log = (manifest.parent / "slurm" / f"train-{first['job_id']}.out").read_text()
+    assert "ptflow: internal timeout (15 s): asking the trainer to save and stop" in job_log
+    data = json.loads(manifest.read_text())
+    assert data["step"] == 1500 and len(data["attempts"]) == status["resumes"] + 1
+    # the operator sees every attempt as the cell's train job (ptflow status reads the directory's own job name)
+    from ptflow.ops.cli import SmkArgs, load_context
+    from ptflow.ops.status import snapshot
+
+    ctx = load_context(SmkArgs(configfiles=(str(OVERLAY),), config=(f"site={work.supervised_site}",), directory=work))
+    snap = snapshot(ctx.cfg, ctx.layout, work)
+    mine = {jid for jid, (rule, cell) in snap.job_cells.items() if cell.agent == "sft-pyx"}
+    assert {h["job_id"] for h in status["history"]} <= mine, snap.job_cells
+
+
+def test_two_node_train_job_gets_the_rendezvous_env_on_both_nodes(work, slurm_cluster, supervised_run):
+    """A supervised (pyxis-style) train job over 2 nodes, without pyxis: each node runs the rule's script under
+    torchrun with WORLD_SIZE, MASTER_ADDR, MASTER_PORT, NODE_RANK and NUM_GPU_PER_NODE (TAO's contract); the two ranks
+    train together (DDP, gloo on CPU) and rank 0 writes the checkpoint."""
+    from ptflow.cluster import multinode
+
+    manifest = cell_dir(work, "sft-2node") / "checkpoint.json"
+    status = json.loads((manifest.parent / "status.json").read_text())
+    job_id = status["job_id"]
+    nodes = json.loads((manifest.parent / "nodes.json").read_text())
+    assert nodes["status"] == "succeeded" and sorted(nodes["nodes"]) == sorted(slurm_cluster.hostnames), nodes
+    first = nodes["nodes"][0]
+    addr = slurm.node_addresses([first])[first].addr
+    log = read(rule_log(work, "sft-2node"))  # the node steps' output goes to the rule's log
+    for rank, node in enumerate(nodes["nodes"]):
+        line = (f"ptflow node {node}: WORLD_SIZE=2 MASTER_ADDR={addr} MASTER_PORT={multinode.master_port(job_id)} "
+                f"NODE_RANK={rank} NUM_GPU_PER_NODE=1")  # fmt: skip
+        assert line in log, log[-3000:]
+    data = json.loads(manifest.read_text())
+    assert data["step"] == 40 and data["slurm_job_id"] == job_id and len(data["attempts"]) == 1
+
+
+def test_killed_driver_is_adopted_not_duplicated(work, slurm_cluster):
+    manifest = cell_dir(work, "sft-adopt") / "checkpoint.json"
+    log = rule_log(work, "sft-adopt")
+    target = str(manifest.relative_to(work))
+    first = start(work, slurm_cluster, work.plugin_site, target)
+    wait_for(lambda: logged_step(log, 60), "the training to run", proc=first)
+    os.killpg(first.pid, signal.SIGKILL)  # the driver (and its process group), not the Slurm job
+    first.wait()
+    snakemake(work, "--unlock", *run_args(work.plugin_site, target), env=slurm_cluster.env, profile="profiles/slurm")
+    second = start(work, slurm_cluster, work.plugin_site, target)
+    try:
+        lock = ownership.DriverLock(work)
+        wait_for(lambda: (h := lock.live_holder()) and h.pid == second.pid and h, "the second driver's lock", 120)
+        # a third driver after another --unlock by mistake: refused, naming the live one
+        snakemake(work, "--unlock", *run_args(work.plugin_site, target), env=slurm_cluster.env,
+                  profile="profiles/slurm")  # fmt: skip
+        third = snakemake(work, *run_args(work.plugin_site, target), env=slurm_cluster.env, profile="profiles/slurm",
+                          check=False)  # fmt: skip
+        text = third.stdout + third.stderr
+        assert third.returncode != 0 and f"pid {second.pid} on host" in text and "another ptflow driver" in text
+        out = finish(second)
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGINT)
+    assert "waiting for them instead of submitting it again" in out, out[-4000:]
+    assert "planned job(s) completed by them are taken as done" in out
+    jobs = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, "sft-adopt"]))
+    assert len(jobs) == 1 and jobs[0]["JobState"] == "COMPLETED", jobs  # one training, never two
+    assert json.loads(manifest.read_text())["slurm_job_id"] == jobs[0]["JobId"]
+    again = snakemake(work, "-n", *run_args(work.plugin_site, target), env=slurm_cluster.env, profile="profiles/slurm")
+    assert "Nothing to be done" in again.stdout + again.stderr  # the adopted output is complete, not rerun
