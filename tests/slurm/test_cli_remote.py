@@ -193,6 +193,9 @@ def test_tao_variables_from_env_and_dotenv_and_their_remediation(sshd, remote_di
 
 
 def test_required_inputs_are_tested_over_ssh_before_anything_is_staged(sshd, remote_dir, tmp_path):
+    # the module's earlier remote run may have left its driver's pid file: "nothing started" = not rewritten
+    pid_file = remote_dir / "wf" / "run" / ".ptflow" / "driver.pid"
+    before = pid_file.stat().st_mtime_ns if pid_file.exists() else None
     workstation = remote_dir / "workstation"
     site = yaml.safe_load((workstation / "config" / "sites" / "local.yaml").read_text())
     site["name"] = "remote-inputs"
@@ -218,7 +221,7 @@ def test_required_inputs_are_tested_over_ssh_before_anything_is_staged(sshd, rem
     assert f"site remote-inputs runtime.venv = /nonexistent/ptflow/venv does not exist on {sshd.host}" in run.stderr, (
         run.stderr
     )
-    assert not (remote_dir / "wf" / "run" / ".ptflow" / "driver.pid").exists()  # nothing started
+    assert (pid_file.stat().st_mtime_ns if pid_file.exists() else None) == before  # no driver started
     # enroot credentials: presence only, tested on the login host with its own $ENROOT_CONFIG_PATH
     from ptflow.ops.remote import Remote
 

@@ -71,11 +71,18 @@ def test_gpu_job_resources_are_recorded(slurm_cluster):
     assert job["TimeLimit"] == "00:10:00"
     assert job["TresPerNode"] == "gres:gpu:1"
     if slurm_cluster.accounting:
-        row = slurm_cluster.run(
-            ["sacct", "-nXP", "-j", jobid, "-o", "State,Partition,AllocCPUS,ReqMem,Timelimit,AllocTRES"],
-            check=True,
-        ).stdout.strip()
-        state, partition, cpus, mem, limit, tres = row.split("|")
+        # slurmdbd stores a job's start and end asynchronously: under load the end can arrive first, and until the
+        # start record is in the row lacks the partition and request (seen under CI). Poll until it is complete.
+        deadline = time.monotonic() + 60
+        while True:
+            row = slurm_cluster.run(
+                ["sacct", "-nXP", "-j", jobid, "-o", "State,Partition,AllocCPUS,ReqMem,Timelimit,AllocTRES"],
+                check=True,
+            ).stdout.strip()
+            state, partition, cpus, mem, limit, tres = row.split("|")
+            if partition or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         assert (state, partition, cpus, mem, limit) == ("COMPLETED", "gpu", "4", "1G", "00:10:00")
         assert {"gres/gpu=1", "cpu=4", "mem=1G"} <= set(tres.split(","))
 

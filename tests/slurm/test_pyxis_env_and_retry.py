@@ -193,5 +193,8 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
     assert restarted["state"] == "NODE_FAIL"
     assert res["history"][0]["kind"] == "infra" and "NODE_FAIL" in res["history"][0]["reason"]
     assert res["exclude"] == [SPARE_NODE] and res["status"] == "succeeded"
-    assert res["history"][1]["nodes"] == ["node2"]  # the retry ran on the other node of the partition
+    retry = res["history"][1]
+    assert "started on node2" in _log_of(d)(retry["job_id"])  # the retry ran on the other node of the partition
+    # what Slurm reported: [] seen under CI load, where the finished job's record came without its node list
+    assert retry["nodes"] in (["node2"], [])
     assert "DOWN" not in slurm_admin.node_state(SPARE_NODE)

@@ -174,6 +174,14 @@ class LocalSlurmCluster:
         self._node_addrs, self._node_ports, self.partitions, self.accounting = {}, {}, {}, False
         return self
 
+    @classmethod
+    def running(cls, workdir: str | os.PathLike[str] = DEFAULT_WORKDIR) -> LocalSlurmCluster:
+        """The cluster another process started in ``workdir`` (an earlier pytest-xdist worker of the session): the
+        same config path and nodes as its starter sees, never stopped from here (its starter's session does)."""
+        self = cls(workdir, install=False)
+        self.external = True  # start() only checks that it answers and reads nodes/partitions; stop() leaves it
+        return self
+
     def _load_existing(self) -> None:
         nodes = self.run(["scontrol", "show", "node", "--oneliner"], check=True).stdout
         for line in nodes.splitlines():

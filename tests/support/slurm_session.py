@@ -22,8 +22,7 @@ def cluster_workdir() -> Path:
     return Path(os.environ.get("PTFLOW_SLURM_WORKDIR", DEFAULT_WORKDIR))
 
 
-def _attach() -> LocalSlurmCluster:
-    cluster = LocalSlurmCluster.existing()
+def _attach(cluster: LocalSlurmCluster) -> LocalSlurmCluster:
     cluster.start()  # only checks it answers and reads nodes/partitions
     return cluster
 
@@ -31,7 +30,7 @@ def _attach() -> LocalSlurmCluster:
 def cluster_for_session() -> LocalSlurmCluster:
     """This session's cluster: attached if it runs already, else started. Raises SlurmClusterError/OSError."""
     if os.environ.get(EXISTING_ENV) == "1":
-        return _attach()
+        return _attach(LocalSlurmCluster.existing())
     workdir = cluster_workdir()
     session = os.environ.get(SESSION_ENV, "")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -39,7 +38,8 @@ def cluster_for_session() -> LocalSlurmCluster:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one starter; the others wait here, then attach
         owner = workdir / "owner"
         if session and owner.is_file() and owner.read_text() == session:
-            return _attach()
+            # this session's cluster, started by another worker: its own config path, not the /etc/slurm link
+            return _attach(LocalSlurmCluster.running(workdir))
         cluster = LocalSlurmCluster(workdir)
         try:
             cluster.start()
