@@ -39,7 +39,8 @@ def write_cell(
     timings: dict | None = None,
     slurm_job_id: str | None = "4242",
 ) -> Path:
-    """Write one cell; returns its eval.json. ``shape``: "accuracy" (today's metrics) or "headline" (name/value)."""
+    """Write one cell; returns its eval.json. ``shape``: "headline" (schema 2: the metric by name) or "accuracy"
+    (schema 1's ``{accuracy, stderr, n}``, which the scorer still reads)."""
     d = cell_dir(root, model, eval_id, agent)
     d.mkdir(parents=True, exist_ok=True)
     if value is None:
@@ -56,7 +57,7 @@ def write_cell(
         shutil.copyfile(inspect_log, d / "inspect" / f"{eval_id}.eval")
         log_rel = f"inspect/{eval_id}.eval"
     data = {
-        "schema_version": 1,
+        "schema_version": 2 if shape == "headline" else 1,
         "model": model,
         "model_name": model_name(model),
         "eval": eval_id,

@@ -69,7 +69,7 @@ def test_a_declared_tmp_shared_path_wins_with_one_note():
     notes: list[str] = []
     layout = Layout("/tmp/ptflow-cluster/results", "/tmp/ptflow-cluster/scratch", "/tmp/ptflow-cluster/hf")
     assert preflight.check_paths(layout, site, notes=notes) == []
-    assert len(notes) == 3 and "declares /tmp/ptflow-cluster in shared_paths" in notes[0]
+    assert len(notes) == 4 and "declares /tmp/ptflow-cluster in shared_paths" in notes[0]  # evals_cache too
     site.raw["shared_paths"] = ["/shared"]
     problems = preflight.check_paths(layout, site, notes=[])
     assert "node-local storage" in problems[0] and "(/shared)" in problems[0]  # never "use /tmp/..." for /tmp

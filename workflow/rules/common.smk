@@ -313,9 +313,7 @@ def _agent_param(agent, wildcards):
             "eval_task": e.task,
             "max_new_tokens": e.max_new_tokens,
             # the same task and settings as the final evaluation, on the agent's own allocation
-            "eval_call": build_call(
-                e, Provider.from_site(SITE, "train", agent)
-            ),
+            "eval_call": build_call(e, Provider.from_site(SITE, "train", agent)),
             **(
                 {"eval_test_parquet": L.data(wildcards.eval, "test")}
                 if e.uses_parquet

@@ -16,6 +16,10 @@ class Layout:
     hf_home: str
     evals_cache: str = ""  # inspect_evals' cache dir (INSPECT_EVALS_CACHE_DIR): URL and git data of the evals
 
+    def __post_init__(self) -> None:
+        if not self.evals_cache:  # paths.evals_cache unset: beside the checkpoints on scratch
+            object.__setattr__(self, "evals_cache", str(Path(self.scratch, "inspect_evals")))
+
     # HF cache markers (one per repo) and the marker of the whole cache this workflow needs.
     def dataset_marker(self, dataset: str) -> str:
         return f"{self.results}/cache/datasets/{dataset}.json"
@@ -98,10 +102,10 @@ class Layout:
             paths = {k: cluster_path(v, f"paths.{k}") for k, v in paths.items()}  # lustre:///abs -> /abs
         except PathURIError as exc:
             raise ConfigError(f"config error: {exc}") from None
-        evals_cache = paths.get("evals_cache") or str(Path(paths["scratch"], "inspect_evals"))
+        evals_cache = paths.get("evals_cache")
         return cls(
             str(Path(paths["results"])),
             str(Path(paths["scratch"])),
             str(Path(paths["hf_home"])),
-            str(Path(evals_cache)),
+            str(Path(evals_cache)) if evals_cache else "",
         )
