@@ -144,3 +144,29 @@ def rule_log(path: str | Path) -> Iterator:
         os.close(fd)
         os.close(saved[0])
         os.close(saved[1])
+
+
+class Signalled(BaseException):
+    """SIGTERM/SIGINT/SIGHUP inside :func:`signals_raise` (a BaseException: no ``except Exception`` swallows it)."""
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGTERM/SIGINT/SIGHUP (scancel, Ctrl-C, a closed terminal) become :class:`Signalled`, so the caller's
+    ``finally`` blocks run (a supervisor cancels its jobs, the SkyRL trainer side its server). Only the main thread
+    can install handlers; elsewhere nothing changes."""
+
+    def handler(signum, _frame):
+        raise Signalled(f"signal {signal.Signals(signum).name}")
+
+    saved = {}
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        try:
+            saved[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import signal
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from pathlib import Path
 from ptflow.cluster import ownership, preempt, slurm
 from ptflow.config.sites import Request
 from ptflow.files import atomic_path
+from ptflow.jobenv import signals_raise
 
 ATTEMPT_ENV = "PTFLOW_ATTEMPT"  # set by infra_retry.sbatch_submitter in each submitted job
 POLL_SECONDS = 5
@@ -121,30 +121,6 @@ class DriverGone(RuntimeError):
     """The Snakemake driver that ran this supervisor is gone: the job is left to the next driver to adopt."""
 
 
-class _Stopped(BaseException):
-    pass
-
-
-@contextlib.contextmanager
-def _signals_raise():
-    """SIGTERM/SIGINT/SIGHUP become an exception, so the supervisor's cleanup (scancel of its jobs) runs."""
-
-    def handler(signum, _frame):
-        raise _Stopped(f"signal {signal.Signals(signum).name}")
-
-    saved = {}
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        try:
-            saved[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread
-            pass
-    try:
-        yield
-    finally:
-        for sig, old in saved.items():
-            signal.signal(sig, old)
-
-
 def driver_watch(workdir: str | Path):
     """A check that raises DriverGone once the driver holding ``workdir`` (``ownership.DriverLock``) has died; a
     no-op when no live driver holds it now (a supervisor started by hand, or a driver on another host)."""
@@ -221,7 +197,7 @@ def supervise(
 
     done = driver_gone = False
     try:
-        with _signals_raise():
+        with signals_raise():
             result = infra_retry.run_with_retries(
                 submit,
                 log_of,

@@ -35,7 +35,6 @@ import dataclasses
 import os
 import secrets
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from ptflow.cluster import ownership, slurm
 from ptflow.cluster.runtime import runtime_argv
 from ptflow.config.sites import Request, RuntimeSpec, Site
 from ptflow.files import write_json_atomic, write_text_atomic
+from ptflow.jobenv import signals_raise
 from ptflow.keys import refuse_secrets
 from ptflow.launch import skyrl_server as rs
 
@@ -254,30 +254,6 @@ def wait_ready(
         time.sleep(poll)
 
 
-class _Signalled(BaseException):
-    pass
-
-
-@contextlib.contextmanager
-def _signals_raise():
-    """SIGTERM/SIGINT/SIGHUP (scancel of the train job, Ctrl-C) become an exception so ``finally`` blocks run."""
-
-    def handler(signum, _frame):
-        raise _Signalled(f"signal {signum}")
-
-    saved = {}
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        try:
-            saved[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread: nothing to install
-            pass
-    try:
-        yield
-    finally:
-        for sig, old in saved.items():
-            signal.signal(sig, old)
-
-
 def complete(coord: Coord) -> None:
     """``training_complete.flag``: the server shuts down when it sees it."""
     if not coord.complete_flag.exists():
@@ -442,7 +418,7 @@ def run_trainer_side(coord_dir: str | Path, trainer_argv: list[str], *, params: 
     own_job = os.environ.get("SLURM_JOB_ID")
     timeout = float(params.get("ready_timeout", DEFAULT_READY_TIMEOUT))
     env = dict(os.environ)
-    with _signals_raise():
+    with signals_raise():
         try:
             url = wait_ready(coord, job_id, timeout, log=log)
             waited = time.time() - started
