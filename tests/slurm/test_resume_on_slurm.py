@@ -12,8 +12,8 @@ user runs it (snakemake + the slurm plugin, profiles/slurm):
 - SkyRL: the runtime server job first, the trainer job with ``--dependency=after:<server>``, the seed's
   coordination dir.
 
-Kept short: one working directory whose upstream outputs (cache, preprocess) are made once, with the local profile;
-one driver run that is requeued, warned and serves SkyRL at once (read by three tests), one supervised run (internal
+Kept short: one working directory whose upstream outputs (cache, preprocess) the first driver run makes; one driver
+run that is requeued, warned and serves SkyRL at once (read by three tests), one supervised run (internal
 timeout and two nodes), and the killed driver.
 """
 
@@ -88,10 +88,6 @@ def work(tmp_path_factory):
         # (the agent cell of the overlay needs its budget's time; preflight checks every agent of the matrix)
         agent_resources={"cli-agent": {"runtime": 10}, "sft-2node": {"nodes": 2, "tasks_per_node": 1, "runtime": 10}},
     )
-    # the upstream outputs every cell needs, made here without Slurm (what is tested below is the training)
-    data = [str(Path("results") / "cache" / d) for d in ("models/ptflow--tiny-llama-h64.json",)]
-    data.append(str(Path("results") / "data" / "add" / "train.parquet"))
-    snakemake(path, "--configfile", str(OVERLAY), "--", *data)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

@@ -47,8 +47,9 @@ def test_paths_on_slurm_must_be_shared(tmp_path):
     site = load_site(str(SITE), REPO)
     bad = Layout("/tmp/x/results", "file:///scratch", "/dev/shm/hf")
     problems = check_paths(bad, site)
-    assert len(problems) == 3
+    assert len(problems) == 4  # evals_cache (beside scratch by default) is a file:// path too
     assert "node-local" in problems[0] and "file:// URI" in problems[1]
+    assert "paths.evals_cache" in problems[3] and "file:// URI" in problems[3]
 
 
 def test_home_forbidden_where_site_says_so():

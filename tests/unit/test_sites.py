@@ -104,3 +104,9 @@ def test_a_node_worth_of_gpus_is_exclusive_and_more_spread_over_nodes(tmp_path):
     assert res["nodes"] == 2 and res["gres"] == "gpu:8" and res["tasks"] == 2 and res["mpi"] == "srun"
     odd = site.request("train", Agent("odd", "trl-sft"))
     assert (odd["nodes"], odd["gpus"]) == (2, 6)  # 12 GPUs: two nodes, split evenly
+    # only train jobs span nodes: an evaluate asking for more than a node has stays as asked (the cluster check
+    # refuses it), a node's worth is exclusive as for train
+    site.raw["resources"]["evaluate"] = {"gpus": 16}
+    assert site.request("evaluate").values.get("nodes", 1) == 1 and site.request("evaluate")["gpus"] == 16
+    site.raw["resources"]["evaluate"] = {"gpus": 8}
+    assert site.request("evaluate")["exclusive"] and site.request("evaluate").get("nodes", 1) == 1

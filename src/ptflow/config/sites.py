@@ -315,7 +315,11 @@ class Site:
             req.update(per_agent.get(agent.id, {}))
         if stage in TIMED_STAGES and self.time_hours:
             req["runtime"] = math.ceil(self.time_hours * 60)
-        req = spread_gpus(req, self.partitions.get(req.get("partition"), {}).get("gpus_per_node"))
+        per_node = self.partitions.get(req.get("partition"), {}).get("gpus_per_node")
+        # Only train jobs may span nodes (kinds with AgentKind.multinode; preflight checks the kind). Any other stage
+        # asking for more GPUs than a node has stays as asked, and the cluster check refuses it with that number.
+        if stage == "train" or not per_node or int(req.get("gpus") or 0) <= per_node:
+            req = spread_gpus(req, per_node)
         return Request(
             values=req,
             scheduler=self.scheduler,
