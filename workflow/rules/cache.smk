@@ -8,9 +8,9 @@ rule cache_dataset:
         L.log("cache", "datasets", "{dataset}"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache")
+    threads: get_threads("cache_dataset")
     resources:
-        **get_resources("cache"),
+        **get_resources("cache_dataset"),
     params:
         spec=get_dataset_spec,
         hf_home=HF_HOME,
@@ -27,9 +27,9 @@ rule cache_model:
         L.log("cache", "models", "{model}"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache")
+    threads: get_threads("cache_model")
     resources:
-        **get_resources("cache"),
+        **get_resources("cache_model"),
     params:
         spec=get_model_spec,
         hf_home=HF_HOME,
@@ -44,9 +44,9 @@ rule cache_eval_data:
         L.log("cache", "evals", "{eval}"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache")
+    threads: get_threads("cache_eval_data")
     resources:
-        **get_resources("cache"),
+        **get_resources("cache_eval_data"),
     params:
         spec=get_eval_data_spec,
         hf_home=HF_HOME,
@@ -64,9 +64,9 @@ rule cache_resources:
         L.log("cache", "resources"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache")
+    threads: get_threads("cache_resources")
     resources:
-        **get_resources("cache"),
+        **get_resources("cache_resources"),
     params:
         files=get_cache_resources(),
         hf_home=HF_HOME,
@@ -85,9 +85,9 @@ rule hf_cache:
         L.log("cache", "hf_cache"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache")
+    threads: get_threads("hf_cache")
     resources:
-        **get_resources("cache"),
+        **get_resources("hf_cache"),
     params:
         hf_home=HF_HOME,
     script:

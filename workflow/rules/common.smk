@@ -12,6 +12,7 @@ from ptflow.config import naming
 from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
 from ptflow.config.load import reference_table, resolve
 from ptflow.config.model import Cell, ConfigError
+from ptflow.config.rules import LOGIN_NODE_RULES, stage_of
 from ptflow.jobenv import apply_site_env
 from ptflow.launch.check import check_ray_launchers
 from ptflow.launch.skyrl import JOBS_DIR, ServerSite
@@ -46,7 +47,23 @@ def _agent_of(wildcards):
     return CFG.agent_for(wildcards.agent) if "agent" in wildcards.keys() else None
 
 
-def get_threads(stage):
+def _stage_of(rule):
+    """A rule's site stage (ptflow.config.rules); one not in the table fails when the workflow is loaded."""
+    try:
+        return stage_of(rule)
+    except ValueError as exc:
+        raise WorkflowError(str(exc)) from None
+
+
+def is_local(rule):
+    """localrule: the login-node rules of ptflow.config.rules (the plan prices them from the same table)."""
+    _stage_of(rule)
+    return rule in LOGIN_NODE_RULES
+
+
+def get_threads(rule):
+    stage = _stage_of(rule)
+
     def threads(wildcards):
         return SITE.request(stage, _agent_of(wildcards)).threads
 
@@ -75,8 +92,9 @@ def get_attempt(wildcards, attempt):
     return attempt
 
 
-def get_resources(stage, agents=None):
-    """Snakemake/slurm-plugin resources of a stage; keys are the union over agents, values per job."""
+def get_resources(rule, agents=None):
+    """Snakemake/slurm-plugin resources of a rule's stage; keys are the union over agents, values per job."""
+    stage = _stage_of(rule)
     if stage == "train":
         agents = [CFG.agents[a] for a in (agents or [])] or [None]
     else:
@@ -546,7 +564,7 @@ def get_image_reconvert(wildcards):
 
 def get_image_stage(wildcards):
     """Registry imports run with the site's `convert` request (TAO's conversion partition), builds with `image`."""
-    return "convert" if get_image_spec(wildcards).get("source") else "image"
+    return images.image_stage(RT, wildcards.image)
 
 
 def get_image_threads(wildcards):

@@ -14,9 +14,9 @@ rule env:
         env=naming.SAFE_ID_PATTERN,
     conda:
         CONDA_ENV
-    threads: get_threads("image")
+    threads: get_threads("env")
     resources:
-        **get_resources("image"),
+        **get_resources("env"),
     params:
         spec=get_env_build_spec,
         runtime=RT.to_dict(),

@@ -38,12 +38,12 @@ rule edf:
         L.log("image", "edf", "{image}"),
     wildcard_constraints:
         image=naming.SAFE_ID_PATTERN,
-    localrule: True
+    localrule: is_local("edf")
     conda:
         CONDA_ENV
-    threads: get_threads("aggregate")
+    threads: get_threads("edf")
     resources:
-        **get_resources("aggregate"),
+        **get_resources("edf"),
     params:
         name=get_edf_name,
         mounts=list(RT.mounts),

@@ -10,12 +10,12 @@ rule judge:
         L.judge_json("{model}", "{eval}", "{agent}"),
     log:
         L.log("judge", "{model}", "{eval}", "{agent}"),
-    localrule: True
+    localrule: is_local("judge")
     conda:
         CONDA_ENV
-    threads: get_threads("aggregate")
+    threads: get_threads("judge")
     resources:
-        **get_resources("aggregate"),
+        **get_resources("judge"),
     params:
         job=get_judge_params,
     script:

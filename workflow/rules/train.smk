@@ -33,7 +33,7 @@ rule train_supervised:
         L.log("train", "{model}", "{eval}", "{agent}"),
     wildcard_constraints:
         agent=agent_constraint(supervised=True),
-    localrule: True
+    localrule: is_local("train_supervised")
     conda:
         CONDA_ENV
     # one thread on the login node (Snakemake caps more at --local-cores and would run fewer at once); the job it

@@ -102,6 +102,12 @@ def image_spec(rt: RuntimeSpec, name: str) -> dict:
     return spec
 
 
+def image_stage(rt: RuntimeSpec, stem: str) -> str:
+    """The site stage whose request an ``image`` job gets: registry imports ``convert`` (TAO's conversion
+    partition), builds ``image``; the rule (common.smk) and ``ptflow plan`` both ask here."""
+    return "convert" if image_spec(rt, name_of(rt, stem)).get("source") else "image"
+
+
 def image_runtime(rt: RuntimeSpec, name: str) -> RuntimeSpec:
     """What defines image ``name`` on a site (its spec, the runtime kind, arch and build settings) and nothing else,
     so an unrelated edit of the site file does not rebuild it."""

@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from ptflow.config.model import SCHEMA_DIR, ConfigError
+from ptflow.config.rules import stage_of
 from ptflow.config.uris import PathURIError, cluster_path
 from ptflow.jobenv import WARNING_SIGNAL, user_name
 
@@ -99,7 +100,28 @@ class Request:
 
     @property
     def gpus(self) -> int:
+        """GPUs per node (the gres count)."""
         return int(self.values.get("gpus", 0) or 0)
+
+    @property
+    def nodes(self) -> int:
+        return int(self.values.get("nodes", 1))
+
+    @property
+    def tasks(self) -> int:
+        """Tasks of the job (--ntasks): one, or one per node (x tasks_per_node) where the rule body spreads
+        processes itself."""
+        return int(self.snakemake_resources().get("tasks", 1))
+
+    @property
+    def cpus(self) -> int:
+        """CPUs of the whole job: --cpus-per-task (threads) x --ntasks."""
+        return self.threads * self.tasks
+
+    @property
+    def gpus_total(self) -> int:
+        """GPUs of the whole job: gres is per node."""
+        return self.gpus * self.nodes
 
     def scaled(self, attempt: int = 1) -> Request:
         """Retries get more of what may have run out (runtime, memory), never past the partition's limits."""
@@ -296,6 +318,11 @@ class Site:
         if agent is not None and agent.spec.site_requests:
             return Supervision(0, fraction, resumes)
         return None
+
+    def rule_request(self, rule: str, agent=None) -> Request:
+        """The request of a rule's jobs (``ptflow.config.rules``); ``agent`` for the train rules, where agents
+        differ."""
+        return self.request(stage_of(rule), agent)
 
     def has_request(self, stage: str) -> bool:
         return stage in self.raw["resources"]

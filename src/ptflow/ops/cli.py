@@ -69,7 +69,7 @@ def cmd_plan(ns, rest: list[str]) -> int:
         args = ["-s", str(smk.snakefile), *args]
     ctx = load_context(smk)
     text = dry_run(args)
-    plan = make_plan(ctx.cfg, ctx.layout, ctx.workdir, text)
+    plan = make_plan(ctx.cfg, ctx.site, ctx.layout, ctx.workdir, text)
     if ns.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:

@@ -1,8 +1,11 @@
 """``ptflow plan``: what a run will do and request, read from Snakemake's own dry-run (no second planner).
 
-Every planned job of ``snakemake -n`` is parsed with its rule, wildcards, outputs, reason and resources; the
-figures (GPU-, node- and CPU-hours per partition and account, at attempt 1) are resources x runtime of exactly
-those jobs, and cells get a state from the plan plus the files (done, to run, failed before, stale).
+Every planned job of ``snakemake -n`` is parsed with its rule, wildcards, outputs and reason; its Slurm jobs come
+from the site the way the rule gets them (``ptflow.config.rules``: the rule's stage, per agent for the train rules),
+including the GPU job a login-node supervisor submits for ``train_supervised`` (a dry-run prints no threads and
+nothing of those). The figures (GPU-, node- and CPU-hours per partition and account, at attempt 1) are those
+requests x runtime of exactly the planned jobs, and cells get a state from the plan plus the files (done, to run,
+failed before, stale).
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ptflow.cluster import slurm
+from ptflow.cluster import images
 from ptflow.config.layout import Layout
 from ptflow.config.model import Cell, Config
+from ptflow.config.rules import LOGIN_NODE_RULES, RULE_STAGES, SUPERVISOR_RULES, TRAIN_RULES
+from ptflow.config.sites import Request as SiteRequest
+from ptflow.config.sites import Site
 from ptflow.ops.status import rule_log_failed, valid_eval_json
 
 DONE, TO_RUN, FAILED_BEFORE, STALE = "done", "to run", "failed before", "stale"
@@ -27,69 +33,76 @@ _FIELD = re.compile(r"^\s{4}(\w+): (.*)$")
 _STATS_ROW = re.compile(r"^(\w+)\s+(\d+)\s*$")
 
 
+@dataclass(frozen=True)
+class JobRequest:
+    """One Slurm job's request as sbatch gets it: partition, account, whole-job CPUs (--cpus-per-task x --ntasks)
+    and GPUs (gres per node x nodes), nodes, memory per node (MB) and time limit (minutes); ``stage`` is the site
+    request it is, ``by`` who submits it (the slurm plugin, or ptflow's login-node supervisor)."""
+
+    stage: str
+    partition: str
+    account: str
+    cpus: int
+    gpus: int
+    nodes: int
+    mem_mb: int | None
+    runtime: int
+    by: str = "plugin"
+
+    @classmethod
+    def of(cls, stage: str, req: SiteRequest, by: str = "plugin") -> JobRequest:
+        res = req.snakemake_resources()
+        return cls(
+            stage=stage,
+            partition=res.get("slurm_partition") or "(default)",
+            account=res.get("slurm_account") or "(default)",
+            cpus=req.cpus,
+            gpus=req.gpus_total,
+            nodes=req.nodes,
+            mem_mb=res.get("mem_mb"),
+            runtime=int(res.get("runtime") or 0),
+            by=by,
+        )
+
+
 @dataclass
 class PlannedJob:
     rule: str
     jobid: str
-    local: bool
     wildcards: dict[str, str] = field(default_factory=dict)
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     reason: str = ""
-    resources: dict[str, str] = field(default_factory=dict)
-    threads: int = 1
+    # The Slurm jobs it makes, at attempt 1, from the site the way the rule gets them (job_requests): the dry-run
+    # prints no threads, nothing of what a login-node supervisor submits, and not reliably which rules are local
+    # (Snakemake 9 prints `rule judge:` for a localrule under the slurm executor). Its own request first.
+    requests: list[JobRequest] = field(default_factory=list)
 
     @property
     def runtime_min(self) -> float:
-        try:
-            return float(self.resources.get("runtime", 0))
-        except ValueError:
-            return 0.0
-
-    @property
-    def nodes(self) -> int:
-        try:
-            return int(self.resources.get("nodes", 1))
-        except ValueError:
-            return 1
-
-    @property
-    def gpus(self) -> int:
-        """GPUs of the whole job: gres ``gpu[:type]:N`` is per node (x nodes); resource ``gpu`` is a total."""
-        per_node = slurm.gpus_in_gres(self.resources.get("gres", ""))
-        if per_node:
-            return per_node * self.nodes
-        try:
-            return int(self.resources.get("gpu", 0))
-        except ValueError:
-            return 0
-
-    @property
-    def cpus(self) -> int:
-        """CPUs of the whole job: cpus per task (threads, or resource cpus_per_task) x tasks."""
-        try:
-            per_task = int(self.resources.get("cpus_per_task", self.threads))
-        except ValueError:
-            per_task = self.threads
-        try:
-            tasks = int(self.resources.get("tasks", 1)) or 1
-        except ValueError:
-            tasks = 1
-        return per_task * tasks
+        return float(self.requests[0].runtime) if self.requests else 0.0
 
     @property
     def submitted(self) -> bool:
-        """Whether the job makes a request (local rules such as ``all`` and jobs without runtime do not)."""
-        return not self.local and self.runtime_min > 0
+        """Whether the job makes a request (``all``, judge and edf do not; nor requests without runtime)."""
+        return self.runtime_min > 0
 
 
-def _split_resources(text: str) -> dict[str, str]:
-    """``a=1, b=x, slurm_extra=--tmp=1024M --signal=..`` -> dict (values may contain ``=`` but not ``, ``)."""
-    out = {}
-    for item in re.split(r",\s(?=\w+=)", text):
-        key, _, value = item.partition("=")
-        out[key.strip()] = value.strip()
-    return out
+def job_requests(site: Site, cfg: Config, rule: str, wildcards: dict[str, str]) -> list[JobRequest]:
+    """The Slurm jobs a planned job makes: the request of its rule's stage (per agent for the train rules), submitted
+    by the plugin; for supervisor rules (ptflow.config.rules) the same request submitted by the supervisor, after the
+    helper requests of the agent's kind (``site_requests``). ``all`` and the other login-node rules make none."""
+    stage = RULE_STAGES.get(rule)
+    if stage is None or (rule in LOGIN_NODE_RULES and rule not in SUPERVISOR_RULES):
+        return []
+    if rule == "image":
+        stage = images.image_stage(site.runtime, wildcards["image"])
+    agent = cfg.agent_for(wildcards["agent"]) if rule in TRAIN_RULES else None
+    if rule not in SUPERVISOR_RULES:
+        return [JobRequest.of(stage, site.request(stage, agent))]
+    own = JobRequest.of(stage, site.request(stage, agent), by="supervisor")
+    helpers = [JobRequest.of(s, site.request(s), by="supervisor") for s in agent.spec.site_requests]
+    return [own, *helpers]
 
 
 def parse_dry_run(text: str) -> tuple[list[PlannedJob], dict[str, int]]:
@@ -99,7 +112,7 @@ def parse_dry_run(text: str) -> tuple[list[PlannedJob], dict[str, int]]:
     for line in text.splitlines():
         m = _RULE.match(line)
         if m:
-            cur = PlannedJob(rule=m.group(2), jobid="", local=bool(m.group(1)))
+            cur = PlannedJob(rule=m.group(2), jobid="")
             jobs.append(cur)
             continue
         if cur is None:
@@ -120,10 +133,6 @@ def parse_dry_run(text: str) -> tuple[list[PlannedJob], dict[str, int]]:
             cur.reason = value
         elif key == "wildcards":
             cur.wildcards = {k: v for k, _, v in (w.partition("=") for w in value.split(", "))}
-        elif key == "resources":
-            cur.resources = _split_resources(value)
-        elif key == "threads":
-            cur.threads = int(value)
     stats: dict[str, int] = {}
     lines = text.splitlines()
     for i, line in enumerate(lines):
@@ -221,19 +230,18 @@ class Plan:
 
 
 def requests(jobs: list[PlannedJob]) -> list[Request]:
-    """Resources x runtime per (partition, account), attempt 1 (the dry-run shows attempt-1 resources)."""
+    """Requests x runtime per (partition, account), at attempt 1; every Slurm job a planned job makes counts."""
     acc: dict[tuple[str, str], Request] = {}
     for j in jobs:
         if not j.submitted:
             continue
-        part = j.resources.get("slurm_partition", "(default)")
-        account = j.resources.get("slurm_account", "(default)")
-        r = acc.setdefault((part, account), Request(part, account))
-        hours = j.runtime_min / 60
-        r.jobs += 1
-        r.gpu_hours += j.gpus * hours
-        r.node_hours += j.nodes * hours
-        r.cpu_hours += j.cpus * hours
+        for req in j.requests:
+            r = acc.setdefault((req.partition, req.account), Request(req.partition, req.account))
+            hours = req.runtime / 60
+            r.jobs += 1
+            r.gpu_hours += req.gpus * hours
+            r.node_hours += req.nodes * hours
+            r.cpu_hours += req.cpus * hours
     return sorted(acc.values(), key=lambda r: (r.partition, r.account))
 
 
@@ -266,9 +274,7 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
     planned: dict[Cell, list[PlannedJob]] = defaultdict(list)
     for j in jobs:
         w = j.wildcards
-        if j.rule == "train_supervised":  # the same training, run by a login-node supervisor
-            j.rule = "train"
-        if j.rule in ("train", "evaluate") and {"model", "eval", "agent"} <= w.keys():
+        if (j.rule in TRAIN_RULES or j.rule == "evaluate") and {"model", "eval", "agent"} <= w.keys():
             planned[Cell(w["model"], w["eval"], w["agent"])].append(j)
     out = {}
     for cell in cfg.cells:
@@ -284,7 +290,7 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
             state = DONE if valid else TO_RUN
         elif failed and not valid:
             state = FAILED_BEFORE
-        elif valid or (manifest.is_file() and any(j.rule == "train" for j in mine)):
+        elif valid or (manifest.is_file() and any(j.rule in TRAIN_RULES for j in mine)):
             state = STALE  # outputs exist, but Snakemake's rerun triggers (params, code, inputs) plan them again
         else:
             state = TO_RUN
@@ -292,10 +298,12 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
     return out
 
 
-def make_plan(cfg: Config, layout: Layout, workdir: Path, dry_run_text: str) -> Plan:
+def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_text: str) -> Plan:
     jobs, stats = parse_dry_run(dry_run_text)
     if "Nothing to be done" in dry_run_text:
         jobs, stats = [], {}
+    for j in jobs:
+        j.requests = job_requests(site, cfg, j.rule, j.wildcards)
     return Plan(jobs, stats, cell_states(cfg, layout, workdir, jobs), requests(jobs), longest_chain(jobs))
 
 
@@ -310,7 +318,7 @@ def render(plan: Plan) -> str:
     for rule, n in sorted(plan.jobs_per_rule.items()):
         lines.append(f"  {rule:<14} {n}")
     lines.append(f"  {'total':<14} {len(plan.jobs)}")
-    lines += ["", "Request (attempt 1; resources x runtime)"]
+    lines += ["", "Request (attempt 1; the site's requests x runtime; CPUs = cpus-per-task x tasks)"]
     lines.append(f"  {'partition':<12} {'account':<12} {'jobs':>5} {'GPU-h':>10} {'node-h':>10} {'CPU-h':>10}")
     for r in plan.requests:
         figures = f"{r.gpu_hours:>10.2f} {r.node_hours:>10.2f} {r.cpu_hours:>10.2f}"
