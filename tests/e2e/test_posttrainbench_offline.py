@@ -90,8 +90,9 @@ def test_cache_marker_records_each_evals_data_found_offline(done):
 def test_leaderboard_names_each_metric(done):
     work, _, _ = done
     board = (work / RESULTS / "leaderboard.md").read_text()
-    assert "## healthbench\n\nMetric: bootstrap_score (_scorer)" in board
-    assert "## arenahardwriting\n\nMetric: winrate (pairwise_judge)" in board
+    # each eval's headline metric by name: in the per-eval table's header and in the weights table
+    assert "healthbench (bootstrap_score)" in board and "arenahardwriting (winrate)" in board
+    assert "| healthbench | bootstrap_score |" in board and "| arenahardwriting | winrate |" in board
     df = pd.read_csv(work / RESULTS / "summary.csv")
     assert len(df) == 14 and set(df["status"]) == {"scored"}
 

@@ -294,7 +294,8 @@ def supervised_run(work, slurm_cluster):
 def test_internal_timeout_saves_and_the_supervisor_resubmits(work, supervised_run):
     manifest = cell_dir(work, "sft-pyx") / "checkpoint.json"
     status = json.loads((manifest.parent / "status.json").read_text())
-    assert status["status"] == "succeeded" and status["resumes"] >= 1, status
+    job_logs = "\n".join(read(p)[-3000:] for p in sorted((manifest.parent / "slurm").glob("train-*.out")))
+    assert status["status"] == "succeeded" and status["resumes"] >= 1, (status, job_logs)
     assert [h["kind"] for h in status["history"]] == ["resume"] * status["resumes"] + ["ok"]
     first = status["history"][0]
     assert "saved step" in first["reason"] and "the time-limit warning" in first["reason"]
