@@ -69,6 +69,22 @@ def test_internal_timeout_asks_the_trainer_to_save_and_the_job_ends_with_its_sta
     assert "internal timeout (1 s): asking the trainer to save and stop" in proc.stderr.read()
 
 
+def test_internal_timeout_reaches_a_trainer_still_starting_up(tmp_path):
+    """A trainer that ignores the warning until its handler is installed (every job process ignores it from the
+    start, ptflow.jobenv) still hears the internal timeout: the job repeats it until the trainer stops."""
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(
+        "import signal, time\nsignal.signal(signal.SIGUSR1, signal.SIG_IGN)\ntime.sleep(3)  # imports, under load\n"
+        + TRAINER
+    )
+    script = supervise.render_batch_script(tmp_path / "job.sbatch", str(trainer), sys.executable,
+                                           internal_timeout=1, kill_after=30, poll=1)  # fmt: skip
+    env = {**os.environ, "PTFLOW_ATTEMPT": "1", "OUT": str(tmp_path / "saved")}
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=40)
+    assert proc.returncode == 75 and (tmp_path / "saved").read_text() == "SIGUSR1", proc.stderr
+    assert proc.stderr.count("internal timeout (1 s)") == 1  # said once, sent until heard
+
+
 def test_warning_and_sigterm_to_the_batch_shell_reach_the_trainer(tmp_path):
     """--signal=B:USR1@N and scancel's TERM reach only the batch shell of a supervised job: it forwards them."""
     proc = _run(tmp_path)

@@ -55,8 +55,9 @@ def render_batch_script(
 ) -> Path:
     """``#!/bin/bash`` that re-runs the rule's script (absolute paths: the job starts in the submit dir) and forwards
     the warning and SIGTERM to it. With ``internal_timeout`` (seconds) the job sends the script the warning itself
-    that long after it started (pyxis/TAO: 3.8 h of 4 h), and kills it ``kill_after`` seconds later if it has not
-    ended: a resumable trainer saves and stops, so the job ends with its own status before Slurm's limit."""
+    that long after it started (pyxis/TAO: 3.8 h of 4 h), again at every ``poll`` until it ends, and kills it
+    ``kill_after`` seconds later if it has not ended: a resumable trainer saves and stops, so the job ends with its
+    own status before Slurm's limit."""
     run = f"{shlex.quote(python)} {shlex.quote(str(Path(script).resolve()))}"
     lines = [
         "#!/bin/bash",
@@ -76,14 +77,18 @@ def render_batch_script(
             f"internal_timeout={int(internal_timeout)}",
             f"kill_after={int(kill_after)}",
             "warned=0",
+            "# the warning again at every poll until the script ends: a trainer still starting up ignores it (its",
+            "# handler is not installed yet) and would otherwise never hear it",
             'while kill -0 "$child" 2>/dev/null; do',
-            "  if ((!warned && SECONDS >= internal_timeout)); then",
-            '    echo "ptflow: internal timeout (${internal_timeout} s): asking the trainer to save and stop" >&2',
-            '    kill -USR1 "$child" 2>/dev/null || true',
-            "    warned=1",
-            "  elif ((warned && SECONDS >= internal_timeout + kill_after)); then",
+            "  if ((SECONDS >= internal_timeout + kill_after)); then",
             '    echo "ptflow: the trainer did not stop ${kill_after} s after the internal timeout; killing it" >&2',
             '    kill -KILL "$child" 2>/dev/null || true',
+            "  elif ((SECONDS >= internal_timeout)); then",
+            "    if ((!warned)); then",
+            '      echo "ptflow: internal timeout (${internal_timeout} s): asking the trainer to save and stop" >&2',
+            "      warned=1",
+            "    fi",
+            '    kill -USR1 "$child" 2>/dev/null || true',
             "  fi",
             f"  sleep {int(poll)} &",
             '  wait "$!"',
