@@ -41,6 +41,8 @@ from ptflow.stages.evaluate.sources import data_env, missing_sources
 EVAL_SCHEMA = SCHEMA_DIR / "eval.schema.json"
 EVAL_JSON_VERSION = 2
 KIT_SCRIPT = Path(kit.__file__)
+# The top-level names write_agent_kit writes into a task dir (besides the file of a task of kind "file").
+AGENT_KIT_NAMES = (KIT_SCRIPT.name, kit.OWN_TASKS_FILE.name, kit.TEMPLATES_DIR.name, kit.SETTINGS_NAME)
 SOFTWARE = (
     "ptflow", "torch", "transformers", "trl", "inspect-ai", "inspect-evals", "vllm", "snakemake", "huggingface-hub",
 )  # fmt: skip

@@ -46,7 +46,7 @@ from ptflow.config import tasks
 from ptflow.files import staged_dir
 from ptflow.jobenv import WARNING_SIGNAL
 from ptflow.stages.checkpoint import has_weights
-from ptflow.stages.evaluate.run import with_toy_data, write_agent_kit
+from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
 
 # The agent's argv per cli; an agent's own ``command`` in config replaces it. Placeholders: {model} {task_dir}
@@ -84,12 +84,9 @@ KILL_AFTER_SECONDS = 30
 ON_RESTART = ("continue", "fresh")
 DEFAULT_SYNC_MINUTES = 10.0
 HEARTBEAT_SECONDS = 15  # how often this attempt's agent time is written to attempts.json (what a kill loses)
-# Files of the task dir that ptflow writes for each attempt (the workspace restores the agent's own files only).
-# what ptflow writes into the task dir: written fresh over a restored workspace (the evaluation kit included)
-OWN_FILES = (
-    "prompt.md", "deadline", "timer.sh", "task.json", "data", "eval_data",
-    "evaluate.py", "ptflow_tasks.py", "templates", "evaluate_settings.json",
-)  # fmt: skip
+# Files of the task dir that ptflow writes for each attempt, fresh over a restored workspace (which keeps the
+# agent's own files only), the evaluation kit included.
+OWN_FILES = ("prompt.md", "deadline", "timer.sh", "task.json", "data", "eval_data", *AGENT_KIT_NAMES)
 
 
 class AgentCellError(RuntimeError):
