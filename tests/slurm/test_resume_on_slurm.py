@@ -182,28 +182,56 @@ def plugin_run(work, slurm_cluster):
     trace = cell_dir(work, "scripted-slow") / "agent" / "stdout.log"
     proc = start(work, slurm_cluster, work.plugin_site, *targets)
     got: dict = {}
-    try:
-        wait_for(lambda: logged_step(log, 120) and step_of(trace, 40), "both trainings to run", proc=proc)
-        time.sleep(3)  # a periodic sync of the agent's workspace (every 6 s) holds its step-40 checkpoint by now
-        (trl,) = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, "sft-long"]))
-        (agent,) = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, "scripted-slow"]))
-        got.update(trl_job=trl["JobId"], agent_job=agent["JobId"])
-        for job in (trl, agent):
-            slurm_cluster.run(["scontrol", "requeue", job["JobId"]], check=True)
-        for job in (trl, agent):
-            release_requeued(slurm_cluster, job["JobId"])
-        resumed = wait_for(lambda: re.search(r"resuming from \S+ \(step (\d+)\)", read(log)), "a resume", proc=proc)
+    # The two trainings are driven independently, each as soon as it is far enough: under load one may start long
+    # after the other (in CI the TRL training, held back until the agent reached its step, ended before its warning).
+    seen: dict[str, float] = {}
+
+    def agent_synced() -> bool:
+        """3 s after the agent's step 40: a periodic sync of its workspace (every 6 s) holds that checkpoint."""
+        if step_of(trace, 40):
+            seen.setdefault("agent", time.monotonic())
+        return "agent" in seen and time.monotonic() - seen["agent"] >= 3
+
+    def requeue(agent: str) -> str:
+        (job,) = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, agent]))
+        slurm_cluster.run(["scontrol", "requeue", job["JobId"]], check=True)
+        release_requeued(slurm_cluster, job["JobId"])
+        return job["JobId"]
+
+    def trl_steps():
+        """The TRL training's script, one step per call: requeued at step 120, then warned 80 steps after its resume
+        (as Slurm delivers --signal=USR1@N: to every process of the job's steps, not the batch shell)."""
+        yield lambda: logged_step(log, 120)
+        got["trl_job"] = requeue("sft-long")
+        yield lambda: re.search(r"resuming from \S+ \(step (\d+)\)", read(log))
+        resumed = re.search(r"resuming from \S+ \(step (\d+)\)", read(log))
         got["requeued_at"] = int(resumed.group(1))
-        # the warning, as Slurm delivers --signal=USR1@N: to every process of the job's steps, not the batch shell
-        wait_for(lambda: logged_step(log, got["requeued_at"] + 80, after=resumed.group(0)), "progress", proc=proc)
-        slurm_cluster.run(["scancel", "--signal=USR1", trl["JobId"]], check=True)
-        marker = cell_dir(work, "sft-long") / "slurm" / f"stopped-{trl['JobId']}.json"
+        yield lambda: logged_step(log, got["requeued_at"] + 80, after=resumed.group(0))
+        slurm_cluster.run(["scancel", "--signal=USR1", got["trl_job"]], check=True)
+        marker = cell_dir(work, "sft-long") / "slurm" / f"stopped-{got['trl_job']}.json"
         # (the requeue's SIGTERM left a marker too: the trainer saved on it; the warning's replaces it)
-        got["stop"] = wait_for(
-            lambda: marker.is_file() and "warning" in (m := json.loads(marker.read_text()))["reason"] and m,
-            "the warned job's stop marker",
-            proc=proc,
-        )
+        yield lambda: marker.is_file() and "warning" in json.loads(marker.read_text())["reason"]
+        got["stop"] = json.loads(marker.read_text())
+
+    def agent_steps():
+        yield agent_synced
+        got["agent_job"] = requeue("scripted-slow")
+
+    try:
+        scripts = {"the TRL training's requeue and warning": trl_steps(), "the agent cell's requeue": agent_steps()}
+        waiting = {what: next(steps) for what, steps in scripts.items()}
+        deadline = time.monotonic() + 600
+        while waiting:
+            for what, condition in list(waiting.items()):
+                if condition():
+                    try:
+                        waiting[what] = next(scripts[what])
+                    except StopIteration:
+                        del waiting[what]
+            if proc.poll() is not None:
+                raise AssertionError(f"the driver ended before {', '.join(waiting)}:\n{proc.stdout.read()[-4000:]}")
+            assert time.monotonic() < deadline, f"timed out waiting for {', '.join(waiting)}"
+            time.sleep(1)
         got["out"] = finish(proc)
     finally:
         if proc.poll() is None:
@@ -291,11 +319,21 @@ def supervised_run(work, slurm_cluster):
                      env=slurm_cluster.env, profile="profiles/slurm")  # fmt: skip
 
 
+def evidence(work: Path, agent: str, run: subprocess.CompletedProcess) -> str:
+    """What a failed assertion on a supervised cell shows: its status, every job's log, the supervisor's and the
+    trainer's lines of the rule log (not the steps) and the end of the driver's output."""
+    cell = cell_dir(work, agent)
+    parts = [f"status.json: {read(cell / 'status.json')}"]
+    parts += [f"{p.name}: {read(p)[-2000:]}" for p in sorted((cell / "slurm").glob("*")) if p.suffix != ".sbatch"]
+    rule = [line for line in read(rule_log(work, agent)).splitlines() if not re.search(r"step \d+: loss=", line)]
+    parts += ["rule log:", *rule[-60:], "driver:", ((run.stdout or "") + (run.stderr or ""))[-6000:]]
+    return "\n".join(parts)
+
+
 def test_internal_timeout_saves_and_the_supervisor_resubmits(work, supervised_run):
     manifest = cell_dir(work, "sft-pyx") / "checkpoint.json"
     status = json.loads((manifest.parent / "status.json").read_text())
-    job_logs = "\n".join(read(p)[-3000:] for p in sorted((manifest.parent / "slurm").glob("train-*.out")))
-    assert status["status"] == "succeeded" and status["resumes"] >= 1, (status, job_logs)
+    assert status["status"] == "succeeded" and status["resumes"] >= 1, evidence(work, "sft-pyx", supervised_run)
     assert [h["kind"] for h in status["history"]] == ["resume"] * status["resumes"] + ["ok"]
     first = status["history"][0]
     assert "saved step" in first["reason"] and "the time-limit warning" in first["reason"]

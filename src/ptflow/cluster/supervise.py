@@ -39,6 +39,8 @@ from ptflow.jobenv import signals_raise
 
 ATTEMPT_ENV = "PTFLOW_ATTEMPT"  # set by infra_retry.sbatch_submitter in each submitted job
 POLL_SECONDS = 5
+# how long the supervisor waits for a Slurm that does not answer (a busy controller) before it gives up on a job
+SLURM_PATIENCE_SECONDS = 600
 
 
 def inside_supervised_job() -> bool:
@@ -54,10 +56,11 @@ def render_batch_script(
     poll: int = POLL_SECONDS,
 ) -> Path:
     """``#!/bin/bash`` that re-runs the rule's script (absolute paths: the job starts in the submit dir) and forwards
-    the warning and SIGTERM to it. With ``internal_timeout`` (seconds) the job sends the script the warning itself
-    that long after it started (pyxis/TAO: 3.8 h of 4 h), again at every ``poll`` until it ends, and kills it
-    ``kill_after`` seconds later if it has not ended: a resumable trainer saves and stops, so the job ends with its
-    own status before Slurm's limit."""
+    the warning and SIGTERM to it. A warning, once received, is sent again at every ``poll`` until the script ends:
+    the script starts with it ignored (a warning during its start-up must not kill it) and its trainer hears it once
+    its handler is installed. With ``internal_timeout`` (seconds) the job warns the script itself that long after it
+    started (pyxis/TAO: 3.8 h of 4 h) and kills it ``kill_after`` seconds later if it has not ended: a resumable
+    trainer saves and stops, so the job ends with its own status before Slurm's limit."""
     run = f"{shlex.quote(python)} {shlex.quote(str(Path(script).resolve()))}"
     lines = [
         "#!/bin/bash",
@@ -65,43 +68,51 @@ def render_batch_script(
         "set -uo pipefail",
         f': "${{{ATTEMPT_ENV}:?submitted by the ptflow supervisor, which sets {ATTEMPT_ENV}}}"',
         'child=""',
+        "pending=''",
+        "warned=0",
+        "sent=0",
         "# Slurm's time-limit warning reaches this shell (--signal=B:USR1@N); scancel and requeue send TERM: both go",
-        "# on to the script, whose trainer saves and stops (ptflow.cluster.preempt).",
-        """trap 'if [[ -n "$child" ]]; then kill -USR1 "$child" 2>/dev/null || true; fi' USR1""",
-        """trap 'if [[ -n "$child" ]]; then kill -TERM "$child" 2>/dev/null || true; fi' TERM""",
-        f"{run} &",
+        "# on to the script, whose trainer saves and stops (ptflow.cluster.preempt). A signal that comes before the",
+        "# script has a pid is sent as soon as it has one.",
+        "forward() {",
+        '  if [[ -z "$child" ]]; then pending=$1; return; fi',
+        '  kill -"$1" "$child" 2>/dev/null || true',
+        "  if [[ $1 == USR1 ]]; then sent=$SECONDS; fi",
+        "}",
+        "trap 'warned=1; forward USR1' USR1",
+        "trap 'forward TERM' TERM",
+        f"(trap '' USR1; exec {run}) &",
         "child=$!",
+        'if [[ -n "$pending" ]]; then forward "$pending"; fi',
     ]
     if internal_timeout:
+        lines += [f"internal_timeout={int(internal_timeout)}", f"kill_after={int(kill_after)}"]
+    lines += ['while kill -0 "$child" 2>/dev/null; do']
+    if internal_timeout:
         lines += [
-            f"internal_timeout={int(internal_timeout)}",
-            f"kill_after={int(kill_after)}",
-            "warned=0",
-            "# the warning again at every poll until the script ends: a trainer still starting up ignores it (its",
-            "# handler is not installed yet) and would otherwise never hear it",
-            'while kill -0 "$child" 2>/dev/null; do',
             "  if ((SECONDS >= internal_timeout + kill_after)); then",
             '    echo "ptflow: the trainer did not stop ${kill_after} s after the internal timeout; killing it" >&2',
             '    kill -KILL "$child" 2>/dev/null || true',
-            "  elif ((SECONDS >= internal_timeout)); then",
-            "    if ((!warned)); then",
-            '      echo "ptflow: internal timeout (${internal_timeout} s): asking the trainer to save and stop" >&2',
-            "      warned=1",
-            "    fi",
-            '    kill -USR1 "$child" 2>/dev/null || true',
+            "  elif ((SECONDS >= internal_timeout && !warned)); then",
+            '    echo "ptflow: internal timeout (${internal_timeout} s): asking the trainer to save and stop" >&2',
+            "    warned=1",
+            "    forward USR1",
             "  fi",
-            f"  sleep {int(poll)} &",
-            '  wait "$!"',
-            "done",
         ]
+    # with a timer of its own, or once warned, the shell looks every second (it ends within a second of the script);
+    # else it waits for the script (a trap cuts the wait short and the loop goes on)
+    tick = (
+        "sleep 1 &\n  wait $!" if internal_timeout else 'if ((warned)); then sleep 1 & wait $!; else wait "$child"; fi'
+    )
     lines += [
-        "# wait returns early when a trap ran: wait again until the script has really ended",
-        "while :; do",
-        '  wait "$child"',
-        "  rc=$?",
-        '  kill -0 "$child" 2>/dev/null || break',
+        "  # the warning again every poll until the script ends: a trainer still starting up ignores it (no handler",
+        "  # yet). Never twice at once: a trainer that stops on the first must not get the second while it exits.",
+        f"  if ((warned && SECONDS - sent >= {int(poll)})); then forward USR1; fi",
+        f"  {tick}",
         "done",
-        'exit "$rc"',
+        "# the script has ended (a trap may have cut the loop's wait short): its own exit status, which bash keeps",
+        'wait "$child"',
+        'exit "$?"',
     ]
     with atomic_path(path) as tmp:
         Path(tmp).write_text("\n".join(lines) + "\n")
@@ -193,8 +204,20 @@ def supervise(
         return current["job"]
 
     def wait(job_id: str) -> slurm.JobRecord:
+        unanswered_since = None
         while True:
-            rec = slurm.job_state(job_id)
+            try:
+                rec = slurm.job_state(job_id)
+                unanswered_since = None
+            except slurm.SlurmUnavailable as exc:
+                # a busy slurmctld times out now and then: the job goes on, so the supervisor waits for it too
+                now = time.monotonic()
+                if unanswered_since is None:
+                    unanswered_since = now
+                    log(f"supervisor: Slurm did not answer ({exc}); asking again for {SLURM_PATIENCE_SECONDS} s")
+                elif now - unanswered_since > SLURM_PATIENCE_SECONDS:
+                    raise
+                rec = None
             if rec and rec.base_state in slurm.TERMINAL_STATES:
                 return rec
             check_driver()
