@@ -79,11 +79,14 @@ def work(tmp_path_factory):
     sites = tmp_path_factory.mktemp("sites")
     # warn_seconds: the plugin asks Slurm for the warning (its delivery is simulated with scancel --signal)
     path.plugin_site = write_site(sites / "warned.yaml", train={"warn_seconds": 600})
-    # pyxis-style: supervised, 2-minute train jobs stopping themselves after 15 s (internal_timeout_fraction)
+    # pyxis-style: supervised, 2-minute train jobs stopping themselves after 15 s (internal_timeout_fraction).
+    # Under load a job's start-up (imports) takes most of those 15 s: in the full suite a job trained as little as
+    # one step, and 1,500 steps needed 11 jobs, past the default max_resumes (10).
     path.supervised_site = write_site(
         sites / "supervised.yaml",
         infra_retries=1,
         internal_timeout_fraction=0.125,
+        max_resumes=40,
         train={"runtime": 2},
         # (the agent cell of the overlay needs its budget's time; preflight checks every agent of the matrix)
         agent_resources={"cli-agent": {"runtime": 10}, "sft-2node": {"nodes": 2, "tasks_per_node": 1, "runtime": 10}},
@@ -340,7 +343,7 @@ def test_internal_timeout_saves_and_the_supervisor_resubmits(work, supervised_ru
     job_log = (manifest.parent / "slurm" / f"train-{first['job_id']}.out").read_text()
     assert "ptflow: internal timeout (15 s): asking the trainer to save and stop" in job_log
     data = json.loads(manifest.read_text())
-    assert data["step"] == 1500 and len(data["attempts"]) == status["resumes"] + 1
+    assert data["step"] == 800 and len(data["attempts"]) == status["resumes"] + 1
     # the operator sees every attempt as the cell's train job (ptflow status reads the directory's own job name)
     from ptflow.ops.cli import SmkArgs, load_context
     from ptflow.ops.status import snapshot
