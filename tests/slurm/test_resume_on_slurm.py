@@ -133,6 +133,9 @@ def wait_for(predicate, what: str, seconds: float = 400, proc: subprocess.Popen 
         time.sleep(1)
 
 
+RESUMED = re.compile(r"resuming from \S+ \(step (\d+)\)")
+
+
 def read(path: Path) -> str:
     """A rule log's text, or "" while it does not exist (Snakemake deletes a job's log before each attempt)."""
     try:
@@ -187,13 +190,6 @@ def plugin_run(work, slurm_cluster):
     got: dict = {}
     # The two trainings are driven independently, each as soon as it is far enough: under load one may start long
     # after the other (in CI the TRL training, held back until the agent reached its step, ended before its warning).
-    seen: dict[str, float] = {}
-
-    def agent_synced() -> bool:
-        """3 s after the agent's step 40: a periodic sync of its workspace (every 6 s) holds that checkpoint."""
-        if step_of(trace, 40):
-            seen.setdefault("agent", time.monotonic())
-        return "agent" in seen and time.monotonic() - seen["agent"] >= 3
 
     def requeue(agent: str) -> str:
         (job,) = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, agent]))
@@ -202,12 +198,12 @@ def plugin_run(work, slurm_cluster):
         return job["JobId"]
 
     def trl_steps():
-        """The TRL training's script, one step per call: requeued at step 120, then warned 80 steps after its resume
-        (as Slurm delivers --signal=USR1@N: to every process of the job's steps, not the batch shell)."""
+        """The TRL training's script, one condition per step: requeued at step 120, then warned 80 steps after its
+        resume (as Slurm delivers --signal=USR1@N: to every process of the job's steps, not the batch shell)."""
         yield lambda: logged_step(log, 120)
         got["trl_job"] = requeue("sft-long")
-        yield lambda: re.search(r"resuming from \S+ \(step (\d+)\)", read(log))
-        resumed = re.search(r"resuming from \S+ \(step (\d+)\)", read(log))
+        yield lambda: RESUMED.search(read(log))
+        resumed = RESUMED.search(read(log))
         got["requeued_at"] = int(resumed.group(1))
         yield lambda: logged_step(log, got["requeued_at"] + 80, after=resumed.group(0))
         slurm_cluster.run(["scancel", "--signal=USR1", got["trl_job"]], check=True)
@@ -217,24 +213,25 @@ def plugin_run(work, slurm_cluster):
         got["stop"] = json.loads(marker.read_text())
 
     def agent_steps():
-        yield agent_synced
+        yield lambda: step_of(trace, 40)
+        synced = time.monotonic() + 3  # a periodic sync of the agent's workspace (every 6 s) holds that checkpoint
+        yield lambda: time.monotonic() >= synced
         got["agent_job"] = requeue("scripted-slow")
 
+    scripts = [trl_steps(), agent_steps()]
+    waiting = {steps: next(steps) for steps in scripts}
+
+    def advance() -> bool:
+        for steps, condition in list(waiting.items()):
+            if condition():
+                try:
+                    waiting[steps] = next(steps)
+                except StopIteration:
+                    del waiting[steps]
+        return not waiting
+
     try:
-        scripts = {"the TRL training's requeue and warning": trl_steps(), "the agent cell's requeue": agent_steps()}
-        waiting = {what: next(steps) for what, steps in scripts.items()}
-        deadline = time.monotonic() + 600
-        while waiting:
-            for what, condition in list(waiting.items()):
-                if condition():
-                    try:
-                        waiting[what] = next(scripts[what])
-                    except StopIteration:
-                        del waiting[what]
-            if proc.poll() is not None:
-                raise AssertionError(f"the driver ended before {', '.join(waiting)}:\n{proc.stdout.read()[-4000:]}")
-            assert time.monotonic() < deadline, f"timed out waiting for {', '.join(waiting)}"
-            time.sleep(1)
+        wait_for(advance, "the TRL training's requeue and warning, and the agent cell's requeue", 600, proc=proc)
         got["out"] = finish(proc)
     finally:
         if proc.poll() is None:

@@ -188,7 +188,7 @@ def test_the_supervisor_waits_out_a_slurm_that_does_not_answer(tmp_path, monkeyp
     monkeypatch.setattr(slurm, "job_state", silent)
     cancelled: list = []
     monkeypatch.setattr(slurm, "cancel", cancelled.append)
-    with pytest.raises(slurm.SlurmUnavailable):
+    with pytest.raises(slurm.SlurmUnavailable, match="has not answered for 0 s about job 42"):
         supervise.supervise(str(tmp_path / "train.py"), request=Request({"runtime": 10}, scheduler="slurm"),
                             rule="train", wildcards=["m", "e", "a"], results_dir=tmp_path / "cell", workdir=tmp_path,
                             max_retries=1, log=said.append)  # fmt: skip

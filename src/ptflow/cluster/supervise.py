@@ -99,18 +99,16 @@ def render_batch_script(
             "    forward USR1",
             "  fi",
         ]
-    # with a timer of its own, or once warned, the shell looks every second (it ends within a second of the script);
-    # else it waits for the script (a trap cuts the wait short and the loop goes on)
-    tick = (
-        "sleep 1 &\n  wait $!" if internal_timeout else 'if ((warned)); then sleep 1 & wait $!; else wait "$child"; fi'
-    )
     lines += [
         "  # the warning again every poll until the script ends: a trainer still starting up ignores it (no handler",
         "  # yet). Never twice at once: a trainer that stops on the first must not get the second while it exits.",
         f"  if ((warned && SECONDS - sent >= {int(poll)})); then forward USR1; fi",
-        f"  {tick}",
+        "  # a look every second (the job ends within a second of the script), never a wait on the script itself:",
+        "  # the one wait below is what returns its exit status, on every bash (a second wait may not know it)",
+        "  sleep 1 &",
+        '  wait "$!"',
         "done",
-        "# the script has ended (a trap may have cut the loop's wait short): its own exit status, which bash keeps",
+        "# the script has ended: its own exit status (bash keeps it until this wait)",
         'wait "$child"',
         'exit "$?"',
     ]
@@ -216,7 +214,11 @@ def supervise(
                     unanswered_since = now
                     log(f"supervisor: Slurm did not answer ({exc}); asking again for {SLURM_PATIENCE_SECONDS} s")
                 elif now - unanswered_since > SLURM_PATIENCE_SECONDS:
-                    raise
+                    raise slurm.SlurmUnavailable(
+                        f"Slurm has not answered for {SLURM_PATIENCE_SECONDS} s about job {job_id} ({exc}); the "
+                        "supervisor cancels it — check the controller (scontrol ping) and run the workflow again: "
+                        "the training resumes from its last checkpoint"
+                    ) from exc
                 rec = None
             if rec and rec.base_state in slurm.TERMINAL_STATES:
                 return rec

@@ -59,12 +59,14 @@ def signal_option(warn_seconds: int) -> str:
     return f"--signal={WARNING_SIGNAL}@{int(warn_seconds)}"
 
 
-def spread_gpus(req: dict, gpus_per_node: int | None) -> dict:
+def spread_gpus(req: dict, gpus_per_node: int | None, *, span_nodes: bool = True) -> dict:
     """TAO's rule for GPU requests (``tao-core``): asking for at least a node's worth of GPUs takes whole nodes
     (``--exclusive``), and more GPUs than one node has spread over the nodes that count needs, with the GPUs split
-    evenly per node. ``gpus_per_node`` is the partition's (site ``partitions.<p>.gpus_per_node``); unknown: as asked."""
+    evenly per node. ``gpus_per_node`` is the partition's (site ``partitions.<p>.gpus_per_node``); unknown: as asked.
+    Without ``span_nodes`` (a stage whose jobs run on one node) a request beyond a node stays as asked: the cluster
+    check refuses it with that number instead of a multi-node job that runs on one node."""
     gpus = int(req.get("gpus") or 0)
-    if not gpus_per_node or gpus < gpus_per_node:
+    if not gpus_per_node or gpus < gpus_per_node or (gpus > gpus_per_node and not span_nodes):
         return req
     out = {**req, "exclusive": True}
     if gpus > gpus_per_node:
@@ -342,11 +344,9 @@ class Site:
             req.update(per_agent.get(agent.id, {}))
         if stage in TIMED_STAGES and self.time_hours:
             req["runtime"] = math.ceil(self.time_hours * 60)
+        # only train jobs may span nodes (kinds with AgentKind.multinode; preflight checks the kind)
         per_node = self.partitions.get(req.get("partition"), {}).get("gpus_per_node")
-        # Only train jobs may span nodes (kinds with AgentKind.multinode; preflight checks the kind). Any other stage
-        # asking for more GPUs than a node has stays as asked, and the cluster check refuses it with that number.
-        if stage == "train" or not per_node or int(req.get("gpus") or 0) <= per_node:
-            req = spread_gpus(req, per_node)
+        req = spread_gpus(req, per_node, span_nodes=stage == "train")
         return Request(
             values=req,
             scheduler=self.scheduler,
