@@ -72,6 +72,18 @@ def test_leaderboard_shows_learning(done):
     assert "sft" in index and (done / "results" / "report" / "viewer" / "index.html").is_file()
 
 
+def test_jobs_started_warm(done):
+    """The local site's warm start (ptflow.warmstart): training, evaluation scripts and the evaluation kit ran in
+    forked children of two zygotes, one per job environment (the scripts', and the kit's offline data environment)."""
+    log = (done / "results" / "logs" / "warmstart" / "broker.log").read_text()
+    assert log.count("for a new job environment") == 2, log
+    cells = len(MODELS) * len(EVALS)
+    assert log.count(".train.py runs warm") == cells * 2  # Snakemake's generated scripts: tmp<id>.<rule script>
+    assert log.count(".evaluate.py runs warm") == cells * 3
+    assert log.count("warm start: evaluate.py runs warm") == cells * 3  # the evaluation kit itself
+    assert "not preloaded" not in log
+
+
 def test_checkpoints_on_scratch_with_manifest(done):
     from ptflow.stages.checkpoint import verify_checkpoint
 

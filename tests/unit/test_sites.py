@@ -16,6 +16,14 @@ def test_local_site_requests():
     assert "slurm_partition" not in res and res["runtime"] == req["runtime"]
 
 
+def test_warm_start_is_for_local_sites_only(tmp_path):
+    assert load_site("local", SITES).warm_start is True  # the embedded default's jobs start warm
+    slurm = tmp_path / "s.yaml"
+    slurm.write_text("name: s\nscheduler: slurm\nwarm_start: true\nresources:\n  default: {threads: 1}\n")
+    with pytest.raises(ConfigError, match=r"site error in .*s.yaml at warm_start: true is only for scheduler: local"):
+        load_site(str(slurm), SITES)
+
+
 def test_unknown_site_lists_known(tmp_path):
     with pytest.raises(ConfigError, match="known sites: .*local"):
         load_site("nowhere", SITES)

@@ -468,11 +468,23 @@ def on_driver_start():
         log=logger.warning,
         preflight=run_preflight,
     )
+    if SITE.warm_start:
+        from ptflow import warmstart
+        from ptflow.stages import WARM_IMPORTS
+
+        global WARM_BROKER
+        WARM_BROKER = warmstart.start(WARM_IMPORTS, log=L.log("warmstart", "broker"))
+
+
+WARM_BROKER = None  # a local run's warm-start broker (site warm_start), from onstart to the end of the run
 
 
 def on_driver_end():
+    from ptflow import warmstart
     from ptflow.ops import driver
 
+    if WARM_BROKER is not None:
+        warmstart.stop(WARM_BROKER)
     driver.on_end()
 
 

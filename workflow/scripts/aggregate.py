@@ -5,6 +5,9 @@ from pathlib import Path
 from ptflow.jobenv import rule_log
 from ptflow.stages.report import aggregate
 from ptflow.stages.score import settings_from_config
+from ptflow.warmstart import hand_over
+
+hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
 
 with rule_log(snakemake.log[0]) as log:
     scoring = snakemake.params.scoring

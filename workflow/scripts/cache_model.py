@@ -2,6 +2,9 @@
 
 from ptflow.jobenv import rule_log
 from ptflow.stages.cache import cache_model
+from ptflow.warmstart import hand_over
+
+hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
 
 with rule_log(snakemake.log[0]) as log:
     cache_model(

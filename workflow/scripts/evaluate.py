@@ -9,6 +9,9 @@ from ptflow.cluster.runtime import inside_runtime, reexec_in_runtime
 from ptflow.jobenv import rule_log
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.evaluate.run import evaluate_cell, no_model_eval
+from ptflow.warmstart import hand_over
+
+hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
 
 with rule_log(snakemake.log[0]) as log:
     job = snakemake.params.job

@@ -6,6 +6,9 @@ from pathlib import Path
 from ptflow.cluster import hfcache
 from ptflow.jobenv import rule_log
 from ptflow.stages.data.preprocess import preprocess_gsm8k
+from ptflow.warmstart import hand_over
+
+hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
 
 with rule_log(snakemake.log[0]) as log:
     spec = snakemake.params.spec

@@ -14,6 +14,9 @@ from ptflow.config.sites import Request
 from ptflow.jobenv import package_root, rule_log
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.train.cell import train_cell
+from ptflow.warmstart import hand_over
+
+hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
 
 
 def supervise_this_job(job, log) -> None:

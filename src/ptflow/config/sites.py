@@ -258,6 +258,11 @@ class Site:
         return self.raw["scheduler"]
 
     @property
+    def warm_start(self) -> bool:
+        """Local jobs start warm (ptflow.warmstart); load_site refuses it on Slurm sites."""
+        return bool(self.raw.get("warm_start"))
+
+    @property
     def partitions(self) -> dict:
         return self.raw.get("partitions", {})
 
@@ -505,6 +510,11 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
                 f"site error in {path} at resources.{stage}.partition: {part!r} is not listed under partitions "
                 f"({', '.join(raw['partitions'])}); add its limits there"
             )
+    if raw.get("warm_start") and raw["scheduler"] != "local":
+        # jobs of a Slurm site start on compute nodes: a fork server on the login node cannot reach them
+        raise ConfigError(
+            f"site error in {path} at warm_start: true is only for scheduler: local (jobs on this machine); remove it"
+        )
     _check_times(raw, path)
     _convert_paths(raw, path)
     if (raw.get("evaluation") or {}).get("provider") == "vllm":

@@ -5,3 +5,39 @@ dispatched through ``ptflow.config.kinds``), ``evaluate`` (inspect-ai, eval.json
 Scripts in ``workflow/scripts`` are thin adapters over these. Stages may import ``config``, ``cluster`` and
 ``launch``; they never read Snakemake's globals and never import ``ops``.
 """
+
+# What the stages' jobs import (mostly lazily, inside the stage functions) that takes seconds: a local run's
+# warm-start zygotes import these once for all its jobs (ptflow.warmstart; site key warm_start). A name missing here
+# costs time, never correctness: the job imports it itself.
+WARM_IMPORTS = (
+    "torch",
+    "transformers",
+    "transformers.modeling_utils",
+    "transformers.trainer",
+    "transformers.models.auto.modeling_auto",
+    "transformers.models.auto.tokenization_auto",
+    "transformers.models.llama.modeling_llama",
+    "transformers.models.llama.configuration_llama",
+    "tokenizers",
+    "trl",
+    "trl.trainer.sft_trainer",
+    "trl.trainer.grpo_trainer",
+    "datasets",
+    "pandas",
+    "pyarrow.parquet",
+    "huggingface_hub",
+    "inspect_ai",
+    "inspect_ai.model._providers.hf",
+    "inspect_ai.agent._acp.server",
+    "inspect_ai.log",
+    "inspect_evals._registry",
+    "jsonschema",
+    "snakemake.script",
+    "ptflow.stages.cache",
+    "ptflow.stages.report",
+    "ptflow.stages.train.cell",
+    "ptflow.stages.train.sft",
+    "ptflow.stages.train.grpo",
+    "ptflow.stages.evaluate.run",
+    "ptflow.stages.evaluate.inspect_eval",
+)

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from ptflow import warmstart
 from ptflow.config import tasks
 from ptflow.config.model import SCHEMA_DIR
 from ptflow.files import write_json_atomic, write_text_atomic
@@ -135,11 +136,15 @@ def call_sources(call: dict) -> list:
     return tasks.sources_for(call["task"], call.get("task_args"), call.get("grader"))
 
 
-def attempt_argv(settings_file: Path, model_path, max_tokens: int, log_dir: Path, result: Path) -> list[str]:
-    return [
-        sys.executable, str(KIT_SCRIPT), "--settings", str(settings_file), "--model-path", str(model_path),
-        "--max-tokens", str(max_tokens), "--log-dir", str(log_dir), "--attempt-result", str(result),
+def attempt_argv(
+    settings_file: Path, model_path, max_tokens: int, log_dir: Path, result: Path, env: dict | None = None
+) -> list[str]:
+    """``python kit.py ...``; warm (ptflow.warmstart) when ``env`` names a local run's warm-start broker."""
+    args = [
+        "--settings", str(settings_file), "--model-path", str(model_path), "--max-tokens", str(max_tokens),
+        "--log-dir", str(log_dir), "--attempt-result", str(result),
     ]  # fmt: skip
+    return warmstart.script_argv(KIT_SCRIPT, args, env)
 
 
 def child_env(env, hf_home, evals_cache, threads: int | None = None) -> dict:
@@ -196,7 +201,7 @@ def evaluate(
         a0 = time.time()
         try:
             proc = subprocess.run(
-                attempt_argv(settings_file, model_path, budget, attempt_dir, result_file),
+                attempt_argv(settings_file, model_path, budget, attempt_dir, result_file, environment),
                 env=environment,
                 cwd=attempt_dir,
                 capture_output=True,
