@@ -29,6 +29,7 @@ import hashlib
 import importlib
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -171,6 +172,10 @@ def serve(directory: str, parent: int, modules: list[str]) -> None:
     finally:
         # no kill: each zygote sees the broker gone, takes no new jobs and exits once its running jobs are done
         broker.close()
+        for sock in Path(directory).glob("*"):
+            sock.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            Path(directory).rmdir()
 
 
 def _differences(job: dict, earlier: list[dict]) -> str:
@@ -361,11 +366,8 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    if Path(directory).name.startswith("ptflow-warm-"):
-        for sock in Path(directory).glob("*"):
-            sock.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            Path(directory).rmdir()
+    if Path(directory).name.startswith("ptflow-warm-"):  # the broker removes it; this is for one that was killed
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":
