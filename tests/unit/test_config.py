@@ -36,6 +36,12 @@ def test_unknown_key_names_it_and_suggests(default_raw):
     assert "agents[1].params" in msg and "'stepz'" in msg and "did you mean 'steps'" in msg
 
 
+def test_gradient_checkpointing_must_be_a_boolean(default_raw):
+    default_raw["agents"][1]["params"]["gradient_checkpointing"] = "no"
+    msg = error_of(default_raw)
+    assert "agents[1].params.gradient_checkpointing" in msg and "'no'" in msg and "boolean" in msg
+
+
 def test_unknown_top_level_key(default_raw):
     default_raw["matirx"] = {}
     msg = error_of(default_raw)

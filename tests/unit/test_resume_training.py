@@ -156,3 +156,26 @@ def test_without_save_freq_checkpoints_come_by_training_time(data, tmp_path):
     every = ResumeDir(tmp_path / "every")
     train_sft(base, train, tmp_path / "b", resume=every, save_minutes=1e-6, log=lines.append, **kw)
     assert sum("checkpoint step" in ln for ln in lines) == 11  # each step but the last (the final model is saved)
+
+
+def test_sft_without_gradient_checkpointing_trains_the_same_weights(data, tmp_path, monkeypatch):
+    """params.gradient_checkpointing=false reaches the model (no activation recomputation) and changes only the cost:
+    the weights after training are those of TRL's default (checkpointing on)."""
+    from trl import SFTTrainer
+
+    base, train = data
+    seen: list[bool] = []
+    real_train = SFTTrainer.train
+
+    def spy_train(self, *args, **kwargs):
+        out = real_train(self, *args, **kwargs)  # the Trainer switches checkpointing on inside train()
+        seen.append(bool(self.model.is_gradient_checkpointing))
+        return out
+
+    monkeypatch.setattr(SFTTrainer, "train", spy_train)
+    kw = dict(steps=6, batch_size=8, learning_rate=3e-3, seed=0, log=lambda line: None)
+    train_sft(base, train, tmp_path / "default", **kw)
+    train_sft(base, train, tmp_path / "off", gradient_checkpointing=False, **kw)
+    assert seen == [True, False]
+    wa, wb = load_file(tmp_path / "default" / "model.safetensors"), load_file(tmp_path / "off" / "model.safetensors")
+    assert wa.keys() == wb.keys() and max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-5

@@ -41,6 +41,7 @@ def train_grpo(
     seed: int,
     save_freq: int | None = None,
     save_minutes: float | None = None,
+    gradient_checkpointing: bool = True,
     resume=None,
     log: Callable[[str], None] = print,
 ) -> dict:
@@ -90,6 +91,7 @@ def train_grpo(
             learning_rate=learning_rate,
             seed=seed,
             save_freq=save_freq,
+            gradient_checkpointing=gradient_checkpointing,
         )
         config = GRPOConfig(
             **args,

@@ -18,6 +18,7 @@ def train_sft(
     seed: int,
     save_freq: int | None = None,
     save_minutes: float | None = None,
+    gradient_checkpointing: bool = True,
     resume=None,
     log: Callable[[str], None] = print,
 ) -> dict:
@@ -58,6 +59,7 @@ def train_sft(
                 seed=seed,
                 warmup_steps=steps // 10,  # tiny models want a high lr; warmup avoids early loss spikes
                 save_freq=save_freq,
+                gradient_checkpointing=gradient_checkpointing,
             ),
             completion_only_loss=True,
             max_length=256,
