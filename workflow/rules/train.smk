@@ -13,6 +13,9 @@ rule train:
         L.log("train", "{model}", "{eval}", "{agent}"),
     wildcard_constraints:
         agent=agent_constraint(supervised=False),
+    # trainings are the long chain (sft, then grpo from it, then their evaluations): start them before evaluations
+    # that could wait, or the last training starts late and the run ends long after the rest (embedded default)
+    priority: 1
     conda:
         CONDA_ENV
     threads: get_threads("train")
@@ -33,6 +36,7 @@ rule train_supervised:
         L.log("train", "{model}", "{eval}", "{agent}"),
     wildcard_constraints:
         agent=agent_constraint(supervised=True),
+    priority: 1
     localrule: is_local("train_supervised")
     conda:
         CONDA_ENV
