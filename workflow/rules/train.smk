@@ -15,7 +15,7 @@ rule train:
         agent=agent_constraint(supervised=False),
     conda:
         CONDA_ENV
-    threads: get_threads("train")
+    threads: get_threads("train", supervised_agents(False))
     resources:
         **get_resources("train", supervised_agents(False)),
     params:
