@@ -714,7 +714,7 @@ def get_judge_params(wildcards):
     }
 
 
-# Every get_* a rule calls per job: its signature stated once (_signed).
+# Every get_* that rules call per job: its signature stated once (_signed).
 for _name, _function in list(globals().items()):
     if _name.startswith("get_") and inspect.isfunction(_function):
         _signed(_function)
