@@ -234,3 +234,20 @@ def test_judge_can_be_turned_off(default_raw):
     assert build_config(default_raw).judge == {"cli": ["x"], "model": "m", "keys": ["K"]}
     default_raw["judge"]["enabled"] = False
     assert build_config(default_raw).judge is None
+
+
+def test_the_shared_config_is_the_workflows_own(tmp_path, monkeypatch, default_raw):
+    """`ptflow plan` reads back the config its dry-run merged: every value and type as the workflow had it."""
+    import datetime
+
+    from ptflow.config.load import SHARED_CONFIG_ENV, share_config, shared_config
+
+    raw = {**default_raw, "note": datetime.date(2026, 11, 22), "seeds": (1, 2)}
+    path = tmp_path / "config.pickle"
+    assert shared_config(path) is None  # nothing shared: the plan merges the config itself
+    monkeypatch.delenv(SHARED_CONFIG_ENV, raising=False)
+    share_config(raw)
+    assert not path.exists()  # only where asked
+    monkeypatch.setenv(SHARED_CONFIG_ENV, str(path))
+    share_config(raw)
+    assert shared_config(path) == raw

@@ -118,3 +118,17 @@ def test_a_node_worth_of_gpus_is_exclusive_and_more_spread_over_nodes(tmp_path):
     assert site.request("evaluate").values.get("nodes", 1) == 1 and site.request("evaluate")["gpus"] == 16
     site.raw["resources"]["evaluate"] = {"gpus": 8}
     assert site.request("evaluate")["exclusive"] and site.request("evaluate").get("nodes", 1) == 1
+
+
+def test_attempt_scaled_names_exactly_what_a_retry_changes(tmp_path):
+    """The workflow gives a rule every other resource as a constant (evaluated by Snakemake once, not per job)."""
+    for growth, scaled in (("1.5", ("runtime", "mem_mb")), ("1.0", ())):
+        site_file = tmp_path / "s.yaml"
+        site_file.write_text(
+            f"name: s\nscheduler: slurm\nretry_growth: {growth}\npartitions:\n  p: {{}}\nresources:\n"
+            "  default: {threads: 4, mem_mb: 1000, runtime: 60, partition: p, tmp_mb: 10}\n"
+        )
+        req = load_site(str(site_file), SITES).request("train")
+        assert req.attempt_scaled == scaled
+        first, third = req.snakemake_resources(1), req.snakemake_resources(3)
+        assert {k for k in first if first[k] != third[k]} == set(scaled)

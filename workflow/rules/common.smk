@@ -1,4 +1,6 @@
 # Configuration, site and paths, loaded once; every rule input, param and resource comes from a get_* here.
+import copy
+import inspect
 import re
 import time
 from pathlib import Path
@@ -10,7 +12,7 @@ from ptflow.cluster.preflight import PreflightError, ensure_ok
 from ptflow.cluster.runtime import JobRuntime
 from ptflow.config import naming
 from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
-from ptflow.config.load import reference_table, resolve
+from ptflow.config.load import reference_table, resolve, share_config
 from ptflow.config.model import Cell, ConfigError
 from ptflow.config.rules import LOGIN_NODE_RULES, stage_of
 from ptflow.jobenv import apply_site_env
@@ -25,6 +27,7 @@ try:
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 CFG, SITE, L = _LOADED.cfg, _LOADED.site, _LOADED.layout
+share_config(config)  # for `ptflow plan` (only where it asks)
 RT = SITE.runtime
 apply_site_env(SITE.env)
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
@@ -42,9 +45,47 @@ wildcard_constraints:
 # ---- resources: from the site file, per stage (and per agent for train) ----
 
 
+def _signed(func):
+    """Snakemake reads the signature of an input, param or resource function on every call (which arguments to pass
+    it); stated once (PEP 362 ``__signature__``), a matrix of thousands of jobs plans seconds faster.
+    """
+    func.__signature__ = inspect.signature(func)
+    return func
+
+
+# cell slot -> Agent: CFG.agent_for once per slot, not once per job and function
+_AGENTS = {}
+
+
 def _agent_of(wildcards):
     """The agent of a cell's slot wildcard (its id, or <id>@run<k> for a repeat)."""
-    return CFG.agent_for(wildcards.agent) if "agent" in wildcards.keys() else None
+    if "agent" not in wildcards.keys():
+        return None
+    slot = wildcards.agent
+    if slot not in _AGENTS:
+        _AGENTS[slot] = CFG.agent_for(slot)
+    return _AGENTS[slot]
+
+
+# (stage, agent id) -> Request; shared by the jobs alike: read, never changed
+_REQUESTS = {}
+# (stage, agent id, attempt) -> the plugin's resources of that request
+_PLUGIN_RESOURCES = {}
+
+
+def _request(stage, agent=None):
+    """SITE.request once per stage and agent, not once per job."""
+    key = (stage, agent.id if agent is not None else None)
+    if key not in _REQUESTS:
+        _REQUESTS[key] = SITE.request(stage, agent)
+    return _REQUESTS[key]
+
+
+def _plugin_resources(stage, agent, attempt):
+    key = (stage, agent.id if agent is not None else None, attempt)
+    if key not in _PLUGIN_RESOURCES:
+        _PLUGIN_RESOURCES[key] = _request(stage, agent).snakemake_resources(attempt)
+    return _PLUGIN_RESOURCES[key]
 
 
 def _stage_of(rule):
@@ -55,17 +96,32 @@ def _stage_of(rule):
         raise WorkflowError(str(exc)) from None
 
 
+def _rule_agents(stage, agent_ids=None):
+    """The agents whose requests a rule's jobs may get: only train requests differ per agent (all agents, or
+    those of the rule)."""
+    if stage != "train":
+        return [None]
+    if agent_ids is None:
+        return list(CFG.agents.values())
+    return [CFG.agents[a] for a in agent_ids] or [None]
+
+
 def is_local(rule):
     """localrule: the login-node rules of ptflow.config.rules (the plan prices them from the same table)."""
     _stage_of(rule)
     return rule in LOGIN_NODE_RULES
 
 
-def get_threads(rule):
+def get_threads(rule, agents=None):
+    """The threads of a rule's jobs: a number where every agent of the rule gets the same, else per job."""
     stage = _stage_of(rule)
+    values = {_request(stage, a).threads for a in _rule_agents(stage, agents)}
+    if len(values) == 1:
+        return values.pop()
 
+    @_signed
     def threads(wildcards):
-        return SITE.request(stage, _agent_of(wildcards)).threads
+        return _request(stage, _agent_of(wildcards)).threads
 
     return threads
 
@@ -88,29 +144,36 @@ def agent_constraint(supervised):
     return "|".join(re.escape(i) for i in ids) if ids else "(?!)"
 
 
+@_signed
 def get_attempt(wildcards, attempt):
     return attempt
 
 
 def get_resources(rule, agents=None):
-    """Snakemake/slurm-plugin resources of a rule's stage; keys are the union over agents, values per job."""
+    """Snakemake/slurm-plugin resources of a rule's stage; keys are the union over the rule's agents. A value the
+    same for every agent and attempt is given as it is (Snakemake then evaluates nothing per job); the others
+    (per agent, or grown by the attempt) per job, from a cache."""
     stage = _stage_of(rule)
-    if stage == "train":
-        agents = [CFG.agents[a] for a in (agents or [])] or [None]
-    else:
-        agents = [None]
-    keys = sorted(
-        {k for a in agents for k in SITE.request(stage, a).snakemake_resources()}
-    )
+    requests = [_request(stage, a) for a in _rule_agents(stage, agents)]
+    tables = [r.snakemake_resources() for r in requests]
+    keys = sorted({k for t in tables for k in t})
 
     def value_of(key):
+        @_signed
         def value(wildcards, attempt):
-            req = SITE.request(stage, _agent_of(wildcards))
-            return req.snakemake_resources(attempt).get(key)
+            return _plugin_resources(stage, _agent_of(wildcards), attempt).get(key)
 
         return value
 
-    return {key: value_of(key) for key in keys}
+    def constant(key):
+        if any(key in r.attempt_scaled for r in requests):
+            return False
+        first = tables[0].get(key)
+        return all(
+            key in t and type(t[key]) is type(first) and t[key] == first for t in tables
+        )
+
+    return {key: tables[0][key] if constant(key) else value_of(key) for key in keys}
 
 
 # ---- cache ----
@@ -188,7 +251,7 @@ def _cell(wildcards):
 
 
 def get_train_input(wildcards):
-    agent = CFG.agent_for(wildcards.agent)
+    agent = _agent_of(wildcards)
     if not agent.trains:
         raise WorkflowError(f"agent {agent.id!r} is a baseline: it has no train job")
     inputs = {"base": L.model_marker(wildcards.model)}
@@ -239,7 +302,7 @@ def _cell_param(model, eval_id, slot):
 
 
 def get_train_params(wildcards):
-    agent = CFG.agent_for(wildcards.agent)
+    agent = _agent_of(wildcards)
     model = CFG.models[wildcards.model]
     return {
         "cell": _cell_param(model, wildcards.eval, wildcards.agent),
@@ -266,22 +329,31 @@ def _supervise_param(stage, wildcards):
     spec = SITE.supervises(stage, agent)
     if not spec:
         return {}
-    request = SITE.request(stage, agent)
     return {
         "supervise": {
             "max_retries": spec.max_retries,
             "max_resumes": spec.max_resumes,
             "internal_timeout_fraction": spec.internal_timeout_fraction,
-            "request": request.to_dict(),
+            "request": copy.deepcopy(_request_dict(stage, agent)),
         }
     }
+
+
+_REQUEST_DICTS = {}  # (stage, agent id) -> Request.to_dict()
+
+
+def _request_dict(stage, agent):
+    key = (stage, agent.id if agent is not None else None)
+    if key not in _REQUEST_DICTS:
+        _REQUEST_DICTS[key] = _request(stage, agent).to_dict()
+    return _REQUEST_DICTS[key]
 
 
 def _multinode_param(agent):
     """Only for train jobs over several nodes of a torchrun kind: each node runs the rule's script under torchrun
     with the rendezvous env (ptflow.cluster.multinode). Ray kinds bring their own launcher.
     """
-    request = SITE.request("train", agent)
+    request = _request("train", agent)
     if request.get("nodes", 1) <= 1 or agent.spec.multinode != "torchrun":
         return {}
     return {"multinode": {"nodes": request["nodes"], "gpus_per_node": request.gpus}}
@@ -356,7 +428,7 @@ def _agent_param(agent, wildcards):
 
 
 def get_evaluate_input(wildcards):
-    agent = CFG.agent_for(wildcards.agent)
+    agent = _agent_of(wildcards)
     inputs = {}
     if agent.trains:
         inputs["manifest"] = L.manifest(
@@ -524,16 +596,28 @@ def _job_runtime_dict(image_name, gpus, agent_cell=False, overlay=None):
     ).to_dict()
 
 
+# (stage, agent id) -> the job runtime dict (or None): all it depends on
+_JOB_RUNTIMES = {}
+
+
 def get_job_runtime(stage, wildcards):
-    """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python."""
-    name = _image_name(stage, wildcards)
+    """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python; each
+    job gets its own copy."""
     agent = _agent_of(wildcards)
+    key = (stage, agent.id if agent is not None else None)
+    if key not in _JOB_RUNTIMES:
+        _JOB_RUNTIMES[key] = _job_runtime(stage, agent)
+    return copy.deepcopy(_JOB_RUNTIMES[key])
+
+
+def _job_runtime(stage, agent):
+    name = images.image_for(RT, stage, agent)
     overlay = envs.overlay_venv(RT, agent) if stage == "train" else None
     if name is None and not (RT.kind == "venv" and RT.venv) and not overlay:
         return None
     return _job_runtime_dict(
         name,
-        SITE.request(stage, agent).gpus,
+        _request(stage, agent).gpus,
         agent_cell=bool(agent is not None and agent.spec.agent_cli),
         overlay=overlay,
     )
@@ -580,7 +664,7 @@ def get_image_stage(wildcards):
 
 
 def get_image_threads(wildcards):
-    return SITE.request(get_image_stage(wildcards)).threads
+    return _request(get_image_stage(wildcards)).threads
 
 
 def get_image_resources():
@@ -591,9 +675,9 @@ def get_image_resources():
     )
 
     def value_of(key):
+        @_signed
         def value(wildcards, attempt):
-            req = SITE.request(get_image_stage(wildcards))
-            return req.snakemake_resources(attempt).get(key)
+            return _plugin_resources(get_image_stage(wildcards), None, attempt).get(key)
 
         return value
 
@@ -631,7 +715,7 @@ def get_judge_params(wildcards):
     return {
         "judge": CFG.judge,
         "keys": list(
-            CFG.agent_for(wildcards.agent).keys
+            _agent_of(wildcards).keys
         ),  # names: their values are redacted from trace.md
         "cell": {
             "model": CFG.models[wildcards.model].id,
@@ -640,3 +724,9 @@ def get_judge_params(wildcards):
             "agent": wildcards.agent,
         },
     }
+
+
+# Every get_* that rules call per job: its signature stated once (_signed).
+for _name, _function in list(globals().items()):
+    if _name.startswith("get_") and inspect.isfunction(_function):
+        _signed(_function)

@@ -18,7 +18,7 @@ rule train:
     priority: 1
     conda:
         CONDA_ENV
-    threads: get_threads("train")
+    threads: get_threads("train", supervised_agents(False))
     resources:
         **get_resources("train", supervised_agents(False)),
     params:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +20,11 @@ import yaml
 from ptflow.config.layout import Layout
 from ptflow.config.model import Config, ConfigError, build_config
 from ptflow.config.sites import Site, load_site
+from ptflow.files import atomic_path
 
 WORKFLOW_ENV = "PTFLOW_WORKFLOW"
+# A file where the workflow leaves the config Snakemake merged (share_config): `ptflow plan` sets it for its dry-run.
+SHARED_CONFIG_ENV = "PTFLOW_SHARED_CONFIG"
 
 
 @dataclass
@@ -79,6 +83,22 @@ def resolve(raw: dict, workflow: Path, workdir: Path | None = None) -> Loaded:
     finally:
         os.chdir(old)
     return Loaded(cfg, site, Layout.from_config(raw, site.paths))
+
+
+def share_config(raw: dict) -> None:
+    """Where ``$PTFLOW_SHARED_CONFIG`` names a file, the merged config the workflow got goes there (pickled: every
+    value as Snakemake has it). ``ptflow plan`` reads back the configuration its dry-run used, profile config files
+    included, instead of merging it again (:func:`merged_config` imports the whole of Snakemake: as long again as a
+    small dry-run's own work)."""
+    path = os.environ.get(SHARED_CONFIG_ENV)
+    if path:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(pickle.dumps(raw))
+
+
+def shared_config(path: Path) -> dict | None:
+    """The config a workflow left at ``path`` (:func:`share_config`), or None where it left none."""
+    return pickle.loads(path.read_bytes()) if path.is_file() else None
 
 
 def load(

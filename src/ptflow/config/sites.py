@@ -36,6 +36,9 @@ FALLBACK_STAGE = {"convert": "image"}
 TIMED_STAGES = ("train", "evaluate")
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
 
+# What a retry asks more of (site retry_growth), each capped by the partition's limit of that name.
+SCALED_BY_ATTEMPT = {"runtime": "max_runtime", "mem_mb": "max_mem_mb"}
+
 # The time-limit warning (WARNING_SIGNAL, ptflow.jobenv): `warn_seconds` in a request becomes --signal=USR1@N (no B:,
 # see ptflow.cluster.preempt).
 
@@ -125,11 +128,16 @@ class Request:
         """GPUs of the whole job: gres is per node."""
         return self.gpus * self.nodes
 
+    @property
+    def attempt_scaled(self) -> tuple[str, ...]:
+        """The keys whose value :meth:`scaled` changes with the attempt: none where retries ask for the same."""
+        return () if self.growth == 1.0 else tuple(k for k in SCALED_BY_ATTEMPT if k in self.values)
+
     def scaled(self, attempt: int = 1) -> Request:
         """Retries get more of what may have run out (runtime, memory), never past the partition's limits."""
         growth = self.growth ** max(attempt - 1, 0)
         out = dict(self.values)
-        for key, limit_key in (("runtime", "max_runtime"), ("mem_mb", "max_mem_mb")):
+        for key, limit_key in SCALED_BY_ATTEMPT.items():
             if key in out:
                 value = math.ceil(out[key] * growth)
                 out[key] = min(value, self.limits[limit_key]) if limit_key in self.limits else value

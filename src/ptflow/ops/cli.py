@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from ptflow.cluster import slurm
-from ptflow.config.load import find_workflow
+from ptflow.config.load import SHARED_CONFIG_ENV, find_workflow, shared_config
 from ptflow.config.model import Cell, ConfigError
 
 # the configuration of a snakemake command line (also used by remote, doctor and smoke)
@@ -67,8 +69,15 @@ def cmd_plan(ns, rest: list[str]) -> int:
     if smk.snakefile is None and not (Path(smk.directory or ".") / "Snakefile").is_file():
         smk.snakefile = find_workflow() / "Snakefile"
         args = ["-s", str(smk.snakefile), *args]
-    ctx = load_context(smk)
-    text = dry_run(args)
+    with tempfile.TemporaryDirectory(prefix="ptflow-plan-") as tmp:
+        shared = Path(tmp) / "config.pickle"
+        try:
+            text = dry_run(args, env={**os.environ, SHARED_CONFIG_ENV: str(shared)})
+        except RuntimeError:
+            load_context(smk)  # a configuration error is said in one line
+            raise
+        # the configuration the dry-run used (a Snakefile other than ptflow's leaves none: read it here)
+        ctx = load_context(smk, shared_config(shared))
     plan = make_plan(ctx.cfg, ctx.site, ctx.layout, ctx.workdir, text)
     if ns.json:
         print(json.dumps(plan.to_json(), indent=2))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ptflow.config import naming
 from ptflow.config.layout import Layout
-from ptflow.config.load import find_workflow, load
+from ptflow.config.load import find_workflow, load, resolve
 from ptflow.config.model import Cell, Config
 from ptflow.config.sites import Site
 
@@ -59,11 +59,15 @@ class Context:
     snakefile: Path
 
 
-def load_context(args: SmkArgs) -> Context:
-    """The configuration of a snakemake command line, read the way the workflow reads it (ptflow.config.load)."""
+def load_context(args: SmkArgs, raw: dict | None = None) -> Context:
+    """The configuration of a snakemake command line, read the way the workflow reads it (ptflow.config.load); or,
+    given ``raw``, the config that workflow merged (ptflow.config.load.share_config) validated the same way."""
     workdir = (args.directory or Path.cwd()).resolve()
     workflow = find_workflow(args.snakefile)
-    loaded = load(workflow, args.configfiles, args.config, base_dir=args.run_dir or Path.cwd(), workdir=workdir)
+    if raw is None:
+        loaded = load(workflow, args.configfiles, args.config, base_dir=args.run_dir or Path.cwd(), workdir=workdir)
+    else:
+        loaded = resolve(raw, workflow, workdir)
     return Context(loaded.cfg, loaded.site, loaded.layout, workdir, workflow / "Snakefile")
 
 
