@@ -39,7 +39,11 @@ def main() -> int:
     if proc.returncode != 0:
         print(proc.stdout[-3000:], proc.stderr[-5000:], sep="\n")
         return proc.returncode
-    print(f"embedded default matrix: {seconds:.1f} s wall on {os.cpu_count()} cores (29 jobs, fresh directory)")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())  # other work on the machine stretches the wall time
+    print(
+        f"embedded default matrix: {seconds:.1f} s wall on {os.cpu_count()} cores (29 jobs, fresh directory); "
+        f"load average at the end {load}"
+    )
     print((work / "results" / "leaderboard.md").read_text())
     if args.keep:
         print(f"kept: {work}")
