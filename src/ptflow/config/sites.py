@@ -276,7 +276,11 @@ class Site:
     def process_env(self) -> dict[str, str]:
         """What the Snakemake process sets for itself and every job it starts: the site's ``env`` and, on Slurm sites
         with an account, ``SBATCH_ACCOUNT``: how the plugin's sbatch calls get the account (sbatch reads it like
-        --account), never the plugin's per-job sacctmgr check of a ``slurm_account`` resource."""
+        --account), never the plugin's per-job sacctmgr check of a ``slurm_account`` resource. Without that resource
+        plugin 2.8.0 logs "No SLURM account given, trying to guess" once and asks sacct for the user's last account
+        (accounts.py: get_account); that call fails (a shell pipe passed as sacct arguments), so no -A is added and
+        SBATCH_ACCOUNT holds. A plugin whose guess worked would add -A and win: bench/plan_vs_slurm.py checks the
+        recorded account against a non-default one."""
         env = self.env
         if self.scheduler == "slurm" and self.account:
             env["SBATCH_ACCOUNT"] = self.account
