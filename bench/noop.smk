@@ -1,6 +1,7 @@
 # BENCH ONLY: the workflow's real train/evaluate DAG and Slurm resources (common.smk), with every job body swapped
 # for `touch` of its outputs. Used by bench/slurm_submission.py to measure the scheduler side alone.
 import os
+import re
 import sys
 
 
@@ -29,8 +30,13 @@ rule train:
     threads: get_threads("train")
     resources:
         **get_resources("train"),
+    params:
+        # bench/slurm_submission.py's latency cells a0, a1, ... end PTFLOW_BENCH_STAGGER_S apart, so their ends fall
+        # at every phase of the plugin's status checks (all at once, they share one check and one figure)
+        pause=lambda wc: float(os.environ.get("PTFLOW_BENCH_STAGGER_S", "0"))
+        * int(re.sub(r"\D", "", wc.agent) or 0),
     shell:
-        "touch {output} {log}"
+        "sleep {params.pause}; touch {output} {log}"
 
 
 rule evaluate:

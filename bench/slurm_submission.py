@@ -1,51 +1,40 @@
-"""Scheduler-side figures on the local test cluster (src/ptflow/testing/local_slurm.py), printed, not asserted.
+"""Scheduler-side figures on the Slurm test cluster (tests/support/local_slurm.py): printed, not asserted.
 
-1. Submission: the 224-cell PostTrainBench matrix (config/posttrainbench.yaml) through the Slurm profile, with the
-   job bodies swapped for a no-op (bench/noop.smk) and every job held (`--hold`) — for this measurement only — so
-   the time is that of building the DAG and submitting. PostTrainBench's own loop sleeps 2 s per job (>= 448 s).
-2. Latency from a job's end to its dependent's submission: N cells (train -> evaluate, no-op bodies, not held),
-   with the profile's settings and with the plugin's defaults; Slurm's EndTime and SubmitTime give the figure.
+1. Submission: the 224 train jobs of the PostTrainBench matrix (config/posttrainbench.yaml) through the Slurm
+   profile, with every job body swapped for a no-op (bench/noop.smk) and every job held (``--hold``) — for this
+   measurement only — so the time is that of building the DAG and submitting. Beside the profile as shipped: the
+   account as the plugin's ``slurm_account`` resource (the plugin then runs sacctmgr before every submission), the
+   profile's earlier submission rate (20 jobs/s), and the floor: 224 plain sbatch calls one after another.
+   PostTrainBench's own loop sleeps 2 s per job (>= 448 s).
+2. Latency from a job's end to its dependent: N cells (train -> evaluate, no-op bodies, not held), train i sleeping
+   i x --stagger seconds so that the ends fall at every phase of the plugin's status checks (ended at once, all
+   pairs share one check: one sample, phase luck), with the profile's settings, the earlier profile's (first check
+   after 10 s, 5 s between) and, with --plugin-defaults, the plugin's (40 s); Slurm's EndTime, SubmitTime and
+   StartTime give the figures.
 
-Usage: .venv/bin/python bench/slurm_submission.py [--cells 12]   (uses a running cluster, else starts one)
+Every run stops its Snakemake and cancels its jobs, held or not (bench/_slurm.py).
+
+    PTFLOW_SLURM_EXISTING=1 .venv/bin/python bench/slurm_submission.py [--cells 12] [--skip latency]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
-import signal
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 
 import yaml
+from _slurm import REPO, WORK_ROOT, SnakemakeRun, attach, run_id_of, scontrol_jobs
 
-REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
-
-
-def run_snakemake(work: Path, env: dict, *args: str, background: bool = False):
-    cmd = [
-        SNAKEMAKE,
-        "-s",
-        str(REPO / "bench" / "noop.smk"),
-        "--directory",
-        str(work),
-        "--profile",
-        str(REPO / "profiles" / "slurm"),
-        *args,
-    ]
-    # Output to a file, never an unread pipe: a full pipe blocks Snakemake's logging, and with it every submission
-    # (what limited an earlier attempt of this bench to 30 jobs).
-    out = open(work / "snakemake.out", "w")  # noqa: SIM115 - closed with the process
-    kw = dict(cwd=work, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, text=True)
-    return subprocess.Popen(cmd, **kw) if background else subprocess.run(cmd, **kw)
+NOOP = REPO / "bench" / "noop.smk"
 
 
 def prepare(work: Path, cfg, site: dict) -> Path:
@@ -53,90 +42,66 @@ def prepare(work: Path, cfg, site: dict) -> Path:
     from ptflow.config.layout import Layout
 
     lay = Layout.from_config(cfg.raw)
-    for m in cfg.models:
+    # every base model, and the instruct counterparts that instruct cells evaluate
+    for m in {*cfg.models, *(cfg.evaluated_model(cell).name for cell in cfg.cells)}:
         Path(work, lay.model_marker(m)).parent.mkdir(parents=True, exist_ok=True)
         Path(work, lay.model_marker(m)).touch()
     for e in cfg.evals:
-        for split in ("train", "test"):
-            Path(work, lay.data(e, split)).parent.mkdir(parents=True, exist_ok=True)
-            Path(work, lay.data(e, split)).touch()
+        # the toy tasks' parquet splits, and the marker of what every other task reads from the caches
+        for path in (lay.data(e, "train"), lay.data(e, "test"), lay.eval_data_marker(e)):
+            Path(work, path).parent.mkdir(parents=True, exist_ok=True)
+            Path(work, path).touch()
     site_file = work / "site.yaml"
     site_file.write_text(yaml.safe_dump(site))
     return site_file
 
 
-def submission(env: dict) -> None:
+def rule_of(job: dict) -> str:
+    return job["Comment"].removeprefix("rule_").partition("_wildcards_")[0]
+
+
+def submission(env: dict, label: str, extra: list[str]) -> None:
     from ptflow.config.load import load
 
     cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
-    work = Path(tempfile.mkdtemp(prefix="bench-submit-", dir="/var/lib/ptflow-tests"))
+    work = Path(tempfile.mkdtemp(prefix="bench-submit-", dir=WORK_ROOT))
     site = yaml.safe_load(SITE.read_text())
     for req in site["resources"].values():
         req["extra"] = "--hold"  # held: never runs, so only submission is measured
     site_file = prepare(work, cfg, site)
-    started = datetime.now()
-    proc = run_snakemake(
-        work,
-        env,
-        "--configfile",
-        str(REPO / "config" / "posttrainbench.yaml"),
-        "--config",
-        f"site={site_file}",
-        f"sites_dir={REPO / 'config' / 'sites'}",
-        # held jobs never end: above the profile's 250 (224 train + 28 baseline evaluate) so all can be queued
-        "--jobs",
-        "500",
-        background=True,
-    )
+    args = ["--configfile", str(REPO / "config/posttrainbench.yaml"), "--config", f"site={site_file}"]
+    args += [f"sites_dir={REPO / 'config/sites'}", "--jobs", "500", "--retries", "0", *extra]
     n = len(cfg.training_cells())
-    run_id, submits = None, []
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and len(submits) < n:
-        time.sleep(2)
-        logs = list((work / ".snakemake" / "log").glob("*.log"))
-        if run_id is None and logs and (m := re.search(r"SLURM run ID: (\S+)", logs[0].read_text())):
-            run_id = m.group(1)
-        if run_id:
-            submits = [stamp for rule, stamp in slurm_jobs(env, run_id) if rule == "train"]
-    proc.send_signal(signal.SIGINT)  # Snakemake waits for a job event after SIGTERM; SIGINT stops it
+    started = datetime.now()
+    run = SnakemakeRun(work, env, args, snakefile=NOOP)
+    submits: list[datetime] = []
     try:
-        proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if run_id:
-        subprocess.run(["scancel", "--name", run_id], env={**os.environ, **env})
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and len(submits) < n and run.proc.poll() is None:
+            time.sleep(1)
+            run_id = run_id_of(work)
+            if run_id:
+                submits = [
+                    datetime.fromisoformat(j["SubmitTime"])
+                    for j in scontrol_jobs(env)
+                    if j.get("JobName") == run_id and rule_of(j) == "train"
+                ]
+    finally:
+        run.stop()
+        tail = run.tail(1500)
+        shutil.rmtree(work, ignore_errors=True)
     if len(submits) < n:
-        print(f"only {len(submits)} of {n} train jobs were submitted within 600 s")
+        print(f"  {label}: only {len(submits)} of {n} train jobs were submitted\n{tail}")
         return
     first, last = min(submits), max(submits)
     print(
-        f"[no-op bodies, held jobs: bench only] {n} train jobs of the PostTrainBench matrix submitted "
-        f"{(last - started).total_seconds():.0f} s after starting snakemake (DAG build included; first job after "
-        f"{(first - started).total_seconds():.0f} s, {n} jobs in {(last - first).total_seconds():.0f} s); "
-        f"PostTrainBench's loop sleeps >= {2 * n} s"
+        f"  {label}: {n} jobs submitted {(last - started).total_seconds():.0f} s after starting snakemake "
+        f"(first after {(first - started).total_seconds():.0f} s; {n} jobs in {(last - first).total_seconds():.0f} s)",
+        flush=True,
     )
 
 
-def slurm_jobs(env: dict, run_id: str) -> list[tuple[str, datetime]]:
-    """(rule, SubmitTime) of one Snakemake run's jobs, from slurmctld (one scontrol call)."""
-    out = subprocess.run(
-        ["scontrol", "show", "job", "-o"], capture_output=True, text=True, env={**os.environ, **env}
-    ).stdout
-    jobs = []
-    for line in out.splitlines():
-        f = dict(re.findall(r"(\w[\w/]*)=(\S*)", line))
-        if f.get("JobName") == run_id:
-            jobs.append(
-                (
-                    f["Comment"].removeprefix("rule_").partition("_wildcards_")[0],
-                    datetime.fromisoformat(f["SubmitTime"]),
-                )
-            )
-    return jobs
-
-
-def latency(env: dict, cells: int, settings: list[str], label: str) -> None:
+def latency(env: dict, cells: int, stagger: float, label: str, extra: list[str]) -> None:
     from ptflow.config.load import merged_config
     from ptflow.config.model import build_config
 
@@ -146,62 +111,82 @@ def latency(env: dict, cells: int, settings: list[str], label: str) -> None:
         for i in range(cells)
     ]
     raw["matrix"] = {"models": [raw["models"][0]["id"]], "evals": ["add"], "agents": [f"a{i}" for i in range(cells)]}
-    work = Path(tempfile.mkdtemp(prefix="bench-latency-", dir="/var/lib/ptflow-tests"))
+    work = Path(tempfile.mkdtemp(prefix="bench-latency-", dir=WORK_ROOT))
     overlay = work / "overlay.yaml"
     overlay.write_text(yaml.safe_dump({"agents": raw["agents"], "matrix": raw["matrix"]}))
     site_file = prepare(work, build_config(raw), yaml.safe_load(SITE.read_text()))
-    run_snakemake(
-        work,
-        env,
-        "--configfile",
-        str(overlay),
-        "--config",
-        f"site={site_file}",
-        f"sites_dir={REPO / 'config' / 'sites'}",
-        *settings,
-    )
-    log = next((work / ".snakemake" / "log").glob("*.log")).read_text()
-    run_id = re.search(r"SLURM run ID: (\S+)", log).group(1)
-    jobs = subprocess.run(
-        ["scontrol", "show", "job", "-o"], capture_output=True, text=True, env={**os.environ, **env}
-    ).stdout
-    ends, submits = {}, {}
-    for line in jobs.splitlines():
-        f = dict(re.findall(r"(\w[\w/]*)=(\S*)", line))
-        if f.get("JobName") != run_id:
-            continue
-        rule, _, wc = f["Comment"].removeprefix("rule_").partition("_wildcards_")
-        stamp = datetime.fromisoformat
-        (ends if rule == "train" else submits)[wc] = stamp(f["EndTime"] if rule == "train" else f["SubmitTime"])
-    gaps = sorted((submits[k] - ends[k]).total_seconds() for k in ends if k in submits)
+    args = ["--configfile", str(overlay), "--config", f"site={site_file}", f"sites_dir={REPO / 'config/sites'}"]
+    env = {**env, "PTFLOW_BENCH_STAGGER_S": str(stagger)}
+    run = SnakemakeRun(work, env, [*args, *extra], snakefile=NOOP)
+    try:
+        rc = run.wait(timeout=900)
+        run_id = run_id_of(work)
+        jobs = [j for j in scontrol_jobs(env) if j.get("JobName") == run_id]
+    finally:
+        run.stop()
+        tail = run.tail(1500)
+        shutil.rmtree(work, ignore_errors=True)
+    if rc != 0:
+        print(f"  {label}: snakemake failed ({rc})\n{tail}")
+        return
+    stamp = datetime.fromisoformat
+    ends = {j["Comment"].partition("_wildcards_")[2]: stamp(j["EndTime"]) for j in jobs if rule_of(j) == "train"}
+    deps = {j["Comment"].partition("_wildcards_")[2]: j for j in jobs if rule_of(j) == "evaluate"}
+    submitted = sorted((stamp(deps[k]["SubmitTime"]) - ends[k]).total_seconds() for k in ends if k in deps)
+    begun = sorted((stamp(deps[k]["StartTime"]) - ends[k]).total_seconds() for k in ends if k in deps)
     print(
-        f"{label}: job end -> dependent submitted, median {statistics.median(gaps):.1f} s "
-        f"(min {gaps[0]:.0f}, max {gaps[-1]:.0f}, n={len(gaps)})"
+        f"  {label}: job end -> dependent submitted median {statistics.median(submitted):.1f} s "
+        f"(min {submitted[0]:.0f}, max {submitted[-1]:.0f}); -> dependent started median "
+        f"{statistics.median(begun):.1f} s (min {begun[0]:.0f}, max {begun[-1]:.0f}); n={len(begun)}",
+        flush=True,
     )
+
+
+def sbatch_floor(env: dict, n: int) -> None:
+    """n plain, held sbatch calls one after another: what no submitter on this controller can beat by much."""
+    work = Path(tempfile.mkdtemp(prefix="bench-sbatch-", dir=WORK_ROOT))
+    name = f"bench-floor-{work.name}"
+    argv = ["sbatch", "--parsable", "--hold", f"--job-name={name}", "--output=/dev/null", "--wrap=true"]
+    t0 = time.monotonic()
+    try:
+        for _ in range(n):
+            subprocess.run(argv, cwd=work, env={**os.environ, **env}, capture_output=True, check=True)
+        took = time.monotonic() - t0
+    finally:
+        subprocess.run(["scancel", f"--name={name}"], env={**os.environ, **env}, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"  floor: {n} plain sbatch calls one after another: {took:.1f} s", flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=12)
+    parser.add_argument("--skip", choices=("submission", "variants", "latency"), action="append", default=[])
+    parser.add_argument("--stagger", type=float, default=1.7, help="seconds between the ends of the train jobs")
+    parser.add_argument("--plugin-defaults", action="store_true", help="latency with the plugin's 40 s as well")
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO / "src"))
-    from tests.support.local_slurm import LocalSlurmCluster
-
-    Path("/var/lib/ptflow-tests").mkdir(parents=True, exist_ok=True)
-    cluster = LocalSlurmCluster()
-    started = not cluster.is_running()
-    if started:
-        cluster.start()
+    WORK_ROOT.mkdir(parents=True, exist_ok=True)
+    cluster, started = attach()
     try:
         env = cluster.env
-        submission(env)
-        latency(env, args.cells, [], "profiles/slurm (status checks every 5 s, first after 10 s)")
-        latency(
-            env,
-            args.cells,
-            ["--slurm-init-seconds-before-status-checks", "40", "--seconds-between-status-checks", "10"],
-            "plugin defaults (40 s, then 10 s+)",
-        )
+        print(f"{date.today()}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        if "submission" not in args.skip:
+            print("[no-op bodies, held jobs: bench only] PostTrainBench's 224 trainings:")
+            submission(env, "profiles/slurm", [])
+            if "variants" not in args.skip:
+                resource = ["--set-resources", "train:slurm_account=ptflow"]
+                submission(env, "account as the plugin's slurm_account resource", resource)
+                submission(env, "profile's earlier rate, 20 jobs/s", ["--max-jobs-per-timespan", "20/1s"])
+                sbatch_floor(env, 224)
+        if "latency" not in args.skip:
+            print(f"[no-op bodies] {args.cells} train -> evaluate pairs, train i sleeping i x {args.stagger} s:")
+            latency(env, args.cells, args.stagger, "profiles/slurm", [])
+            earlier = ["--slurm-init-seconds-before-status-checks", "10", "--seconds-between-status-checks", "5"]
+            latency(env, args.cells, args.stagger, "earlier profile (10 s, 5 s)", earlier)
+            if args.plugin_defaults:
+                defaults = ["--slurm-init-seconds-before-status-checks", "40", "--seconds-between-status-checks", "10"]
+                latency(env, args.cells, args.stagger, "plugin defaults (40 s, 10 s)", defaults)
+        print(f"load average now {os.getloadavg()[0]:.1f}")
     finally:
         if started:
             cluster.stop()
@@ -209,4 +194,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(REPO / "src"))
     raise SystemExit(main())

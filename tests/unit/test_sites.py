@@ -51,7 +51,6 @@ def test_slurm_translation(tmp_path):
         "runtime": 10,
         "constraint": "h100",
         "slurm_partition": "gpu",
-        "slurm_account": "acc",
         "gres": "gpu:h100:1",
         "slurm_extra": "--tmp=400000M",
     }
@@ -84,6 +83,20 @@ def test_sbatch_flags_are_the_plugin_resources_as_flags(tmp_path):
     again = req.sbatch_options(job_name="j", output="o", attempt=2)
     assert "--time=300" in again and "--mem=512000M" in again  # retries grow, capped at the partition's limit
     assert req.from_dict(req.to_dict()) == req  # what a rule's params carry
+
+
+def test_the_account_reaches_the_plugin_as_sbatch_account_not_as_a_resource(tmp_path):
+    """As the plugin's slurm_account resource it would be checked with sacctmgr before every submission."""
+    site_file = tmp_path / "s.yaml"
+    site_file.write_text(
+        "name: s\nscheduler: slurm\naccount: acct\nenv: {FI_PROVIDER: tcp}\nresources:\n  default: {}\n"
+    )
+    site = load_site(str(site_file), SITES)
+    assert site.process_env == {"FI_PROVIDER": "tcp", "SBATCH_ACCOUNT": "acct"}
+    assert "slurm_account" not in site.request("train").snakemake_resources()
+    assert "SBATCH_ACCOUNT" not in load_site("local", SITES).process_env
+    site_file.write_text("name: s\nscheduler: slurm\nresources:\n  default: {}\n")
+    assert load_site(str(site_file), SITES).process_env == {}
 
 
 def test_a_stage_without_its_own_request_gets_the_default_and_says_so():

@@ -35,3 +35,23 @@ def test_scontrol_fields():
 def test_srun_argv():
     argv = srun_argv(["a", "b"], ["hostname"])
     assert argv == ["srun", "--nodes=2", "--ntasks-per-node=1", "--nodelist=a,b", "--overlap", "hostname"]
+
+
+def test_recorded_request_of_a_two_node_gpu_job():
+    line = (
+        "JobId=7 JobName=x Account=ptflow Partition=gpu TimeLimit=1-00:00:00 NumNodes=2 NumCPUs=16 "
+        "MinMemoryNode=128G TresPerNode=gres:gpu:h100:4"
+    )
+    fields = dict(f.split("=", 1) for f in line.split())
+    assert slurm.recorded_request(fields) == {
+        "partition": "gpu",
+        "account": "ptflow",
+        "cpus": 16,
+        "gpus": 8,
+        "nodes": 2,
+        "mem_mb": 131072,
+        "runtime": 1440,
+    }
+    newer = {**fields, "TresPerNode": "gres/gpu:h100:4", "NumNodes": "2-2"}  # Slurm >= 23 spells gres with a slash
+    assert slurm.recorded_request(newer)["gpus"] == 8
+    assert (slurm.memory_mb("4000M"), slurm.memory_mb("1T"), slurm.memory_mb("")) == (4000, 1048576, None)

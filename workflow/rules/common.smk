@@ -29,7 +29,7 @@ except ConfigError as exc:
 CFG, SITE, L = _LOADED.cfg, _LOADED.site, _LOADED.layout
 share_config(config)  # for `ptflow plan` (only where it asks)
 RT = SITE.runtime
-apply_site_env(SITE.env)
+apply_site_env(SITE.process_env)
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")
 HF_HOME = L.hf_home

@@ -73,6 +73,31 @@ def gpus_in_gres(gres: str) -> int:
     return total
 
 
+def memory_mb(value: str) -> int | None:
+    """Slurm memory such as ``4000M``, ``128G`` or ``1T`` in MB (None when empty or without a unit)."""
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    if not value or value[-1] not in units:
+        return None
+    return round(float(value[:-1]) * units[value[-1]])
+
+
+def recorded_request(fields: dict[str, str]) -> dict:
+    """What slurmctld recorded a job as asking for, from ``scontrol show job -o`` fields: partition, account, CPUs
+    and GPUs of the whole job, nodes, memory per node (MB) and time limit (minutes), the figures ``ptflow plan``
+    plans (``ptflow.ops.plan.JobRequest``). TresPerNode is ``gres:gpu:...`` on Slurm 22 and ``gres/gpu:...`` later."""
+    nodes = int(fields["NumNodes"].split("-")[0])
+    per_node = ",".join(t.removeprefix("gres:").removeprefix("gres/") for t in fields.get("TresPerNode", "").split(","))
+    return {
+        "partition": fields["Partition"],
+        "account": fields.get("Account") or "(default)",
+        "cpus": int(fields["NumCPUs"]),
+        "gpus": gpus_in_gres(per_node) * nodes,
+        "nodes": nodes,
+        "mem_mb": memory_mb(fields.get("MinMemoryNode", "")),
+        "runtime": parse_minutes(fields["TimeLimit"]),
+    }
+
+
 @dataclass
 class PartitionInfo:
     name: str

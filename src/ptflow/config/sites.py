@@ -151,8 +151,10 @@ class Request:
             return out
         if "partition" in req:
             out["slurm_partition"] = req["partition"]
-        if self.account:
-            out["slurm_account"] = self.account
+        # No slurm_account: the account reaches the plugin's sbatch as SBATCH_ACCOUNT (Site.process_env). As a resource,
+        # plugin 2.8.0 validates it with sacctmgr (then sshare) before every single submission (accounts.py:
+        # validate_account, from Executor.get_account_arg): ~0.2 s each, and a WorkflowError on a cluster without
+        # accounting. Preflight checks the account once instead.
         if req.get("gpus"):
             kind = f"gpu:{req['gpu_type']}" if req.get("gpu_type") else "gpu"
             out["gres"] = f"{kind}:{req['gpus']}"
@@ -182,8 +184,9 @@ class Request:
         return out
 
     def sbatch_options(self, *, job_name: str, output: str, attempt: int = 1, extra: tuple[str, ...] = ()) -> list[str]:
-        """The sbatch flags of this request: exactly what the plugin would submit for the same resources."""
-        resources = self.snakemake_resources(attempt)
+        """The sbatch flags of this request: exactly what the plugin would submit for the same resources, and the
+        account (which the plugin's sbatch gets from SBATCH_ACCOUNT, ``Site.process_env``)."""
+        resources = {**self.snakemake_resources(attempt), "slurm_account": self.account}
         opts = [f"--job-name={job_name}", f"--output={output}", f"--cpus-per-task={self.threads}"]
         for key, flag in PLUGIN_FLAGS.items():
             value = resources.get(key)
@@ -281,6 +284,20 @@ class Site:
     @property
     def account(self) -> str | None:
         return self.raw.get("account") or None  # "" (an unset ${SLURM_ACCOUNT:-}) is no account
+
+    @property
+    def process_env(self) -> dict[str, str]:
+        """What the Snakemake process sets for itself and every job it starts: the site's ``env`` and, on Slurm sites
+        with an account, ``SBATCH_ACCOUNT``: how the plugin's sbatch calls get the account (sbatch reads it like
+        --account), never the plugin's per-job sacctmgr check of a ``slurm_account`` resource. Without that resource
+        plugin 2.8.0 logs "No SLURM account given, trying to guess" once and asks sacct for the user's last account
+        (accounts.py: get_account); that call fails (a shell pipe passed as sacct arguments), so no -A is added and
+        SBATCH_ACCOUNT holds. A plugin whose guess worked would add -A and win: bench/plan_vs_slurm.py checks the
+        recorded account against a non-default one."""
+        env = self.env
+        if self.scheduler == "slurm" and self.account:
+            env["SBATCH_ACCOUNT"] = self.account
+        return env
 
     @property
     def time_hours(self) -> float | None:

@@ -55,7 +55,7 @@ class JobRequest:
         return cls(
             stage=stage,
             partition=res.get("slurm_partition") or "(default)",
-            account=res.get("slurm_account") or "(default)",
+            account=req.account or "(default)",
             cpus=req.cpus,
             gpus=req.gpus_total,
             nodes=req.nodes,
