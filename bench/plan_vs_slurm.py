@@ -131,6 +131,9 @@ def run(work: Path, env: dict, args: list[str], timeout: float) -> bool:
 
 
 def main() -> int:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # no options; --help says what it does
     cluster, started = attach()
     env = cluster.env
     WORK_ROOT.mkdir(parents=True, exist_ok=True)
