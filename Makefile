@@ -9,10 +9,11 @@ PYTEST_ARGS ?=
 $(STAMP): envs/requirements.txt envs/requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	# --no-compile: byte-compiling every file of torch, ray, transformers … took 50 of the install's 86 s here;
-	# Python compiles (and caches) the modules a run imports when it first imports them
+	# --no-compile: byte-compiling every file of torch, ray, transformers … took 50 of the install's 86 s here
 	$(VENV)/bin/pip install -q --no-compile -r envs/requirements-dev.txt
 	$(VENV)/bin/pip install -q --no-deps -e .
+	# import (and so compile) once what the jobs import: the rest of those packages is never compiled
+	$(PY) -c "import importlib; from ptflow.stages import WARM_IMPORTS; [importlib.import_module(m) for m in WARM_IMPORTS]"
 	touch $@
 
 venv: $(STAMP)
