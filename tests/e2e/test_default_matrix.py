@@ -150,9 +150,10 @@ def test_changing_one_agents_params_reruns_only_its_cells(done, tmp_path):
     assert len(planned["train"]) == 8 and "cache_model" not in planned and "preprocess" not in planned
 
 
-def corrupt_checkpoint_config(work, tmp_path):
+def corrupt_checkpoint_config(work, tmp_path, agents: list[dict] | None = None):
     """A real failure: the sft checkpoint of (h64, add) is damaged on scratch after training (disk fault, someone
-    editing it). A new agent starting from it must fail its checksum check; its (h64, sub) twin must not."""
+    editing it). A new agent starting from it must fail its checksum check; its (h64, sub) twin must not.
+    ``agents``: those the run was made with (the default's unless given), so that no other training reruns."""
     manifest = json.loads((cell(work, MODELS[0], "add", "sft") / "checkpoint.json").read_text())
     weights = Path(manifest["checkpoint"]) / manifest["weights"][0]["path"]
     weights.write_bytes(weights.read_bytes()[:-64] + bytes(64))
@@ -174,7 +175,7 @@ def corrupt_checkpoint_config(work, tmp_path):
     cfg.write_text(
         yaml.safe_dump(
             {
-                "agents": default["agents"] + [more],
+                "agents": (agents or default["agents"]) + [more],
                 "matrix": {
                     "models": [default["models"][0]["id"]],
                     "evals": "all",

@@ -21,8 +21,9 @@ from ptflow.config.model import build_config
 from ptflow.config.sites import load_site
 from ptflow.stages.score import SUMMARY_COLUMNS
 from tests.e2e.smk import REPO, command, plan, snakemake
+from tests.e2e.test_default_matrix import MODELS, corrupt_checkpoint_config
 
-# The module's fixture runs the whole default matrix through Slurm: minutes on 2 cores.
+# The module's fixture runs the default matrix on one model through Slurm: minutes on 2 cores.
 pytestmark = pytest.mark.timeout(2400)
 
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
@@ -37,6 +38,25 @@ RULE_STAGE = {
     "evaluate": "evaluate",
     "aggregate": "aggregate",
 }
+
+
+def matrix_overlay(work: Path) -> Path:
+    """The module's matrix: the default's evals and agents on its first model (every rule is still a Slurm job, 17
+    of them), SFT at 150 steps: half the default's, enough to score above the baseline (the aggregate's reference
+    weights need a gap; 20 steps scored 0). Submission, requests and reruns are under test here; what the default's
+    SFT learns is tested on the whole default matrix by tests/e2e/test_default_matrix.py."""
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    agents = [{**a, "params": {**a["params"], "steps": 150}} if a["id"] == "sft" else a for a in default["agents"]]
+    path = work / "matrix.yaml"
+    path.write_text(
+        yaml.safe_dump({"agents": agents, "matrix": {"models": [default["models"][0]["id"]], "evals": "all"}})
+    )
+    return path
+
+
+def configfiles(work: Path, *extra: Path) -> list[str]:
+    """One --configfile option for the module's overlay and any more (a second option would replace the first)."""
+    return ["--configfile", str(work / "matrix.yaml"), *map(str, extra)]
 
 
 def slurm_run(work: Path, cluster, *args: str, check: bool = True, site: Path = SITE):
@@ -81,7 +101,8 @@ def run_id(proc) -> str:
 
 @pytest.fixture(scope="module")
 def matrix_done(slurm_cluster, work):
-    out = slurm_run(work, slurm_cluster)
+    matrix_overlay(work)
+    out = slurm_run(work, slurm_cluster, *configfiles(work))
     # Only this run's jobs: the cluster may be shared with other tests' jobs.
     ours = [j for j in scontrol_jobs(slurm_cluster) if j.get("JobName") == run_id(out)]
     return work, ours, out
@@ -91,10 +112,10 @@ def test_every_rule_is_a_slurm_job_and_results_match_local_shape(matrix_done):
     work, jobs, _ = matrix_done
     rules = [j["Comment"].split("_wildcards_")[0].removeprefix("rule_") for j in jobs]
     assert sorted(set(rules)) == sorted(RULE_STAGE)
-    assert len(jobs) == 28, "2 datasets, 2 models, 1 marker, 2 preprocess, 8 train, 12 evaluate, 1 aggregate"
+    assert len(jobs) == 17, "2 datasets, 1 model, 1 marker, 2 preprocess, 4 train, 6 evaluate, 1 aggregate"
     assert all(j["JobState"] == "COMPLETED" for j in jobs), [(j["JobId"], j["JobState"]) for j in jobs]
     df = pd.read_csv(work / "results" / "summary.csv")
-    assert list(df.columns) == SUMMARY_COLUMNS and len(df) == 12
+    assert list(df.columns) == SUMMARY_COLUMNS and len(df) == 6
     # the jobs' GPU-hours came from Slurm's accounting (the test cluster keeps one)
     assert set(df["gpu_hours_source"]) == {"Slurm accounting"}
     ids = {j["JobId"] for j in jobs}
@@ -127,16 +148,14 @@ def test_recorded_request_equals_site(matrix_done):
 
 
 def test_failed_cell_is_the_only_one_rerun(slurm_cluster, matrix_done, tmp_path):
-    from tests.e2e.test_default_matrix import MODELS, corrupt_checkpoint_config
-
     work, _, _ = matrix_done
-    cfg = corrupt_checkpoint_config(work, tmp_path)
-    first = slurm_run(work, slurm_cluster, "--configfile", str(cfg), "--retries", "0", check=False)
+    cfg = corrupt_checkpoint_config(work, tmp_path, yaml.safe_load((work / "matrix.yaml").read_text())["agents"])
+    first = slurm_run(work, slurm_cluster, *configfiles(work, cfg), "--retries", "0", check=False)
     assert first.returncode != 0
     cells = work / "results" / "cells" / MODELS[0]
     assert (cells / "sub" / "grpo-more" / "eval.json").exists(), "the healthy cell finished"
     assert not (cells / "add" / "grpo-more" / "checkpoint.json").exists()
-    again = slurm_plan(work, slurm_cluster, "--configfile", str(cfg))
+    again = slurm_plan(work, slurm_cluster, *configfiles(work, cfg))
     assert {tuple(p.split("/")[2:5]) for p in again["train"]} == {(MODELS[0], "add", "grpo-more")}
     assert {tuple(p.split("/")[2:5]) for p in again["evaluate"] if p.endswith("eval.json")} == {
         (MODELS[0], "add", "grpo-more")
@@ -151,7 +170,7 @@ def test_scancelled_job_is_retried_and_completes(slurm_cluster, matrix_done):
     target.unlink()
     before = job_ids(slurm_cluster, work)
     proc = subprocess.Popen(
-        command(work, "--config", f"site={SITE}", "--retries", "2", profile="profiles/slurm"),
+        command(work, "--config", f"site={SITE}", *configfiles(work), "--retries", "2", profile="profiles/slurm"),
         cwd=work,
         env={**os.environ, **slurm_cluster.env},
         stdout=subprocess.PIPE,
@@ -264,7 +283,7 @@ def test_supervised_train_is_submitted_by_the_login_node_rule(slurm_cluster, mat
     cell = work / "results" / "cells" / "ptflow--tiny-llama-h64" / "sub" / "sft"
     manifest = cell / "checkpoint.json"
     manifest.unlink()
-    out = slurm_run(work, slurm_cluster, "--", str(manifest.relative_to(work)), site=site_file)
+    out = slurm_run(work, slurm_cluster, *configfiles(work), "--", str(manifest.relative_to(work)), site=site_file)
     text = out.stdout + out.stderr
     assert re.search(r"localrule train_supervised:", text), text[-3000:]
     status = json.loads((cell / "status.json").read_text())
