@@ -44,14 +44,36 @@ def suite_scope(nodeid: str) -> str:
     return path
 
 
+# The modules whose module-scoped workflow runs take minutes, longest first (`--durations` of `make test`). They start
+# first, so that the short scopes fill the workers at the end instead of one long module running alone in the tail.
+LONG_FIRST = (
+    "tests/slurm/test_workflow_on_slurm.py",
+    "tests/e2e/test_default_matrix.py",
+    "tests/slurm/test_resume_on_slurm.py",
+    "tests/e2e/test_agent_cells.py",
+    "tests/e2e/test_posttrainbench_offline.py",
+    "tests/slurm/test_agent_cells_on_slurm.py",
+    "tests/slurm/test_cli_status.py",
+    "tests/slurm/test_ray_launcher.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """LONG_FIRST's modules first, in its order; every other test keeps its place (a stable sort)."""
+    rank = {path: i for i, path in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 def pytest_xdist_make_scheduler(config, log):
     """`make test` runs the suite on several workers (-n). pytest-xdist 3.8's --dist loadgroup does not group under
     pytest 9 (it rewrites a node id attribute pytest 9 no longer reads), so scopes are given by the documented
-    LoadScopeScheduling._split_scope hook instead."""
+    LoadScopeScheduling._split_scope hook instead. Scopes go out in collection order (pytest_collection_modifyitems),
+    not xdist's default of the most tests first."""
     from xdist.scheduler import LoadScopeScheduling
 
     class SuiteScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return suite_scope(nodeid)
 
+    config.option.loadscopereorder = False
     return SuiteScheduling(config, log)

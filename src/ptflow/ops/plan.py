@@ -302,8 +302,15 @@ def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_te
     jobs, stats = parse_dry_run(dry_run_text)
     if "Nothing to be done" in dry_run_text:
         jobs, stats = [], {}
+    # A job's requests depend on its rule, the agent slot of a train rule and an image's stage only: priced once per
+    # such key, not once per job (10,000 cells have a few hundred keys). JobRequest is frozen: the lists are shared.
+    priced: dict[tuple, list[JobRequest]] = {}
     for j in jobs:
-        j.requests = job_requests(site, cfg, j.rule, j.wildcards)
+        w = j.wildcards
+        key = (j.rule, w.get("agent") if j.rule in TRAIN_RULES else None, w.get("image"))
+        if key not in priced:
+            priced[key] = job_requests(site, cfg, j.rule, w)
+        j.requests = priced[key]
     return Plan(jobs, stats, cell_states(cfg, layout, workdir, jobs), requests(jobs), longest_chain(jobs))
 
 
