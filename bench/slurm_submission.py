@@ -8,13 +8,15 @@
    PostTrainBench's own loop sleeps 2 s per job (>= 448 s).
 2. Latency from a job's end to its dependent: N cells (train -> evaluate, no-op bodies, not held), train i sleeping
    i x --stagger seconds so that the ends fall at every phase of the plugin's status checks (ended at once, all
-   pairs share one check: one sample, phase luck), with the profile's settings, the earlier profile's (first check
-   after 10 s, 5 s between) and, with --plugin-defaults, the plugin's (40 s); Slurm's EndTime, SubmitTime and
-   StartTime give the figures.
+   pairs share one check: one sample, phase luck), with the profile's settings, a first check after 3 s and, with
+   --plugin-defaults, the plugin's (40 s); Slurm's EndTime, SubmitTime and StartTime give the figures. Train and
+   evaluate run as CPU jobs here: on the test cluster's 8 fake GPUs the dependents would queue for a GPU.
+   ``--sweep-init 3 5 10 --repeat 3`` measures only this, at each first-check interval, runs interleaved.
 
 Every run stops its Snakemake and cancels its jobs, held or not (bench/_slurm.py).
 
     PTFLOW_SLURM_EXISTING=1 .venv/bin/python bench/slurm_submission.py [--cells 12] [--skip latency]
+    PTFLOW_SLURM_EXISTING=1 .venv/bin/python bench/slurm_submission.py --sweep-init 3 5 10 --repeat 3
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def submission(env: dict, label: str, extra: list[str]) -> None:
     )
 
 
-def latency(env: dict, cells: int, stagger: float, label: str, extra: list[str]) -> None:
+def latency(env: dict, cells: int, stagger: float, label: str, extra: list[str]) -> tuple[float, float] | None:
     from ptflow.config.load import merged_config
     from ptflow.config.model import build_config
 
@@ -114,7 +116,12 @@ def latency(env: dict, cells: int, stagger: float, label: str, extra: list[str])
     work = Path(tempfile.mkdtemp(prefix="bench-latency-", dir=WORK_ROOT))
     overlay = work / "overlay.yaml"
     overlay.write_text(yaml.safe_dump({"agents": raw["agents"], "matrix": raw["matrix"]}))
-    site_file = prepare(work, build_config(raw), yaml.safe_load(SITE.read_text()))
+    site = yaml.safe_load(SITE.read_text())
+    # CPU jobs: the test cluster has 8 fake GPUs, and 12 train + 12 evaluate jobs of one GPU each would queue for
+    # them; the start figure would then be that queue, not the latency of the orchestration (32 CPUs per node here)
+    for stage in ("train", "evaluate"):
+        site["resources"][stage] = {"partition": "cpu", "threads": 1, "mem_mb": 1000, "runtime": 10}
+    site_file = prepare(work, build_config(raw), site)
     args = ["--configfile", str(overlay), "--config", f"site={site_file}", f"sites_dir={REPO / 'config/sites'}"]
     env = {**env, "PTFLOW_BENCH_STAGGER_S": str(stagger)}
     run = SnakemakeRun(work, env, [*args, *extra], snakefile=NOOP)
@@ -128,7 +135,7 @@ def latency(env: dict, cells: int, stagger: float, label: str, extra: list[str])
         shutil.rmtree(work, ignore_errors=True)
     if rc != 0:
         print(f"  {label}: snakemake failed ({rc})\n{tail}")
-        return
+        return None
     stamp = datetime.fromisoformat
     ends = {j["Comment"].partition("_wildcards_")[2]: stamp(j["EndTime"]) for j in jobs if rule_of(j) == "train"}
     deps = {j["Comment"].partition("_wildcards_")[2]: j for j in jobs if rule_of(j) == "evaluate"}
@@ -140,6 +147,31 @@ def latency(env: dict, cells: int, stagger: float, label: str, extra: list[str])
         f"{statistics.median(begun):.1f} s (min {begun[0]:.0f}, max {begun[-1]:.0f}); n={len(begun)}",
         flush=True,
     )
+    return statistics.median(submitted), statistics.median(begun)
+
+
+def sweep(env: dict, cells: int, stagger: float, inits: list[int], repeat: int) -> None:
+    """The latency at each first-check interval (the plugin resets to it after every check that saw a job end and
+    adds 10 s after each that saw none), runs interleaved so that load hits each value alike; the median of the
+    runs' medians per value."""
+    medians: dict[int, list[tuple[float, float]]] = {i: [] for i in inits}
+    for _ in range(repeat):
+        for init in inits:
+            extra = [
+                "--slurm-init-seconds-before-status-checks",
+                str(init),
+                "--seconds-between-status-checks",
+                str(init),
+            ]
+            got = latency(env, cells, stagger, f"first check after {init} s", extra)
+            if got:
+                medians[init].append(got)
+    for init, runs in medians.items():
+        if runs:
+            sub = statistics.median(r[0] for r in runs)
+            began = statistics.median(r[1] for r in runs)
+            print(f"  first check after {init:>3} s: median over {len(runs)} runs: submitted {sub:.1f} s, started "
+                  f"{began:.1f} s; run medians started {sorted(r[1] for r in runs)}", flush=True)  # fmt: skip
 
 
 def sbatch_floor(env: dict, n: int) -> None:
@@ -164,12 +196,19 @@ def main() -> int:
     parser.add_argument("--skip", choices=("submission", "variants", "latency"), action="append", default=[])
     parser.add_argument("--stagger", type=float, default=1.7, help="seconds between the ends of the train jobs")
     parser.add_argument("--plugin-defaults", action="store_true", help="latency with the plugin's 40 s as well")
+    parser.add_argument("--sweep-init", type=int, nargs="+", metavar="S", help="latency only, at each of these "
+                        "slurm-init-seconds-before-status-checks values, --repeat runs each")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=3, help="runs per value of --sweep-init")
     args = parser.parse_args()
     WORK_ROOT.mkdir(parents=True, exist_ok=True)
     cluster, started = attach()
     try:
         env = cluster.env
         print(f"{date.today()}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        if args.sweep_init:
+            print(f"[no-op bodies] {args.cells} train -> evaluate pairs, train i sleeping i x {args.stagger} s:")
+            sweep(env, args.cells, args.stagger, args.sweep_init, args.repeat)
+            return 0
         if "submission" not in args.skip:
             print("[no-op bodies, held jobs: bench only] PostTrainBench's 224 trainings:")
             submission(env, "profiles/slurm", [])
@@ -181,8 +220,10 @@ def main() -> int:
         if "latency" not in args.skip:
             print(f"[no-op bodies] {args.cells} train -> evaluate pairs, train i sleeping i x {args.stagger} s:")
             latency(env, args.cells, args.stagger, "profiles/slurm", [])
-            earlier = ["--slurm-init-seconds-before-status-checks", "10", "--seconds-between-status-checks", "5"]
-            latency(env, args.cells, args.stagger, "earlier profile (10 s, 5 s)", earlier)
+            earlier = ["--slurm-init-seconds-before-status-checks", "3", "--seconds-between-status-checks", "3"]
+            latency(
+                env, args.cells, args.stagger, "first check after 3 s (the profile before 2026-11-23's sweep)", earlier
+            )
             if args.plugin_defaults:
                 defaults = ["--slurm-init-seconds-before-status-checks", "40", "--seconds-between-status-checks", "10"]
                 latency(env, args.cells, args.stagger, "plugin defaults (40 s, 10 s)", defaults)

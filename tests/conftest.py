@@ -34,12 +34,16 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.slurm)
 
 
+# Unit modules whose module-scoped fixture is worth keeping on one worker (a warm-start broker and its zygote).
+UNIT_MODULE_SCOPES = ("tests/unit/test_evals_ladder.py",)
+
+
 def suite_scope(nodeid: str) -> str:
     """What must run on one pytest-xdist worker: each module that runs the workflow or uses the Slurm cluster (its
-    module-scoped run is made once; the cluster itself is shared by all workers); a unit test is a scope of its
-    own."""
+    module-scoped run is made once; the cluster itself is shared by all workers), and UNIT_MODULE_SCOPES; any other
+    unit test is a scope of its own."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/unit/"):
+    if path.startswith("tests/unit/") and path not in UNIT_MODULE_SCOPES:
         return nodeid
     return path
 

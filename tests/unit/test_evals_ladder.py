@@ -10,11 +10,29 @@ from pathlib import Path
 
 import pytest
 
+from ptflow import warmstart
 from ptflow.config.model import eval_from_entry
+from ptflow.stages import WARM_IMPORTS
 from ptflow.stages.evaluate.run import EvalFailed, evaluate
 from ptflow.stages.evaluate.settings import Provider, build_call
 
 LADDER_TASKS = Path(__file__).resolve().parents[1] / "support" / "ladder_tasks.py"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_kit(tmp_path_factory):
+    """The attempts start warm, as on the local profile (ptflow.warmstart, the default's `warm_start`): still one
+    process per attempt, forked from a zygote that imported inspect-ai and torch once for the module, not once per
+    attempt. The tests share one data environment (caches) so that they share that zygote; logs stay per test.
+    (tests/conftest.py keeps the module on one worker.)"""
+    proc = warmstart.start(list(WARM_IMPORTS), log=tmp_path_factory.mktemp("warm") / "broker.log")
+    yield
+    warmstart.stop(proc)
+
+
+@pytest.fixture(scope="module")
+def data_dirs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("ladder-data")
 
 
 @pytest.fixture(scope="module")
@@ -26,23 +44,24 @@ def tiny_model(tmp_path_factory):
     return out
 
 
-def run(tiny_model, tmp_path, task: str, task_args: dict, retry=(8,)):
+def run(tiny_model, data_dirs, tmp_path, task: str, task_args: dict, retry=(8,)):
     ev = eval_from_entry(
         {"id": "ladder", "task": f"{LADDER_TASKS}@{task}", "task_args": task_args, "max_new_tokens": 16,
          "retry_max_new_tokens": list(retry), "limit": 2, "sampling": "greedy", "max_connections": 2}
     )  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "INSPECT_"))}
-    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    # (PYTEST_CURRENT_TEST differs per test: the tests would not share the zygote of one environment)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "INSPECT_", "PYTEST_CURRENT_TEST"))}
+    env["XDG_CACHE_HOME"] = str(data_dirs / "xdg")
     messages: list[str] = []
     try:
-        return evaluate(build_call(ev, Provider()), tiny_model, tmp_path / "logs", hf_home=tmp_path / "hf",
-                        evals_cache=tmp_path / "cache", env=env, log=messages.append), messages  # fmt: skip
+        return evaluate(build_call(ev, Provider()), tiny_model, tmp_path / "logs", hf_home=data_dirs / "hf",
+                        evals_cache=data_dirs / "cache", env=env, log=messages.append), messages  # fmt: skip
     except EvalFailed as exc:
         return exc, messages
 
 
-def test_context_length_rejection_moves_to_the_next_budget(tiny_model, tmp_path):
-    out, _ = run(tiny_model, tmp_path, "context_limited", {"context_tokens": 8})
+def test_context_length_rejection_moves_to_the_next_budget(tiny_model, data_dirs, tmp_path):
+    out, _ = run(tiny_model, data_dirs, tmp_path, "context_limited", {"context_tokens": 8})
     # 16 tokens overflow: the other three tries at 16 are skipped, 8 fits
     assert [(a["max_new_tokens"], a["ok"], a.get("failure_kind")) for a in out.attempts] == [
         (16, False, "context"),
@@ -53,16 +72,16 @@ def test_context_length_rejection_moves_to_the_next_budget(tiny_model, tmp_path)
     assert Path(out.log_path) == tmp_path / "logs" / "ladder.eval"
 
 
-def test_out_of_memory_retries_the_same_budget(tiny_model, tmp_path):
-    out, _ = run(tiny_model, tmp_path, "out_of_memory_once", {"marker": str(tmp_path / "raised")})
+def test_out_of_memory_retries_the_same_budget(tiny_model, data_dirs, tmp_path):
+    out, _ = run(tiny_model, data_dirs, tmp_path, "out_of_memory_once", {"marker": str(tmp_path / "raised")})
     assert [(a["max_new_tokens"], a["ok"], a.get("failure_kind")) for a in out.attempts] == [
         (16, False, "memory"),
         (16, True, None),
     ]
 
 
-def test_uncurable_failure_ends_after_one_attempt(tiny_model, tmp_path):
-    exc, messages = run(tiny_model, tmp_path, "crashing", {})
+def test_uncurable_failure_ends_after_one_attempt(tiny_model, data_dirs, tmp_path):
+    exc, messages = run(tiny_model, data_dirs, tmp_path, "crashing", {})
     assert isinstance(exc, EvalFailed)
     text = str(exc)
     assert "\n" not in text and "cannot cure" in text and "ValueError: stand-in failure" in text
@@ -70,7 +89,7 @@ def test_uncurable_failure_ends_after_one_attempt(tiny_model, tmp_path):
     assert len(messages) == 1
 
 
-def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, tmp_path):
+def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, data_dirs, tmp_path):
     """Context overflow at every budget: one try per budget (the rest are skipped); the cell's eval.json then says
     eval_failed with every attempt's error, and the matrix goes on (no exception)."""
     import json
@@ -85,7 +104,8 @@ def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, tmp_p
     checkpoint = {"path": str(tiny_model), "kind": "base", "commit_or_hash": "x", "step": None}
     data = evaluate_cell(cell=cell, call=build_call(ev, Provider()), model_path=str(tiny_model), checkpoint=checkpoint,
                          inspect_dir=str(tmp_path / "inspect"), eval_json=str(tmp_path / "eval.json"),
-                         hf_home=str(tmp_path / "hf"), evals_cache=str(tmp_path / "c"), log=lambda _: None)  # fmt: skip
+                         hf_home=str(data_dirs / "hf"), evals_cache=str(data_dirs / "cache"),
+                         log=lambda _: None)  # fmt: skip
     assert data == json.loads((tmp_path / "eval.json").read_text())
     validate_eval_json(data)
     assert data["status"] == "eval_failed" and data["metrics"] is None and data["inspect_log"] is None
