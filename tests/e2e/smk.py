@@ -8,8 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def default_agents(sft_steps: int) -> list[dict]:
+    """The embedded default's agents with its sft agent trained ``sft_steps`` steps: for tests of the machinery,
+    where what SFT learns is not under test (tests/e2e/test_default_matrix.py tests that on the default itself)."""
+    agents = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["agents"]
+    return [{**a, "params": {**a["params"], "steps": sft_steps}} if a["id"] == "sft" else a for a in agents]
 
 
 def command(workdir: Path, *args: str, profile: str = "profiles/local", snakefile: Path | None = None) -> list[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.smk import REPO, command
+from tests.e2e.smk import REPO, command, default_agents
 
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
 WORK_ROOT = Path("/var/lib/ptflow-tests")
@@ -74,11 +74,8 @@ def work(slurm_cluster):
     WORK_ROOT.mkdir(parents=True, exist_ok=True)
     path = WORK_ROOT / f"cli-{uuid.uuid4().hex[:8]}"
     path.mkdir()
-    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    # sft trains 20 steps here: the states are under test, not the model (tests/e2e checks what SFT learns)
-    agents = [{**a, "params": {**a["params"], "steps": 20}} if a["id"] == "sft" else a for a in default["agents"]]
     matrix = {
-        "agents": agents + [BAD],
+        "agents": default_agents(sft_steps=20) + [BAD],  # the cells' states are under test, not the model
         "matrix": {"models": ["ptflow/tiny-llama-h64"], "evals": ["add"], "agents": ["baseline", "sft", "bad"]},
     }
     (path / "matrix.yaml").write_text(yaml.safe_dump(matrix))

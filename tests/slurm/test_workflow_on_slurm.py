@@ -20,7 +20,7 @@ from ptflow.config.load import merged_config
 from ptflow.config.model import build_config
 from ptflow.config.sites import load_site
 from ptflow.stages.score import SUMMARY_COLUMNS
-from tests.e2e.smk import REPO, command, plan, snakemake
+from tests.e2e.smk import REPO, command, default_agents, plan, snakemake
 from tests.e2e.test_default_matrix import MODELS, corrupt_checkpoint_config
 
 # The module's fixture runs the default matrix on one model through Slurm: minutes on 2 cores.
@@ -40,18 +40,16 @@ RULE_STAGE = {
 }
 
 
-def matrix_overlay(work: Path) -> Path:
-    """The module's matrix: the default's evals and agents on its first model (every rule is still a Slurm job, 17
-    of them), SFT at 150 steps: half the default's, enough to score above the baseline (the aggregate's reference
-    weights need a gap; 20 steps scored 0). Submission, requests and reruns are under test here; what the default's
-    SFT learns is tested on the whole default matrix by tests/e2e/test_default_matrix.py."""
-    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    agents = [{**a, "params": {**a["params"], "steps": 150}} if a["id"] == "sft" else a for a in default["agents"]]
-    path = work / "matrix.yaml"
-    path.write_text(
-        yaml.safe_dump({"agents": agents, "matrix": {"models": [default["models"][0]["id"]], "evals": "all"}})
-    )
-    return path
+# The module's agents: the default's, SFT at 150 steps: half the default's, enough to score above the baseline (the
+# aggregate's reference weights need a gap; 20 steps scored 0). Submission, requests and reruns are under test here.
+AGENTS = default_agents(sft_steps=150)
+
+
+def write_matrix_overlay(work: Path) -> None:
+    """The module's matrix: the default's evals and AGENTS on its first model (every rule is still a Slurm job, 17 of
+    them)."""
+    model = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"][0]["id"]
+    (work / "matrix.yaml").write_text(yaml.safe_dump({"agents": AGENTS, "matrix": {"models": [model], "evals": "all"}}))
 
 
 def configfiles(work: Path, *extra: Path) -> list[str]:
@@ -101,7 +99,7 @@ def run_id(proc) -> str:
 
 @pytest.fixture(scope="module")
 def matrix_done(slurm_cluster, work):
-    matrix_overlay(work)
+    write_matrix_overlay(work)
     out = slurm_run(work, slurm_cluster, *configfiles(work))
     # Only this run's jobs: the cluster may be shared with other tests' jobs.
     ours = [j for j in scontrol_jobs(slurm_cluster) if j.get("JobName") == run_id(out)]
@@ -149,7 +147,7 @@ def test_recorded_request_equals_site(matrix_done):
 
 def test_failed_cell_is_the_only_one_rerun(slurm_cluster, matrix_done, tmp_path):
     work, _, _ = matrix_done
-    cfg = corrupt_checkpoint_config(work, tmp_path, yaml.safe_load((work / "matrix.yaml").read_text())["agents"])
+    cfg = corrupt_checkpoint_config(work, tmp_path, AGENTS)
     first = slurm_run(work, slurm_cluster, *configfiles(work, cfg), "--retries", "0", check=False)
     assert first.returncode != 0
     cells = work / "results" / "cells" / MODELS[0]
