@@ -7,10 +7,13 @@ command and interleaved so that load hits all alike:
 - ``snakemake -n`` of ptflow's workflow on the ``generic`` site (Slurm profile),
 - ``ptflow plan`` of the same,
 - ``snakemake -n`` of bench/trivial.smk: the same jobs per rule (cache_model -> train -> evaluate -> judge ->
-  aggregate) with touch bodies and nothing of ptflow,
+  aggregate) with touch bodies and nothing of ptflow, one input per job,
+- the same with ptflow's edges (``edges=ptflow``): each train and evaluate job also reads an eval cache marker and
+  an image, each judge the checkpoint, as ptflow's jobs do on the generic site,
 
 and prints each as wall seconds, CPU seconds (user + sys of the process tree: steadier on a shared machine) and the
-ratio to the trivial workflow. ``--profile-cells N`` writes a cProfile of ptflow's dry-run at N cells instead.
+ratios to both trivial workflows (the first is the issue's yardstick). ``--profile-cells N`` writes a cProfile of
+ptflow's dry-run at N cells instead.
 
     .venv/bin/python bench/plan_scale.py [--cells 224 2000 10000] [--repeat 3]
 """
@@ -76,6 +79,7 @@ def commands(work: Path, cells: int) -> dict[str, list[str]]:
     ]  # fmt: skip
     return {
         "trivial snakemake -n": trivial,
+        "trivial, ptflow edges": [*trivial, "edges=ptflow"],
         "ptflow snakemake -n": [str(BIN / "snakemake"), "-n", *ptflow_args],
         "ptflow plan": [str(BIN / "ptflow"), "plan", *ptflow_args],
     }
@@ -110,14 +114,16 @@ def main() -> int:
             for _ in range(args.repeat):
                 for name, argv in cmds.items():  # interleaved: a load spike hits every command alike
                     results[name].append(timed(argv, env, work))
-            floor_wall = statistics.median(w for w, _ in results["trivial snakemake -n"])
-            floor_cpu = statistics.median(c for _, c in results["trivial snakemake -n"])
-            print(f"{cells} trained cells:")
-            for name, xs in results.items():
-                wall, cpu = statistics.median(w for w, _ in xs), statistics.median(c for _, c in xs)
+            medians = {
+                name: (statistics.median(w for w, _ in xs), statistics.median(c for _, c in xs))
+                for name, xs in results.items()
+            }
+            floor, edged = medians["trivial snakemake -n"], medians["trivial, ptflow edges"]
+            print(f"{cells} trained cells (ratios: to the trivial workflow / to it with ptflow's edges):")
+            for name, (wall, cpu) in medians.items():
                 print(
-                    f"  {name:22s} wall {wall:6.1f} s ({wall / floor_wall:4.2f}x)   "
-                    f"CPU {cpu:6.1f} s ({cpu / floor_cpu:4.2f}x)",
+                    f"  {name:22s} wall {wall:6.1f} s ({wall / floor[0]:4.2f}x / {wall / edged[0]:4.2f}x)   "
+                    f"CPU {cpu:6.1f} s ({cpu / floor[1]:4.2f}x / {cpu / edged[1]:4.2f}x)",
                     flush=True,
                 )
         print(f"load average now {os.getloadavg()[0]:.1f}")

@@ -1,11 +1,18 @@
 # BENCH ONLY: the floor of Snakemake itself for ptflow's DAG shape, used by bench/plan_scale.py. The same jobs per rule
 # as a matrix of config["models"] x config["evals"] x (baseline + config["agents"] agents that train and are judged):
 # cache_model -> train -> evaluate -> judge -> aggregate, with touch bodies, constant resources and no ptflow code.
+# config["edges"]="ptflow" gives its jobs ptflow's inputs on the generic site as well: train and evaluate read the
+# model (or checkpoint), the eval's cache marker and an image (cache_eval_data, image jobs), judge reads the
+# checkpoint and eval.json. Without it each job has one input.
 MODELS = [f"org--model-{i}" for i in range(int(config["models"]))]
 EVALS = [f"eval-{i}" for i in range(int(config["evals"]))]
 AGENTS = [f"agent-{i}" for i in range(int(config["agents"]))]
 CELLS = [(m, e, a) for m in MODELS for e in EVALS for a in ["baseline", *AGENTS]]
 TRAINED = [(m, e, a) for m, e, a in CELLS if a != "baseline"]
+EDGES = config.get("edges", "one") == "ptflow"
+# the inputs ptflow's jobs have beyond the one of each job here (none unless edges=ptflow)
+EXTRA = ["results/cache/evals/{eval}.json", "images/{rule}.sif"] if EDGES else []
+CHECKPOINT = ["results/cells/{model}/{eval}/{agent}/checkpoint.json"] if EDGES else []
 
 
 wildcard_constraints:
@@ -30,9 +37,30 @@ rule cache_model:
         "touch {output}"
 
 
+rule cache_eval_data:
+    output:
+        "results/cache/evals/{eval}.json",
+    resources:
+        runtime=60,
+        mem_mb=8000,
+    shell:
+        "touch {output}"
+
+
+rule image:
+    output:
+        "images/{image}.sif",
+    resources:
+        runtime=60,
+        mem_mb=8000,
+    shell:
+        "touch {output}"
+
+
 rule train:
     input:
         "results/cache/models/{model}.json",
+        [p.replace("{rule}", "train") for p in EXTRA],
     output:
         "results/cells/{model}/{eval}/{agent}/checkpoint.json",
     resources:
@@ -51,6 +79,7 @@ def evaluate_input(wildcards):
 rule evaluate:
     input:
         evaluate_input,
+        [p.replace("{rule}", "evaluate") for p in EXTRA],
     output:
         "results/cells/{model}/{eval}/{agent}/eval.json",
     resources:
@@ -63,6 +92,7 @@ rule evaluate:
 rule judge:
     input:
         "results/cells/{model}/{eval}/{agent}/eval.json",
+        CHECKPOINT,
     output:
         "results/cells/{model}/{eval}/{agent}/judge.json",
     localrule: True
