@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -99,11 +100,19 @@ def test_batch_job_sees_gpus_and_reaches_the_cluster_from_inside(slurm_cluster, 
         "-o",
         str(out),
         "--wrap",
-        "echo \"conf=$SLURM_CONF cuda=$CUDA_VISIBLE_DEVICES\"\nsrun -n1 /bin/sh -c 'echo step=$SLURM_STEP_ID'",
+        'echo "conf=$SLURM_CONF cuda=$CUDA_VISIBLE_DEVICES job_gpus=$SLURM_JOB_GPUS"\n'
+        "srun -n1 /bin/sh -c 'echo step=$SLURM_STEP_ID'",
     )
     assert slurm_cluster.wait_job(jobid) == "COMPLETED", out.read_text()
     text = out.read_text()
-    assert f"conf={slurm_cluster.conf_path} cuda=0,1" in text
+    # The two GPUs Slurm allocated, whichever of the node's four were free (other modules' jobs hold some while the
+    # suite runs): the gres plugin exports them as CUDA_VISIBLE_DEVICES, the same ones it records in SLURM_JOB_GPUS.
+    found = re.search(r"^conf=(\S*) cuda=(\S*) job_gpus=(\S*)$", text, re.M)
+    assert found, text
+    conf, cuda, job_gpus = found.groups()
+    assert conf == str(slurm_cluster.conf_path)
+    assert len(set(cuda.split(","))) == 2 and set(cuda.split(",")) <= {"0", "1", "2", "3"}, text
+    assert cuda == job_gpus, text
     assert "step=0" in text
 
 
