@@ -15,6 +15,12 @@ Three kinds of process, all on this machine, all of this user (the socket lives 
   script as ``__main__``. The job's own process waits, passes signals on, and exits with the child's status; if the
   job's process dies, the child's process group is killed.
 
+A zygote's imports take seconds, and the jobs that first ask for it wait. A **companion** says which environment a
+script started by jobs will have (the evaluation kit: the job's environment with the data variables set and the
+venv's bin on PATH, :func:`changed_env`): when the broker forks a zygote for a job environment, it forks the
+companion's at once, so its imports run beside the first jobs instead of in front of the first evaluations. A
+prediction that turns out wrong costs one zygote's imports; the companion's jobs then get their own zygote.
+
 Jobs reach it two ways: a workflow script calls :func:`hand_over` first thing (Snakemake's generated script then runs
 again, from the top, in the child), and a job that starts a Python script of its own (the evaluation kit) runs it
 through :func:`script_argv`. Without a broker, or when it cannot be reached, or for another Python, a job simply runs
@@ -45,6 +51,24 @@ SOCKET_ENV = "PTFLOW_WARM_SOCKET"
 MAX_ZYGOTES = 4  # distinct job environments of one run (the local default has two: scripts and the evaluation kit)
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 _in_child = False  # set in a forked child: the job's own hand_over() call there must not hand over again
+
+
+def changed_env(env: dict, changes: dict) -> dict:
+    """``env`` with a companion's ``changes``: ``set`` variables, then ``prepend`` each to its path-like variable."""
+    out = dict(env)
+    out.update(changes.get("set", {}))
+    for name, entry in changes.get("prepend", {}).items():
+        out[name] = os.pathsep.join([entry, out.get(name, "")])
+    return out
+
+
+def companion_message(job: dict, changes: dict) -> dict | None:
+    """The message that a script started by ``job`` with ``changes`` to its environment will send (through
+    :func:`script_argv`: module path as this ``python -m ptflow.warmstart`` process has it), or None for a job that
+    is already such a script."""
+    if all(job["env"].get(k) == v for k, v in changes.get("set", {}).items()):
+        return None
+    return {**job, "env": changed_env(job["env"], changes), "path": sys.path[1:]}
 
 
 # ---- the job's side ----
@@ -133,6 +157,8 @@ def environment_key(message: dict) -> str:
 
 def serve(directory: str, parent: int, modules: list[str]) -> None:
     """The broker: route each job to the zygote of its environment until the ``parent`` process is gone."""
+    companions_file = Path(directory, "companions.json")
+    companions = json.loads(companions_file.read_text()) if companions_file.exists() else []
     broker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     broker.bind(os.path.join(directory, "socket"))
     broker.listen(64)
@@ -158,14 +184,12 @@ def serve(directory: str, parent: int, modules: list[str]) -> None:
                 else:
                     key = environment_key(message)
                     if key not in zygotes and len(zygotes) < MAX_ZYGOTES:
-                        sock = os.path.join(directory, f"zygote-{key}")
-                        zygotes[key] = (sock, _fork_zygote(broker, sock, message, modules))
-                        print(
-                            f"warm start: zygote {len(zygotes)} for a new job environment ({key})"
-                            f"{_differences(message, envs)}",
-                            flush=True,
-                        )
-                        envs.append(message)
+                        _add_zygote(zygotes, envs, broker, directory, message, modules, "a new job environment")
+                        for companion in companions:  # their scripts' zygotes, ahead of the first such script
+                            ahead = companion_message(message, companion["changes"])
+                            if ahead is not None and environment_key(ahead) not in zygotes:
+                                if len(zygotes) < MAX_ZYGOTES:
+                                    _add_zygote(zygotes, envs, broker, directory, ahead, modules, companion["name"])
                     answer = f"zygote {zygotes[key][0]}" if key in zygotes else "decline"
                 with contextlib.suppress(OSError):
                     conn.sendall(answer.encode() + b"\n")
@@ -176,6 +200,14 @@ def serve(directory: str, parent: int, modules: list[str]) -> None:
             sock.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             Path(directory).rmdir()
+
+
+def _add_zygote(zygotes: dict, envs: list, broker, directory: str, message: dict, modules: list[str], what: str):
+    key = environment_key(message)
+    sock = os.path.join(directory, f"zygote-{key}")
+    zygotes[key] = (sock, _fork_zygote(broker, sock, message, modules))
+    print(f"warm start: zygote {len(zygotes)} for {what} ({key}){_differences(message, envs)}", flush=True)
+    envs.append(message)
 
 
 def _differences(job: dict, earlier: list[dict]) -> str:
@@ -334,10 +366,13 @@ def _reap() -> list[tuple[int, int]]:
 # ---- the driver's side ----
 
 
-def start(modules: list[str], log: str | os.PathLike) -> subprocess.Popen:
+def start(modules: list[str], log: str | os.PathLike, companions: list[dict] = ()) -> subprocess.Popen:
     """Start a broker for the jobs this process will start (they inherit ``PTFLOW_WARM_SOCKET``); its zygotes'
-    messages go to ``log``."""
+    messages go to ``log``. ``companions``: ``{"name": ..., "changes": ...}`` of scripts the jobs start with changes
+    to their environment (:func:`changed_env`), whose zygotes the broker forks ahead."""
     directory = tempfile.mkdtemp(prefix="ptflow-warm-")  # 0700: only this user may hand jobs over
+    if companions:
+        Path(directory, "companions.json").write_text(json.dumps(list(companions)))
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         proc = subprocess.Popen(

@@ -584,3 +584,26 @@ def test_generic_site_evaluates_posttrainbench_on_vllm_as_text(tmp_path, monkeyp
     ]  # fmt: skip
     local = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO)
     assert Provider.from_site(local.site) == Provider()  # the embedded default: hf on the CPU
+
+
+def test_the_kits_environment_is_the_jobs_with_the_data_offline_and_this_python_first(tmp_path):
+    """child_env, and the warm-start companion built from the same changes (the broker forks the kit's zygote ahead
+    from them: a difference would leave it unused)."""
+    import os
+    import sys
+
+    from ptflow import warmstart
+    from ptflow.stages.evaluate.run import child_env, kit_companion
+    from ptflow.stages.evaluate.sources import OFFLINE_ENV
+
+    job = {"PATH": "/usr/bin:/bin", "HF_HOME": "/elsewhere", "KEEP": "1"}
+    env = child_env(job, tmp_path / "hf", tmp_path / "evals", threads=3)
+    assert env["PATH"] == os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin:/bin"])
+    assert env["HF_HOME"] == str((tmp_path / "hf").resolve()) and env["KEEP"] == "1"
+    assert env["INSPECT_EVALS_CACHE_DIR"] == str((tmp_path / "evals").resolve())
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "3"
+    assert all(env[k] == v for k, v in OFFLINE_ENV.items())
+    assert job == {"PATH": "/usr/bin:/bin", "HF_HOME": "/elsewhere", "KEEP": "1"}  # the job's own is unchanged
+    companion = kit_companion(tmp_path / "hf", tmp_path / "evals", threads=3)
+    assert warmstart.changed_env(job, companion["changes"]) == env
+    assert "OMP_NUM_THREADS" not in child_env(job, tmp_path / "hf", tmp_path / "evals")

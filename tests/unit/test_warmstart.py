@@ -207,3 +207,34 @@ def _brokers_of(parent: int) -> list[int]:
                 found.append(int(proc.name))
         time.sleep(0.1)
     return found
+
+
+def test_a_companion_zygote_is_started_ahead_and_its_scripts_run_warm_in_it(lib, monkeypatch):
+    """The evaluation kit's way: a job starts a script with changes to its own environment (changed_env); the broker
+    forks that script's zygote together with the job's, so the script finds it imported already."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([SRC, str(lib / "lib")]))
+    changes = {"set": {"WARM_TEST_VALUE": "kit"}, "prepend": {"PATH": str(lib / "kit-bin")}}
+    log = lib / "broker.log"
+    proc = warmstart.start(["warm_test_preloaded"], log=log, companions=[{"name": "the test kit", "changes": changes}])
+    try:
+        script = lib / "adapter.py"
+        script.write_text("from ptflow.warmstart import hand_over\nhand_over()\nprint('job done')\n")
+        job_env = {**os.environ, "WARM_TEST_VALUE": "a"}
+        job = subprocess.run([sys.executable, str(script)], env=job_env, capture_output=True, text=True, timeout=120)
+        assert (job.returncode, job.stdout) == (0, "job done\n"), job.stderr
+        lines = log.read_text().splitlines()
+        assert lines[0].startswith("warm start: zygote 1 for a new job environment")
+        # forked at once with the job's zygote, before any script of the companion asked for it
+        assert lines[1].startswith("warm start: zygote 2 for the test kit") and "WARM_TEST_VALUE" in lines[1]
+        kit_env = warmstart.changed_env(job_env, changes)
+        assert kit_env["PATH"].split(os.pathsep)[0] == str(lib / "kit-bin")
+        kit = subprocess.run(
+            warmstart.script_argv(lib / "job.py", [], kit_env), env=kit_env, capture_output=True, text=True, cwd=lib
+        )
+        seen = report(kit)
+        assert kit.returncode == 0 and seen["warm"] is True and seen["seen"] == "kit", kit.stderr
+        text = log.read_text()
+        assert "zygote 3" not in text  # the companion's script went to the zygote started ahead, not a new one
+        assert text.count("job.py runs warm") == 1
+    finally:
+        warmstart.stop(proc)

@@ -19,6 +19,7 @@ from ptflow.jobenv import apply_site_env
 from ptflow.launch.check import check_ray_launchers
 from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 from ptflow.stages.evaluate.preflight import evaluation_problems
+from ptflow.stages.evaluate.run import kit_companion
 from ptflow.stages.evaluate.settings import Provider, build_call
 
 try:
@@ -556,7 +557,13 @@ def on_driver_start():
         from ptflow.stages import WARM_IMPORTS
 
         global WARM_BROKER
-        WARM_BROKER = warmstart.start(WARM_IMPORTS, log=L.log("warmstart", "broker"))
+        WARM_BROKER = warmstart.start(
+            WARM_IMPORTS,
+            log=L.log("warmstart", "broker"),
+            companions=[
+                kit_companion(HF_HOME, L.evals_cache, _request("evaluate").threads)
+            ],
+        )
 
 
 WARM_BROKER = None  # a local run's warm-start broker (site warm_start), from onstart to the end of the run

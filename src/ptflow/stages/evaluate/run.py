@@ -147,14 +147,25 @@ def attempt_argv(
     return warmstart.script_argv(KIT_SCRIPT, args, env)
 
 
-def child_env(env, hf_home, evals_cache, threads: int | None = None) -> dict:
-    child = dict(os.environ if env is None else env)
-    child.update(data_env(hf_home, evals_cache, offline=True))
-    # Sandboxed scorers (HumanEval's local sandbox) run "python": make it this interpreter.
-    child["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), child.get("PATH", "")])
+def kit_env_changes(hf_home, evals_cache, threads: int | None = None) -> dict:
+    """How the kit's environment differs from its job's (warmstart.changed_env): the data offline, this interpreter
+    first on PATH (sandboxed scorers such as HumanEval's local sandbox run "python"), the job's threads."""
+    values = data_env(hf_home, evals_cache, offline=True)
     if threads:
-        child["OMP_NUM_THREADS"] = child["MKL_NUM_THREADS"] = str(threads)
-    return child
+        values["OMP_NUM_THREADS"] = values["MKL_NUM_THREADS"] = str(threads)
+    return {"set": values, "prepend": {"PATH": str(Path(sys.executable).parent)}}
+
+
+def kit_companion(hf_home, evals_cache, threads: int | None = None) -> dict:
+    """The kit as a warm-start companion of the evaluate jobs: a local run's broker starts its zygote ahead."""
+    return {
+        "name": f"the evaluation kit ({KIT_SCRIPT.name})",
+        "changes": kit_env_changes(hf_home, evals_cache, threads),
+    }
+
+
+def child_env(env, hf_home, evals_cache, threads: int | None = None) -> dict:
+    return warmstart.changed_env(os.environ if env is None else env, kit_env_changes(hf_home, evals_cache, threads))
 
 
 def evaluate(
