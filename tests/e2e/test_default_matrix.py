@@ -74,9 +74,12 @@ def test_leaderboard_shows_learning(done):
 
 def test_jobs_started_warm(done):
     """The local site's warm start (ptflow.warmstart): training, evaluation scripts and the evaluation kit ran in
-    forked children of two zygotes, one per job environment (the scripts', and the kit's offline data environment)."""
+    forked children of two zygotes, one per job environment: the scripts', and the kit's offline data environment,
+    forked ahead with the first (a companion whose environment the broker predicted right: no third zygote)."""
     log = (done / "results" / "logs" / "warmstart" / "broker.log").read_text()
-    assert log.count("for a new job environment") == 2, log
+    zygotes = [line for line in log.splitlines() if line.startswith("warm start: zygote ")]
+    assert len(zygotes) == 2, log
+    assert " for a new job environment" in zygotes[0] and " for the evaluation kit (evaluate.py)" in zygotes[1]
     cells = len(MODELS) * len(EVALS)
     assert log.count(".train.py runs warm") == cells * 2  # Snakemake's generated scripts: tmp<id>.<rule script>
     assert log.count(".evaluate.py runs warm") == cells * 3

@@ -238,3 +238,22 @@ def test_a_companion_zygote_is_started_ahead_and_its_scripts_run_warm_in_it(lib,
         assert text.count("job.py runs warm") == 1
     finally:
         warmstart.stop(proc)
+
+
+def test_the_driver_presets_what_torch_sets_at_import(tmp_path):
+    """warm_import_env: torch sets TORCHINDUCTOR_CACHE_DIR when first asked for its cache (during the zygote's
+    imports); with the driver's value set beforehand the job's environment stays as it was, so the kit's companion
+    zygote, predicted from it, is the one the kit asks for."""
+    from ptflow.stages import warm_import_env
+
+    code = (
+        "import json, os\nbefore = dict(os.environ)\nfrom torch._inductor.runtime.cache_dir_utils import cache_dir\n"
+        "cache_dir()\nprint(json.dumps({k: v for k, v in os.environ.items() if before.get(k) != v}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    unset = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(unset.stdout) == warm_import_env()  # what torch sets, by name and value
+    preset = subprocess.run(
+        [sys.executable, "-c", code], env={**env, **warm_import_env()}, capture_output=True, text=True, check=True
+    )
+    assert json.loads(preset.stdout) == {}

@@ -1,5 +1,6 @@
 # Configuration, site and paths, loaded once; every rule input, param and resource comes from a get_* here.
 import inspect
+import os
 import re
 import time
 from pathlib import Path
@@ -554,8 +555,10 @@ def on_driver_start():
     )
     if SITE.warm_start:
         from ptflow import warmstart
-        from ptflow.stages import WARM_IMPORTS
+        from ptflow.stages import WARM_IMPORTS, warm_import_env
 
+        for name, value in warm_import_env().items():
+            os.environ.setdefault(name, value)
         global WARM_BROKER
         WARM_BROKER = warmstart.start(
             WARM_IMPORTS,

@@ -6,6 +6,11 @@ Scripts in ``workflow/scripts`` are thin adapters over these. Stages may import 
 ``launch``; they never read Snakemake's globals and never import ``ops``.
 """
 
+import getpass
+import os
+import re
+import tempfile
+
 # What the stages' jobs import (mostly lazily, inside the stage functions) that takes seconds: a local run's
 # warm-start zygotes import these once for all its jobs (ptflow.warmstart; site key warm_start). A name missing here
 # costs time, never correctness: the job imports it itself.
@@ -41,3 +46,22 @@ WARM_IMPORTS = (
     "ptflow.stages.evaluate.run",
     "ptflow.stages.evaluate.inspect_eval",
 )
+
+
+def warm_import_env() -> dict[str, str]:
+    """Variables that importing WARM_IMPORTS sets in ``os.environ``, with the values it sets. A local run's driver
+    sets them before its jobs start, so that a job's environment is the same before and after a zygote's imports:
+    the evaluation kit's zygote, forked ahead from the job's environment (ptflow.warmstart companions), then is
+    the one the kit asks for. torch sets TORCHINDUCTOR_CACHE_DIR to its default (torch._inductor.runtime
+    .cache_dir_utils.default_cache_dir, repeated here so that the driver need not import torch); a value set
+    beforehand it leaves alone.
+    """
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(
+            tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+        )
+    }
