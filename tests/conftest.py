@@ -35,7 +35,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 # Unit modules whose module-scoped fixture is worth keeping on one worker (a warm-start broker and its zygote).
-UNIT_MODULE_SCOPES = ("tests/unit/test_evals_ladder.py",)
+UNIT_MODULE_SCOPES = ("tests/unit/test_evals_ladder.py", "tests/unit/test_evals_offline.py")
 
 
 def suite_scope(nodeid: str) -> str:
