@@ -25,9 +25,10 @@ demo: venv
 	@cat results/leaderboard.md
 
 # Every test, the real Slurm cluster ones included (they start it themselves). pytest's exit 5 (no tests
-# collected) fails here like any other non-zero exit. Three workers on two cores: the Slurm tests mostly wait on the
-# cluster, so the CPU-bound workflow runs go on beside them (scopes: tests/conftest.py, suite_scope).
-TEST_WORKERS ?= 3
+# collected) fails here like any other non-zero exit. Four workers on two cores: the Slurm tests mostly wait on the
+# cluster, so the CPU-bound workflow runs go on beside them (scopes: tests/conftest.py, suite_scope). With three
+# the CPUs idled a fifth of the time (bench/RESULTS.md, the suite).
+TEST_WORKERS ?= 4
 test: venv
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
