@@ -55,7 +55,10 @@ def remote_dir():
     matrix = "matrix:\n  models: all\n  evals: all\n  agents: all\n"
     assert matrix in text, "the default config's matrix block changed: update this test"
     small = "matrix:\n  models: [ptflow/tiny-llama-h64]\n  evals: [add]\n  agents: [baseline, sft]\n"
-    cfg.write_text(text.replace(matrix, small))
+    # and SFT for 20 steps instead of 300: what it learns is tested on the default itself (tests/e2e)
+    sft = "params: {steps: 300, batch_size: 32,"
+    assert sft in text, "the default config's sft params changed: update this test"
+    cfg.write_text(text.replace(matrix, small).replace(sft, "params: {steps: 20, batch_size: 32,"))
     yield path
     pid_file = path / "wf" / "run" / ".ptflow" / "driver.pid"
     if pid_file.is_file():  # a failed test must not leave its detached driver running
