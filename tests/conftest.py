@@ -34,8 +34,22 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.slurm)
 
 
-# Unit modules whose module-scoped fixture is worth keeping on one worker (a warm-start broker and its zygote).
+# Unit modules whose module-scoped fixture is worth keeping on one worker (warm_kit: a broker and its zygote).
 UNIT_MODULE_SCOPES = ("tests/unit/test_evals_ladder.py", "tests/unit/test_evals_offline.py")
+
+
+@pytest.fixture(scope="module")
+def warm_kit(tmp_path_factory):
+    """The module's evaluations start their kit runs warm, as on the local profile (ptflow.warmstart, the default's
+    `warm_start`): still one process per run, forked from a zygote that imported inspect-ai and torch once for the
+    module, not once per run. Runs share that zygote only when their environments are equal (so, e.g., not
+    PYTEST_CURRENT_TEST). A module that uses it belongs in UNIT_MODULE_SCOPES."""
+    from ptflow import warmstart
+    from ptflow.stages import WARM_IMPORTS
+
+    proc = warmstart.start(list(WARM_IMPORTS), log=tmp_path_factory.mktemp("warm") / "broker.log")
+    yield
+    warmstart.stop(proc)
 
 
 def suite_scope(nodeid: str) -> str:

@@ -187,9 +187,9 @@ def serve(directory: str, parent: int, modules: list[str]) -> None:
                         _add_zygote(zygotes, envs, broker, directory, message, modules, "a new job environment")
                         for companion in companions:  # their scripts' zygotes, ahead of the first such script
                             ahead = companion_message(message, companion["changes"])
-                            if ahead is not None and environment_key(ahead) not in zygotes:
-                                if len(zygotes) < MAX_ZYGOTES:
-                                    _add_zygote(zygotes, envs, broker, directory, ahead, modules, companion["name"])
+                            fits = ahead is not None and len(zygotes) < MAX_ZYGOTES
+                            if fits and environment_key(ahead) not in zygotes:
+                                _add_zygote(zygotes, envs, broker, directory, ahead, modules, companion["name"])
                     answer = f"zygote {zygotes[key][0]}" if key in zygotes else "decline"
                 with contextlib.suppress(OSError):
                     conn.sendall(answer.encode() + b"\n")

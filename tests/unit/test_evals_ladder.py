@@ -10,24 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from ptflow import warmstart
 from ptflow.config.model import eval_from_entry
-from ptflow.stages import WARM_IMPORTS
 from ptflow.stages.evaluate.run import EvalFailed, evaluate
 from ptflow.stages.evaluate.settings import Provider, build_call
 
+# The attempts start warm from one broker for the module (warm_kit, tests/conftest.py); the tests share one data
+# environment (caches) so that they share its zygote; logs stay per test.
+pytestmark = pytest.mark.usefixtures("warm_kit")
+
 LADDER_TASKS = Path(__file__).resolve().parents[1] / "support" / "ladder_tasks.py"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def warm_kit(tmp_path_factory):
-    """The attempts start warm, as on the local profile (ptflow.warmstart, the default's `warm_start`): still one
-    process per attempt, forked from a zygote that imported inspect-ai and torch once for the module, not once per
-    attempt. The tests share one data environment (caches) so that they share that zygote; logs stay per test.
-    (tests/conftest.py keeps the module on one worker.)"""
-    proc = warmstart.start(list(WARM_IMPORTS), log=tmp_path_factory.mktemp("warm") / "broker.log")
-    yield
-    warmstart.stop(proc)
 
 
 @pytest.fixture(scope="module")

@@ -18,26 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from ptflow import warmstart
 from ptflow.config.model import eval_from_entry
-from ptflow.stages import WARM_IMPORTS
 from ptflow.stages.evaluate.kit import evaluate as kit
 from ptflow.stages.evaluate.run import evaluate, write_agent_kit
 from ptflow.stages.evaluate.settings import Provider, build_call
 from ptflow.stages.evaluate.sources import data_env
 from tests.support.evalfixtures import STANDIN_GRADER, build_world
 
-pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def warm_kit(tmp_path_factory):
-    """The evaluations' kit runs start warm, as on the local profile (ptflow.warmstart, the default's
-    `warm_start`): forked from one zygote that imported inspect-ai, inspect_evals and torch once for the module
-    (all share the module's `env`), not once per eval. The agent's own copy of the kit still runs cold."""
-    proc = warmstart.start(list(WARM_IMPORTS), log=tmp_path_factory.mktemp("warm") / "broker.log")
-    yield
-    warmstart.stop(proc)
+# warm_kit (tests/conftest.py): the evaluations' kit runs start warm; the agent's own copy of the kit runs cold
+pytestmark = [pytest.mark.timeout(600), pytest.mark.usefixtures("warm_kit")]
 
 
 @pytest.fixture(scope="module")
