@@ -100,6 +100,10 @@ def test_checkpoints_on_scratch_with_manifest(done):
                 assert man["bytes"] > 0 and man["weights"] and man["step"] >= 1
             # grpo really starts from the sft checkpoint of the same cell
             assert grpo["start_model"] == sft["checkpoint"]
+            # and its reward sees the completion text: a reward that did not would be ~0 and leave sft's model as
+            # it was, which the leaderboard's margins alone would not notice
+            assert grpo["reward_mean"] > 0.5, (m, e, grpo["reward_mean"])
+            assert "reward_mean" not in sft
             assert not (cell(done, m, e, "baseline") / "checkpoint.json").exists()
 
 

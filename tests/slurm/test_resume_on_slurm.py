@@ -340,7 +340,7 @@ def test_internal_timeout_saves_and_the_supervisor_resubmits(work, supervised_ru
     job_log = (manifest.parent / "slurm" / f"train-{first['job_id']}.out").read_text()
     assert "ptflow: internal timeout (15 s): asking the trainer to save and stop" in job_log
     data = json.loads(manifest.read_text())
-    assert data["step"] == 800 and len(data["attempts"]) == status["resumes"] + 1
+    assert data["step"] == 500 and len(data["attempts"]) == status["resumes"] + 1
     # the operator sees every attempt as the cell's train job (ptflow status reads the directory's own job name)
     from ptflow.ops.cli import SmkArgs, load_context
     from ptflow.ops.status import snapshot

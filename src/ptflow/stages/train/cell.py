@@ -125,6 +125,8 @@ def train_cell(
         "checkpoint": str(ckpt),
         "step": result.get("step"),
         "train_loss": result.get("train_loss"),
+        # RL kinds (trl-grpo): the mean reward over the run, what a learning curve is read against
+        **({"reward_mean": result["reward_mean"]} if result.get("reward_mean") is not None else {}),
         "config_hash": config_hash,
         "start_model": start_model,
         "from_manifest": parent_manifest,
