@@ -1,15 +1,16 @@
-"""What two of Snakemake's own per-job costs weigh in ptflow's dry-run (printed, not asserted; an experiment).
+"""What Snakemake's own per-job costs weigh in ptflow's dry-run (printed, not asserted; an experiment).
 
 ptflow's dry-run at scale is slower than bench/trivial.smk mostly where Snakemake handles directives that the
-trivial rules lack (bench/plan_scale.py's profile). This measures two of them by switching each off inside the
-child Snakemake process; nothing of ptflow changes, and the patches live only in this bench:
+trivial rules lack (bench/plan_scale.py's profile). This measures two of them by switching each inside the child
+Snakemake process; the switches live only in this bench:
 
-- ``script``: ``ScriptProcessor.process_job`` (snakemake/dag.py) re-reads each job's script through the source
-  cache, whose three ``smart_open.parse_uri`` calls build a namedtuple class each, only to check that the script
-  exists. Skipped here: the check is the same for every job of a rule.
-- ``signature``: every evaluable resource goes through ``inspect.signature`` of the bound ``Resource.evaluate``, twice
-  per job (``Rule.apply_input_function`` and ``get_input_function_aux_params``). Cached per function here. ptflow's
-  attempt-scaled resources (runtime, mem_mb) add two such resources per job.
+- ``per-job script check``: Snakemake as shipped, whose ``ScriptProcessor.process_job`` (snakemake/dag.py) re-reads
+  each job's script through the source cache (three ``smart_open.parse_uri`` calls, each building a namedtuple class)
+  only to check that it exists. ptflow's Snakefile wraps it to check once per rule (``ptflow.snakemake_checks``);
+  this variant leaves that wrapper out, to show what it saves.
+- ``cached signature``: every evaluable resource goes through ``inspect.signature`` of the bound
+  ``Resource.evaluate``, twice per job (``Rule.apply_input_function`` and ``get_input_function_aux_params``). Cached
+  per function here. ptflow's attempt-scaled resources (runtime, mem_mb) add two such resources per job.
 
 Each variant is the same ``snakemake -n`` of ptflow's workflow as bench/plan_scale.py (generic site, Slurm profile),
 timed interleaved with the trivial workflow, and printed as wall and CPU seconds with the ratio to it.
@@ -30,21 +31,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_scale import commands, timed  # noqa: E402  (bench/ is not a package)
 
-VARIANTS = {"as is": "", "no script check": "script", "cached signature": "signature", "both": "script,signature"}
+VARIANTS = {"as is": "", "per-job script check": "per-job", "cached signature": "signature"}
 
 
 def patch(switches: set[str]) -> None:
-    """In the child: switch off the named per-job costs, then run Snakemake's CLI."""
+    """In the child: switch the named per-job costs, then run Snakemake's CLI."""
     import inspect
 
-    import snakemake.api  # noqa: F401  (imports snakemake.dag without a cycle)
+    import snakemake.api  # noqa: F401  (imports the modules below without a cycle)
     import snakemake.common as common
-    import snakemake.dag as dag
     import snakemake.jobs
     import snakemake.rules
 
-    if "script" in switches:
-        dag.ScriptProcessor.process_job = lambda self, job: None
+    if "per-job" in switches:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+        import ptflow.snakemake_checks
+
+        # the Snakefile's `from ptflow.snakemake_checks import ...` finds this module already loaded
+        ptflow.snakemake_checks.check_each_script_once = lambda: False
     if "signature" in switches:
         original, cache = common.get_function_params, {}
 
