@@ -10,11 +10,11 @@ min_version("9.0")
 _SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, _SRC)
 from ptflow.jobenv import ignore_time_limit_warning, prepend_pythonpath
-from ptflow.snakemake_checks import check_each_script_once
+from ptflow import snakemake_once
 
 prepend_pythonpath(_SRC)
-# Snakemake checks each job's script while it builds the DAG; once per rule is enough (the module says why).
-check_each_script_once()
+# What Snakemake repeats for every job of a rule with the same answer, once (the module says what and why).
+snakemake_once.install()
 if "SLURM_JOB_ID" in os.environ:
     # Inside a Slurm job (the plugin's job-step Snakemake, or a multi-node rule's batch-step one): Slurm's time-limit
     # warning (USR1 to every process of every step) must not kill Snakemake or the rule it runs; trainers catch it

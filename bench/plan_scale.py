@@ -55,6 +55,21 @@ def matrix(work: Path, cells: int) -> tuple[Path, int]:
     return path, runs
 
 
+def plan_env(work: Path) -> dict:
+    """The environment of a plan made where Slurm's tools are installed and no controller answers (this machine).
+
+    The Slurm plugin runs ``scontrol show config`` when it is imported. On a login node that answers at once. With no
+    configuration at all (``SLURM_CONF=/nonexistent``) scontrol keeps trying for the plugin's full 10 s timeout,
+    which every command here would carry in its wall time. An empty slurm.conf makes it fail at once, so wall times
+    are what a user on a login node waits.
+    """
+    conf = work / "slurm.conf"
+    conf.write_text("")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    env.setdefault("USER", "bench")  # the generic site's paths name $USER
+    return env
+
+
 def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     """(wall, CPU) seconds of one command; fails loudly."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -100,9 +115,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command per size (median shown)")
     parser.add_argument("--profile-cells", type=int, help="write a cProfile of ptflow's dry-run at this size")
     args = parser.parse_args()
-    env = {**os.environ, "SLURM_CONF": "/nonexistent"}  # a plan needs no cluster
-    env.setdefault("USER", "bench")  # the generic site's paths name $USER
     work = Path(tempfile.mkdtemp(prefix="ptflow-scale-"))
+    env = plan_env(work)
     try:
         if args.profile_cells:
             profile(work, args.profile_cells, env)

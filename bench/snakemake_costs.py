@@ -1,19 +1,16 @@
-"""What Snakemake's own per-job costs weigh in ptflow's dry-run (printed, not asserted; an experiment).
+"""What ptflow.snakemake_once saves in ptflow's dry-run (printed, not asserted).
 
-ptflow's dry-run at scale is slower than bench/trivial.smk mostly where Snakemake handles directives that the
-trivial rules lack (bench/plan_scale.py's profile). This measures two of them by switching each inside the child
-Snakemake process; the switches live only in this bench:
+ptflow's Snakefile does once what Snakemake repeats for every job of a rule with the same answer
+(``ptflow.snakemake_once``, whose docstring says what each is):
 
-- ``per-job script check``: Snakemake as shipped, whose ``ScriptProcessor.process_job`` (snakemake/dag.py) re-reads
-  each job's script through the source cache (three ``smart_open.parse_uri`` calls, each building a namedtuple class)
-  only to check that it exists. ptflow's Snakefile wraps it to check once per rule (``ptflow.snakemake_checks``);
-  this variant leaves that wrapper out, to show what it saves.
-- ``cached signature``: every evaluable resource goes through ``inspect.signature`` of the bound
-  ``Resource.evaluate``, twice per job (``Rule.apply_input_function`` and ``get_input_function_aux_params``). Cached
-  per function here. ptflow's attempt-scaled resources (runtime, mem_mb) add two such resources per job.
+- the script check: ``ScriptProcessor.process_job`` (snakemake/dag.py) reads each job's script through the source
+  cache only to check that it exists; ptflow checks once per rule and script;
+- the signature of ``Resource.evaluate``: read with ``inspect.signature`` twice per callable resource per job;
+  ptflow states it once.
 
 Each variant is the same ``snakemake -n`` of ptflow's workflow as bench/plan_scale.py (generic site, Slurm profile),
-timed interleaved with the trivial workflow, and printed as wall and CPU seconds with the ratio to it.
+with one or both of those left as Snakemake ships them (inside the bench's child process only), timed interleaved
+with the trivial workflow and printed as wall and CPU seconds with the ratio to it.
 
     .venv/bin/python bench/snakemake_costs.py [--cells 2000 10000] [--repeat 1]
 """
@@ -29,40 +26,26 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plan_scale import commands, timed  # noqa: E402  (bench/ is not a package)
+from plan_scale import commands, plan_env, timed  # noqa: E402  (bench/ is not a package)
 
-VARIANTS = {"as is": "", "per-job script check": "per-job", "cached signature": "signature"}
+VARIANTS = {
+    "as is": "",
+    "script check per job": "script",
+    "evaluate signature per job": "signature",
+    "both per job (as shipped)": "script,signature",
+}
 
 
 def patch(switches: set[str]) -> None:
-    """In the child: switch the named per-job costs, then run Snakemake's CLI."""
-    import inspect
+    """In the child: leave the named computations per job, as Snakemake ships them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from ptflow import snakemake_once
 
-    import snakemake.api  # noqa: F401  (imports the modules below without a cycle)
-    import snakemake.common as common
-    import snakemake.jobs
-    import snakemake.rules
-
-    if "per-job" in switches:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-        import ptflow.snakemake_checks
-
-        # the Snakefile's `from ptflow.snakemake_checks import ...` finds this module already loaded
-        ptflow.snakemake_checks.check_each_script_once = lambda: False
+    # install() (run by the Snakefile, which finds this module already imported) calls these by name
+    if "script" in switches:
+        snakemake_once.check_each_script_once = lambda: False
     if "signature" in switches:
-        original, cache = common.get_function_params, {}
-
-        def get_function_params(func):
-            underlying = getattr(func, "__func__", None)
-            if underlying is None or hasattr(func, common.FUNC_OVERWRITE_PARAMS_ATTR):
-                return original(func)
-            if underlying not in cache:
-                cache[underlying] = inspect.signature(func).parameters
-            return cache[underlying]
-
-        for module in (common, snakemake.rules, snakemake.jobs):
-            if hasattr(module, "get_function_params"):
-                module.get_function_params = get_function_params
+        snakemake_once.sign_resource_evaluate_once = lambda: False
 
 
 def child(switches: str, argv: list[str]) -> None:
@@ -78,9 +61,8 @@ def main() -> int:
     parser.add_argument("--cells", type=int, nargs="+", default=[2000, 10000])
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command per size (median shown)")
     args = parser.parse_args()
-    env = {**os.environ, "SLURM_CONF": "/nonexistent"}  # as bench/plan_scale.py: a plan needs no cluster
-    env.setdefault("USER", "bench")
     work = Path(tempfile.mkdtemp(prefix="ptflow-costs-"))
+    env = plan_env(work)
     try:
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; median of {args.repeat} runs each")
         for cells in args.cells:

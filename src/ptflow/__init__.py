@@ -4,7 +4,7 @@ Layers, each importing only those before it (``tests/unit/test_architecture.py``
 
 - foundation — ``files`` (atomic writes, hashes), ``keys`` (secret names), ``templates`` (what we render),
   ``jobenv`` (a job's environment and rule log), ``warmstart`` (local jobs forked from warm processes),
-  ``snakemake_checks`` (Snakemake's per-job script check, once per rule);
+  ``snakemake_once`` (two of Snakemake's per-job computations, done once);
 - ``config``  — the validated configuration: models, evals, agents, cells, agent kinds, sites, paths;
 - ``cluster`` — the machine: Slurm commands, preflight, supervision and infra retries, container runtimes and
   images, the shared HF cache and private views of it, time-limit warnings, multi-node helpers;

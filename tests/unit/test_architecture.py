@@ -14,7 +14,7 @@ from tests.conftest import REPO
 
 PACKAGE = Path(ptflow.__file__).parent
 LAYERS = {"foundation": 0, "config": 1, "cluster": 2, "launch": 3, "stages": 4, "standins": 5, "ops": 5}
-FOUNDATION = {"files", "keys", "templates", "jobenv", "warmstart", "snakemake_checks", "__init__"}
+FOUNDATION = {"files", "keys", "templates", "jobenv", "warmstart", "snakemake_once", "__init__"}
 
 
 def _layer(module: str) -> str:

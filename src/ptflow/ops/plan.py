@@ -10,9 +10,11 @@ failed before, stale).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -109,8 +111,9 @@ def parse_dry_run(text: str) -> tuple[list[PlannedJob], dict[str, int]]:
     """The jobs of a dry-run log, and its ``Job stats`` table (rule -> count)."""
     jobs: list[PlannedJob] = []
     cur: PlannedJob | None = None
-    for line in text.splitlines():
-        m = _RULE.match(line)
+    lines = text.splitlines()
+    for line in lines:
+        m = None if line.startswith(" ") else _RULE.match(line)  # a job's fields are indented, its rule line is not
         if m:
             cur = PlannedJob(rule=m.group(2), jobid="")
             jobs.append(cur)
@@ -134,7 +137,6 @@ def parse_dry_run(text: str) -> tuple[list[PlannedJob], dict[str, int]]:
         elif key == "wildcards":
             cur.wildcards = {k: v for k, _, v in (w.partition("=") for w in value.split(", "))}
     stats: dict[str, int] = {}
-    lines = text.splitlines()
     for i, line in enumerate(lines):
         if line.strip() == "Job stats:":
             for row in lines[i + 3 :]:
@@ -161,8 +163,11 @@ def dry_run(snakemake_args: list[str], cwd: Path | None = None, env: dict | None
     args = [a for a in snakemake_args if a not in ("-q", "--quiet") and not a.startswith("--quiet=")]
     argv = [str(Path(sys.executable).with_name("snakemake")), "--dry-run", *args]
     logging.getLogger("ptflow.plan").info("run: %s", argv)
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env)
-    text = proc.stdout + proc.stderr
+    # into a file, read once: a pipe read in 32 KiB turns is ~80,000 polls for the megabytes of 10,000 cells
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=env)
+        out.seek(0)
+        text = out.read()
     if proc.returncode != 0:
         raise RuntimeError(
             f"snakemake --dry-run failed ({proc.returncode}): fix the error below and retry\n{text[-4000:]}"
@@ -276,21 +281,30 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
         w = j.wildcards
         if (j.rule in TRAIN_RULES or j.rule == "evaluate") and {"model", "eval", "agent"} <= w.keys():
             planned[Cell(w["model"], w["eval"], w["agent"])].append(j)
+    root = str(workdir)
+
+    def existing(relative: str) -> Path | None:
+        """The file, if it is one (a fresh matrix has none: os.path, not a Path per file, for 10,000 cells)."""
+        path = os.path.join(root, relative)
+        return Path(path) if os.path.isfile(path) else None
+
     out = {}
     for cell in cfg.cells:
         mine = planned.get(cell, [])
-        eval_json = workdir / layout.eval_json(cell.model, cell.eval, cell.agent)
-        manifest = workdir / layout.manifest(cell.model, cell.eval, cell.agent)
-        valid = valid_eval_json(eval_json, cell)
+        eval_json = existing(layout.eval_json(cell.model, cell.eval, cell.agent))
+        valid = eval_json is not None and valid_eval_json(eval_json, cell)
         reasons = "; ".join(f"{j.rule}: {j.reason}" for j in mine)
-        failed = any(
-            rule_log_failed(workdir / layout.log(r, cell.model, cell.eval, cell.agent)) for r in ("train", "evaluate")
-        ) or any("Incomplete output files" in j.reason for j in mine)
+        logs = (existing(layout.log(r, cell.model, cell.eval, cell.agent)) for r in ("train", "evaluate"))
+        failed = any(log is not None and rule_log_failed(log) for log in logs) or any(
+            "Incomplete output files" in j.reason for j in mine
+        )
         if not mine:
             state = DONE if valid else TO_RUN
         elif failed and not valid:
             state = FAILED_BEFORE
-        elif valid or (manifest.is_file() and any(j.rule in TRAIN_RULES for j in mine)):
+        elif valid or (
+            existing(layout.manifest(cell.model, cell.eval, cell.agent)) and any(j.rule in TRAIN_RULES for j in mine)
+        ):
             state = STALE  # outputs exist, but Snakemake's rerun triggers (params, code, inputs) plan them again
         else:
             state = TO_RUN
