@@ -39,6 +39,8 @@ RULE_STAGE = {
 }
 NOT_SUBMITTED = ("all", "judge", "edf")
 
+NO_CLUSTER = str(Path(__file__).parent / "data" / "no-cluster-slurm.conf")  # a plan needs no cluster
+
 
 def expected_requests(out: dict, site, cfg) -> dict[str, dict[str, float]]:
     """Per partition: jobs, GPU-, node- and CPU-hours of the planned jobs, each priced from the site file the way
@@ -80,7 +82,7 @@ def assert_figures(out: dict, expect: dict, account: str) -> None:
 def run_plan(work: Path, *args: str) -> dict:
     argv = [PTFLOW, "plan", "--json", "-s", str(REPO / "Snakefile"), "--directory", str(work)]
     argv += ["--profile", str(REPO / "profiles" / "local"), "--config", f"site={SITE}", *args]
-    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": "/nonexistent"})
+    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": NO_CLUSTER})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -130,7 +132,7 @@ def plan_posttrainbench(work: Path, site: str) -> tuple[dict, object]:
 # pyxis.yaml's TAO variables at their packaged defaults, whatever this shell exports
 PLAN_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")},
-    "SLURM_CONF": "/nonexistent",
+    "SLURM_CONF": NO_CLUSTER,
 }
 
 
