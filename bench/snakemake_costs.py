@@ -81,8 +81,9 @@ def main() -> int:
             }
             floor = medians["trivial snakemake -n"]
             print(f"{cells} trained cells (ratio to the trivial workflow):")
+            width = max(map(len, medians))
             for name, (wall, cpu) in medians.items():
-                print(f"  {name:28s} wall {wall:6.1f} s ({wall / floor[0]:4.2f}x)   CPU {cpu:6.1f} s "
+                print(f"  {name:{width}s} wall {wall:6.1f} s ({wall / floor[0]:4.2f}x)   CPU {cpu:6.1f} s "
                       f"({cpu / floor[1]:4.2f}x)", flush=True)  # fmt: skip
         print(f"load average now {os.getloadavg()[0]:.1f}")
     finally:
