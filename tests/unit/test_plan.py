@@ -214,3 +214,19 @@ def test_failed_before_and_stale(tmp_path):
     assert out["cells"]["ptflow--tiny-llama-h64/add/sft"]["state"] == "failed before"
     assert out["cells"]["ptflow--tiny-llama-h96/sub/baseline"]["state"] == "stale"
     assert out["cell_counts"]["to run"] == 10
+
+
+def test_a_finished_workflow_plans_no_job_and_each_cell_by_its_eval_json(tmp_path):
+    """The dry-run of a workflow with nothing left to do (a real Snakemake run of a one-rule Snakefile) plans no job;
+    a cell with a valid eval.json is 'done', one without is 'to run' (the plan reads no message wording)."""
+    (tmp_path / "Snakefile").write_text('rule all:\n    output: "made.txt"\n    shell: "touch {output}"\n')
+    smk = [str(Path(sys.executable).with_name("snakemake")), "-c1", "-s", str(tmp_path / "Snakefile")]
+    subprocess.run(smk, cwd=tmp_path, check=True, capture_output=True)
+    finished = planning.dry_run(["-c1", "-s", str(tmp_path / "Snakefile")], cwd=tmp_path)
+    ctx = load_context(parse_smk_args(["--config", f"site={SITE}", "-s", str(REPO / "Snakefile")], run_dir=REPO))
+    done = ctx.cfg.cells[0]
+    _touch_done(tmp_path, done.key)
+    plan = planning.make_plan(ctx.cfg, ctx.site, ctx.layout, tmp_path, finished)
+    assert plan.jobs == [] and plan.stats == {} and plan.requests == []
+    assert plan.cell_counts() == {"done": 1, "to run": len(ctx.cfg.cells) - 1, "failed before": 0, "stale": 0}
+    assert plan.cells[done.key]["state"] == "done"

@@ -313,9 +313,7 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
 
 
 def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_text: str) -> Plan:
-    jobs, stats = parse_dry_run(dry_run_text)
-    if "Nothing to be done" in dry_run_text:
-        jobs, stats = [], {}
+    jobs, stats = parse_dry_run(dry_run_text)  # a finished workflow's dry-run has no job blocks: no jobs
     # A job's requests depend on its rule, the agent slot of a train rule and an image's stage only: priced once per
     # such key, not once per job (10,000 cells have a few hundred keys). JobRequest is frozen: the lists are shared.
     priced: dict[tuple, list[JobRequest]] = {}
