@@ -1,0 +1,62 @@
+"""What ptflow knows about one agent CLI (claude, codex, gemini): its npm package and pinned version, the variables
+it reads its key and base URL from, its default command, the settings it needs in the cell's private home to run
+non-interactively with every tool approved, and how to read its stream-json output.
+
+One module per CLI (``clis/claude.py`` ...) holds one :class:`AgentCli`; ``clis/__init__.py`` is the registry.
+Nothing here runs the CLI (``stages/train/agent_cell.py`` does) or reads a secret's value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptflow.files import write_text_atomic
+
+# Where the cell's private home appears inside an apptainer container (``--home <home>:/home/agent``).
+CONTAINER_HOME = "/home/agent"
+
+
+@dataclass(frozen=True)
+class CellHome:
+    """Where the CLI will see its files: ``home`` and ``task_dir`` as paths *inside* the runtime (the container's
+    view on container sites), ``host_home`` where ptflow writes them on the node."""
+
+    host_home: Path
+    home: str
+    task_dir: str
+
+
+@dataclass(frozen=True)
+class AgentCli:
+    name: str
+    npm_package: str
+    pinned: str  # PostTrainBench's pin (containers/standard.def at 9082063); config key agent_clis.<name>.version
+    binary: str
+    key_var: str  # the variable the CLI reads its API key from
+    accepted_keys: tuple[str, ...]  # key names an agent may list for this CLI (first one found is passed on)
+    base_url_var: str | None  # the CLI's own base-URL setting (a gateway, or the tests' provider stand-in)
+    command: tuple[str, ...]  # argv template: {model} {prompt} {task_dir} {hours}
+    # writes the per-CLI settings into the cell's home; returns the (non-secret) environment the CLI needs
+    write_home: Callable[[CellHome, dict], dict[str, str]]
+    # one JSONL event of the CLI's stdout as markdown lines (None: not this CLI's shape)
+    trace_lines: Callable[[dict], list[str] | None]
+    env: dict[str, str] = field(default_factory=dict)  # fixed variables (PostTrainBench's solve.sh)
+
+    def key_env(self, agent_keys: list[str], environ: dict[str, str]) -> dict[str, str]:
+        """The key variable the CLI reads, from the first of the agent's keys this CLI accepts that is set."""
+        for name in agent_keys:
+            if name in self.accepted_keys and environ.get(name):
+                return {self.key_var: environ[name]}
+        return {}
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def clip(text: str, n: int = 4000) -> str:
+    return text if len(text) <= n else text[:n] + f"… [{len(text) - n} more characters]"
