@@ -60,15 +60,17 @@ class JobRuntime:
         return cls(**{**data, "runtime": RuntimeSpec.from_dict(data["runtime"]), "binds": tuple(data.get("binds", ()))})
 
 
-def _container_srun_flags(rt: RuntimeSpec, image: str, extra_binds: Sequence[str], job_dir: str | None) -> list[str]:
+def _container_srun_flags(
+    rt: RuntimeSpec, image: str, extra_binds: Sequence[str], job_dir: str | None, workdir: str | None = None
+) -> list[str]:
     """The srun flags that put a step into the site's container (pyxis, enroot-edf)."""
     if rt.kind == "pyxis":
         mounts = list(rt.mounts) + [b for b in extra_binds if b not in rt.mounts]
         flags = [f"--container-image={image}"]
         if mounts:
             flags.append("--container-mounts=" + ",".join(mounts))
-        if job_dir:
-            flags.append(f"--container-workdir={job_dir}")
+        if workdir or job_dir:
+            flags.append(f"--container-workdir={workdir or job_dir}")
         return flags
     # enroot-edf: the EDF file carries the image and the site's mounts, so every path the job needs must lie under
     # them (they go into the EDF file, rule edf)
@@ -82,13 +84,22 @@ def _container_srun_flags(rt: RuntimeSpec, image: str, extra_binds: Sequence[str
 
 
 def _apptainer_prefix(
-    rt: RuntimeSpec, image: str, binds: Sequence[str], *, gpus: int | None, agent_cell: bool, job_dir: str | None
+    rt: RuntimeSpec,
+    image: str,
+    binds: Sequence[str],
+    *,
+    gpus: int | None,
+    agent_cell: bool,
+    job_dir: str | None,
+    workdir: str | None = None,
 ) -> list[str]:
     argv = ["apptainer", "exec"] + ([] if gpus == 0 else ["--nv"])
     if agent_cell:
         if not job_dir:
             raise ValueError("runtime_argv: an agent cell needs job_dir (its private $HOME)")
         argv += ["-c", "--writable-tmpfs", "--home", f"{job_dir}:{AGENT_HOME}"]
+    if workdir:
+        argv += ["--pwd", workdir]
     for path in list(rt.mounts) + [b for b in binds if b not in rt.mounts]:
         argv += ["--bind", path]
     return argv + [image]
@@ -112,12 +123,14 @@ def runtime_argv(
     agent_cell: bool = False,
     gpus: int | None = None,
     binds: Sequence[str] = (),
+    workdir: str | None = None,
 ) -> list[str]:
     """argv that runs ``command`` through the site's runtime.
 
     ``image`` is the runtime's handle: the ``.sif`` (apptainer), the ``.sqsh`` (pyxis) or the EDF ``.toml``
     (enroot-edf). ``binds`` are extra host paths the command needs (job dir, HF cache view, checkpoints), mounted
-    at the same place. ``gpus=0`` leaves GPUs out (``--nv``); ``None`` means the job's GPUs, if any.
+    at the same place. ``gpus=0`` leaves GPUs out (``--nv``); ``None`` means the job's GPUs, if any. ``workdir``:
+    the command's working directory inside the container (default: the job dir, or the runtime's own choice).
     """
     command = list(command)
     if not command:
@@ -128,9 +141,11 @@ def runtime_argv(
         return command
     image = _need_image(rt, image)
     if rt.kind == "apptainer":
-        return _apptainer_prefix(rt, image, binds, gpus=gpus, agent_cell=agent_cell, job_dir=job_dir) + command
+        prefix = _apptainer_prefix(rt, image, binds, gpus=gpus, agent_cell=agent_cell, job_dir=job_dir, workdir=workdir)
+        return prefix + command
     if rt.kind in ("pyxis", "enroot-edf"):
-        return ["srun", "--overlap", "--ntasks=1", *_container_srun_flags(rt, image, binds, job_dir)] + command
+        flags = _container_srun_flags(rt, image, binds, job_dir, workdir)
+        return ["srun", "--overlap", "--ntasks=1", *flags] + command
     raise ValueError(f"site {rt.site}: unknown runtime.kind {rt.kind!r}")
 
 

@@ -48,32 +48,14 @@ from ptflow.jobenv import WARNING_SIGNAL
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
+from ptflow.stages.train.clis import CLIS, CellHome
+from ptflow.stages.train.clis.base import CONTAINER_HOME as AGENT_HOME
 
-# The agent's argv per cli; an agent's own ``command`` in config replaces it. Placeholders: {model} {task_dir}
-# {hours} {prompt} {prompt_file} {python}. The prompt is not secret; keys never appear here.
+# The agent's argv per cli: the real CLIs' from their modules (``ptflow.stages.train.clis``); an agent's own
+# ``command`` in config replaces it. Placeholders: {model} {task_dir} {hours} {prompt} {prompt_file} {python}. The
+# prompt is not secret; keys never appear here.
 DEFAULT_COMMANDS: dict[str, list[str]] = {
-    "claude": [
-        "claude",
-        "--print",
-        "--verbose",
-        "--output-format",
-        "stream-json",
-        "--dangerously-skip-permissions",
-        "--model",
-        "{model}",
-        "{prompt}",
-    ],
-    "codex": [
-        "codex",
-        "exec",
-        "--json",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-approvals-and-sandbox",
-        "--model",
-        "{model}",
-        "{prompt}",
-    ],
-    "gemini": ["gemini", "--yolo", "--output-format", "stream-json", "--model", "{model}", "--prompt", "{prompt}"],
+    **{name: list(cli.command) for name, cli in CLIS.items()},
     # ptflow's scripted agent: a real program run through the same machinery (see ptflow.standins.scripted_agent)
     "scripted": ["{python}", "-m", "ptflow.standins.scripted_agent", "--task-dir", "{task_dir}"],
 }
@@ -118,10 +100,17 @@ def agent_command(agent: dict, values: dict) -> list[str]:
 
 
 def build_argv(
-    agent: dict, values: dict, runtime: dict | None, task_dir: str, binds: list[str], hours: float | None = None
+    agent: dict,
+    values: dict,
+    runtime: dict | None,
+    home: str,
+    binds: list[str],
+    hours: float | None = None,
+    workdir: str | None = None,
 ) -> list[str]:
     """The full argv: timeout (``hours`` left of the budget; default the whole budget), then (container sites) the
-    runtime, then the agent CLI."""
+    runtime with ``home`` as the agent's private $HOME and ``workdir`` (the task dir) as its working directory,
+    then the agent CLI."""
     from ptflow.cluster.runtime import JobRuntime, runtime_argv
 
     command = agent_command(agent, values)
@@ -131,10 +120,11 @@ def build_argv(
             job.runtime,
             command,
             image=job.image,
-            job_dir=task_dir,
+            job_dir=home,
             agent_cell=True,
             gpus=job.gpus,
             binds=sorted(set(job.binds) | set(binds)),
+            workdir=workdir,
         )
     left = agent["hours"] if hours is None else hours
     return timeout_argv(left, agent.get("grace_minutes", 5.0)) + command
@@ -462,8 +452,59 @@ def train_agent_cell(
     }
 
 
+def agent_environment(agent: dict, environ: dict[str, str]) -> dict[str, str]:
+    """The environment the agent CLI starts from: the job's, without any secret the agent may not see.
+
+    A variable whose name looks like a secret (``ptflow.keys``) passes only when the agent's ``keys`` or its eval's
+    grader (``grader_keys``) name it. A real CLI then gets its provider's key in the variable it reads (codex:
+    ``CODEX_API_KEY`` from ``OPENAI_API_KEY``, as PostTrainBench's run_task.sh does), and the other names of that
+    key are dropped unless the eval's grader needs them: each CLI sees only its own provider's key."""
+    from ptflow.keys import looks_like_secret
+
+    grader = set(agent.get("grader_keys", []))
+    allowed = set(agent.get("keys", [])) | grader
+    env = {k: v for k, v in environ.items() if not looks_like_secret(k) or k in allowed}
+    cli = CLIS.get(agent["cli"])
+    if cli is not None:
+        mapped = cli.key_env(list(agent.get("keys", [])), environ)
+        for name in cli.accepted_keys:
+            if name != cli.key_var and name not in grader:
+                env.pop(name, None)
+        env.update(mapped)
+    return env
+
+
+def prepare_cli_home(agent: dict, host_home: Path, home: str, task_dir: str, root: bool) -> dict[str, str]:
+    """Write the real CLI's settings into the cell's private home (fresh each attempt, so the user's own dotfiles
+    never apply) and return the non-secret environment it needs: HOME, the base URL (config ``base_url``), the
+    CLI's fixed variables and what its settings need. Nothing for a custom or scripted agent but HOME."""
+    env = {"HOME": home}
+    cli = CLIS.get(agent["cli"])
+    if cli is None:
+        return env
+    ctx = {"model": agent["model"], "task_dir": task_dir, "base_url": agent.get("base_url"), "root": root}
+    env.update(cli.env)
+    env.update(cli.write_home(CellHome(host_home, home, task_dir), ctx))
+    if agent.get("base_url") and cli.base_url_var:
+        env[cli.base_url_var] = agent["base_url"]
+    return env
+
+
 def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier):
     """This attempt's agent run: (exit code, seconds, stopped for a restart)."""
+    # The CLI's own $HOME: private to this attempt, beside the task dir (never synced: ptflow rewrites it)
+    host_home = Path(tempfile.mkdtemp(prefix="ptflow-agent-home-", dir=task_dir.parent))
+    try:
+        return _run_in_home(
+            agent, task_dir, host_home, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier
+        )
+    finally:
+        shutil.rmtree(host_home, ignore_errors=True)
+
+
+def _run_in_home(
+    agent, task_dir, host_home, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier
+):
     values = {
         "model": agent["model"],
         "task_dir": str(task_dir),
@@ -472,12 +513,19 @@ def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attemp
         "prompt_file": str(task_dir / "prompt.md"),
         "python": sys.executable,
     }
-    binds = [str(task_dir)] + ([str(view.workdir)] if view else [])
-    argv = build_argv(agent, values, runtime, str(task_dir), binds, hours=left / 3600)
+    container = runtime is not None and runtime["runtime"].get("kind") == "apptainer"
+    home = AGENT_HOME if container else str(host_home)
+    binds = [str(task_dir)] + ([str(view.workdir)] if view else []) + ([] if container else [str(host_home)])
+    argv = build_argv(agent, values, runtime, str(host_home), binds, hours=left / 3600, workdir=str(task_dir))
     prompt_copy = "prompt.md" if not earlier else f"prompt-{len(earlier) + 1}.md"
     shutil.copyfile(task_dir / "prompt.md", trace_dir / prompt_copy)
+    root = os.geteuid() == 0  # the CLI runs as the job's user in every runtime ptflow builds (docs: agent cells)
+    cli_env = prepare_cli_home(agent, host_home, home, str(task_dir), root)
+    if root and agent["cli"] in CLIS:
+        log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see README)")
     child_env = {
-        **(env or os.environ),
+        **agent_environment(agent, dict(env or os.environ)),
+        **cli_env,
         "HF_HUB_OFFLINE": "1",
         "PTFLOW_TASK_DIR": str(task_dir),
         "PTFLOW_AGENT_KEYS": ",".join(agent.get("keys", [])),  # names only: the values are in the env already
@@ -489,7 +537,8 @@ def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attemp
     if runtime:
         from ptflow.cluster.runtime import JobRuntime, container_env
 
-        child_env = container_env(JobRuntime.from_dict(runtime).runtime, child_env)  # HOME for apptainer --home
+        # apptainer: HOME is the user's real home for --home's handling; the container sees /home/agent
+        child_env = container_env(JobRuntime.from_dict(runtime).runtime, child_env)
     shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
     log(f"agent {agent['id']} in {task_dir} ({left / 3600:g} h of {agent['hours']:g} h left): $ " + " ".join(shown))
     job = os.environ.get("SLURM_JOB_ID")
