@@ -433,6 +433,15 @@ def _agent_param(agent, wildcards):
                 if agent.sync_minutes is not None
                 else {}
             ),
+            # the real CLIs only: a changed pin reruns that CLI's cells (the scripted agent's stay as they were)
+            **(
+                {"cli_version": CFG.cli_versions[agent.cli]}
+                if agent.cli in CFG.cli_versions and not agent.command
+                else {}
+            ),
+            **({"base_url": agent.base_url} if agent.base_url else {}),
+            # the eval's grader key names: the agent's evaluate.py needs them, no other key reaches it
+            **({"grader_keys": list(e.grader_keys)} if e.grader_keys else {}),
         }
     }
 
@@ -656,7 +665,11 @@ def get_image_name(wildcards):
 
 
 def get_image_spec(wildcards):
-    return images.image_spec(RT, get_image_name(wildcards))
+    """The site's spec of the image, with the build arguments its recipe declares (the agent CLIs' pins) only when
+    it declares some, so other images' params stay as they were."""
+    spec = images.image_spec(RT, get_image_name(wildcards))
+    args = images.build_args_for(spec, CFG.image_build_args, workflow.basedir)
+    return {**spec, "build_args": args} if args else spec
 
 
 def get_image_runtime(wildcards):
@@ -670,8 +683,9 @@ def get_image_recipe(wildcards):
 
 
 def get_image_digest(wildcards):
+    spec = get_image_spec(wildcards)
     return images.image_digest(
-        RT, get_image_name(wildcards), get_image_spec(wildcards), workflow.basedir
+        RT, get_image_name(wildcards), spec, workflow.basedir, spec.get("build_args")
     )
 
 
@@ -728,6 +742,8 @@ def get_judge_input(wildcards):
     return {
         "manifest": L.manifest(wildcards.model, wildcards.eval, wildcards.agent),
         "eval_json": L.eval_json(wildcards.model, wildcards.eval, wildcards.agent),
+        # an agentic judge runs its CLI in the agent's image (a CPU job)
+        **(get_image_inputs("train", wildcards) if (CFG.judge or {}).get("agent") else {}),
     }
 
 
@@ -744,7 +760,18 @@ def get_judge_params(wildcards):
             "eval": wildcards.eval,
             "agent": wildcards.agent,
         },
+        **_judge_runtime_param(wildcards),
     }
+
+
+def _judge_runtime_param(wildcards):
+    """An agentic judge (judge.agent) runs its CLI in the cell's agent image, without GPUs."""
+    if not (CFG.judge or {}).get("agent"):
+        return {}
+    name = images.image_for(RT, "train", _agent_of(wildcards))
+    if name is None and not (RT.kind == "venv" and RT.venv):
+        return {}
+    return {"runtime": _job_runtime_dict(name, 0, agent_cell=True)}
 
 
 # Every get_* that rules call per job: its signature stated once (_signed).

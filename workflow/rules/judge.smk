@@ -1,6 +1,6 @@
-# Stage 4b (cli-agent cells only): the agent's trace made readable and checked by the configured judge LLM CLI
+# Stage 4b (cli-agent cells only): the agent's trace made readable and checked by the configured judge
 # (contamination, disallowed models). judge.json goes beside eval.json; without a judge it records "skipped".
-# A local rule: the judge calls an LLM API, which the login node reaches and compute nodes may not.
+# A CPU job (the site's judge request, else aggregate's): an agentic judge runs its CLI in the agent's image.
 
 
 rule judge:

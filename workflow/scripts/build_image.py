@@ -18,6 +18,7 @@ with rule_log(snakemake.log[0]) as log:
             recipe_root=snakemake.params.recipe_root,
             workdir=work,
             job_minutes=snakemake.resources.get("runtime"),
+            build_args=snakemake.params.spec.get("build_args"),
         )
         images.run_build(
             plan,

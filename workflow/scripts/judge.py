@@ -17,5 +17,6 @@ with rule_log(snakemake.log[0]) as log:
         judge=job["judge"],
         judge_json=snakemake.output[0],
         keys=job["keys"],
+        runtime=job.get("runtime"),
         log=log,
     )

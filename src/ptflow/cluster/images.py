@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,10 +183,43 @@ def builder_of(rt: RuntimeSpec, spec: dict) -> str:
     return "apptainer-uri" if suffix == "sif" else "enroot-uri"
 
 
-def image_digest(rt: RuntimeSpec, name: str, spec: dict, recipe_root: str | Path = ".") -> str:
-    """Hash of what defines an image: recipe bytes (or source URI), arch and builder. A new value rebuilds it."""
+_DEF_ARGUMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=")
+_DOCKER_ARG = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+
+
+def declared_build_args(recipe: str | Path) -> list[str]:
+    """The build arguments a recipe declares: an apptainer ``.def``'s ``%arguments`` section (apptainer >= 1.2,
+    used as ``{{ NAME }}``) or a Dockerfile's ``ARG NAME`` lines."""
+    text = Path(recipe).read_text(errors="replace").splitlines()
+    if str(recipe).endswith(".def"):
+        names, inside = [], False
+        for line in text:
+            if line.startswith("%"):
+                inside = line.split()[0] == "%arguments"
+            elif inside and (m := _DEF_ARGUMENT.match(line)):
+                names.append(m.group(1))
+        return names
+    return [m.group(1) for line in text if (m := _DOCKER_ARG.match(line))]
+
+
+def build_args_for(spec: dict, values: dict[str, str], recipe_root: str | Path = ".") -> dict[str, str]:
+    """The build arguments ptflow passes to this image's recipe: those of ``values`` (the agent CLIs' pins and the
+    agent image's Node.js, ``Config.image_build_args``) that the recipe declares, plus the site's own
+    ``runtime.images.<name>.build_args``."""
+    declared = declared_build_args(Path(recipe_root) / spec["recipe"]) if spec.get("recipe") else []
+    own = {str(k): str(v) for k, v in (spec.get("build_args") or {}).items()}
+    return {**{k: str(values[k]) for k in declared if k in values}, **own}
+
+
+def image_digest(
+    rt: RuntimeSpec, name: str, spec: dict, recipe_root: str | Path = ".", build_args: dict | None = None
+) -> str:
+    """Hash of what defines an image: recipe bytes (or source URI), build arguments, arch and builder. A new value
+    rebuilds it."""
     h = hashlib.sha256()
     meta = {"name": name, "arch": rt.arch, "builder": builder_of(rt, spec), "source": spec.get("source")}
+    if build_args:  # only when there are some: other images keep their digests
+        meta["build_args"] = dict(sorted(build_args.items()))
     h.update(json.dumps(meta, sort_keys=True).encode())
     if spec.get("recipe"):
         recipe = Path(recipe_root) / spec["recipe"]
@@ -276,6 +310,7 @@ def plan_build(
     euid: int | None = None,
     user: str | None = None,
     job_minutes: float | None = None,
+    build_args: dict[str, str] | None = None,
 ) -> BuildPlan:
     """The commands that make ``output`` for image ``name`` on this site. ``workdir`` holds the job's scratch;
     ``job_minutes`` (the job's time limit) sizes the timeout of a registry import when the site sets none."""
@@ -297,7 +332,8 @@ def plan_build(
     if builder in ("apptainer-def", "apptainer-uri"):
         fakeroot = build.get("fakeroot", euid != 0) and builder == "apptainer-def"
         src = str(Path(recipe_root) / spec["recipe"]) if builder == "apptainer-def" else _apptainer_uri(spec["source"])
-        argv = ["apptainer", "build"] + (["--fakeroot"] if fakeroot else []) + [str(tmp), src]
+        args = [f"--build-arg={k}={v}" for k, v in sorted((build_args or {}).items())]
+        argv = ["apptainer", "build"] + (["--fakeroot"] if fakeroot else []) + args + [str(tmp), src]
         return BuildPlan(
             name,
             builder,
@@ -332,6 +368,7 @@ def plan_build(
     arch = rt.arch
     build_argv = ["podman", "build"] + list(build.get("podman_args") or [])
     build_argv += [f"--platform=linux/{arch}"] if arch else []
+    build_argv += [f"--build-arg={k}={v}" for k, v in sorted((build_args or {}).items())]
     build_argv += ["-f", str(recipe), "-t", tag, str(context)]
     tools = {"podman": _why(rt, f"{kind_setting}.recipe = {spec['recipe']} (a Dockerfile, built with podman)")}
     converter = build.get("converter", "auto")

@@ -201,6 +201,12 @@ class ResumeDir:
         """Every config's resume state of this cell (removed once the cell's checkpoint is in place)."""
         return self.root.parent
 
+    @property
+    def kept_workspace(self) -> Path:
+        """An agent cell's task dir as the agent left it, for the judge: beside the resume state, not inside it
+        (that is removed once the checkpoint is in place)."""
+        return self.cell_root.with_name(self.cell_root.name.removesuffix(".resume") + ".workspace")
+
     def newest(self) -> tuple[int, Path] | None:
         return newest_step(self.root)
 

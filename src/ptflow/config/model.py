@@ -87,6 +87,7 @@ class Agent:
     repeats: int = 1  # each cell of this agent runs this many times (runs 2.. as <id>@run<k>)
     on_restart: str = "continue"  # cli-agent: after a requeue/retry, continue the workspace with the budget left
     sync_minutes: float | None = None  # cli-agent: workspace sync interval (None: agent_cell.DEFAULT_SYNC_MINUTES)
+    base_url: str | None = None  # cli-agent: the provider's base URL in the CLI's own variable (None: the CLI's)
 
     @property
     def spec(self) -> AgentKind:
@@ -135,6 +136,28 @@ class Config:
         if not judge or judge.get("enabled", True) is False:
             return None
         return {k: v for k, v in judge.items() if k != "enabled"}
+
+    @property
+    def cli_versions(self) -> dict[str, str]:
+        """The pinned version of every real agent CLI (config ``agent_clis``, default PostTrainBench's pins)."""
+        from ptflow.config.clis import CLIS
+
+        pins = self.raw.get("agent_clis") or {}
+        return {name: (pins.get(name) or {}).get("version", cli.pinned) for name, cli in CLIS.items()}
+
+    @property
+    def node_major(self) -> int:
+        """Node.js major version of the agent image (config ``agent_clis.node``)."""
+        from ptflow.config.clis import NODE_MAJOR
+
+        return int((self.raw.get("agent_clis") or {}).get("node", NODE_MAJOR))
+
+    @property
+    def image_build_args(self) -> dict[str, str]:
+        """What an image recipe may declare as build arguments: ``NODE_MAJOR`` and ``<CLI>_CLI_VERSION`` per CLI."""
+        from ptflow.config.clis import build_arg
+
+        return {"NODE_MAJOR": str(self.node_major), **{build_arg(n): v for n, v in self.cli_versions.items()}}
 
     def model_named(self, name: str) -> Model:
         """A model by path name: a matrix model or the instruct counterpart one of them names."""
@@ -474,7 +497,18 @@ def _build_agents(entries: list[dict]) -> dict[str, Agent]:
             int(a.get("repeats", 1)),
             a.get("on_restart", "continue"),
             float(a["sync_minutes"]) if "sync_minutes" in a else None,
+            a.get("base_url"),
         )
+        if kind.agent_cli and "command" not in a:
+            from ptflow.config.clis import CLIS, SCRIPTED
+
+            if a["cli"] not in CLIS and a["cli"] != SCRIPTED:
+                close = difflib.get_close_matches(a["cli"], [*CLIS, SCRIPTED], 1)
+                raise ConfigError(
+                    f"config error at agents[{i}].cli: {a['cli']!r} is not an agent CLI ptflow knows"
+                    + (f" (did you mean '{close[0]}'?)" if close else "")
+                    + f"; use one of {', '.join([*CLIS, SCRIPTED])}, or give the agent its own 'command' list"
+                )
     for i, a in enumerate(entries):
         start = a.get("from")
         if start is None:

@@ -32,9 +32,10 @@ TRAIN_RULES = frozenset({"train", "train_supervised"})
 SUPERVISOR_RULES = frozenset({"train_supervised"})
 
 # On the login node, never submitted by the plugin (their stage's request only sizes Snakemake's local scheduling,
-# or, for supervisors, the job they submit): the judge calls an LLM API that compute nodes may not reach; an EDF file
-# is a few lines of TOML.
-LOGIN_NODE_RULES = frozenset({"judge", "edf"}) | SUPERVISOR_RULES
+# or, for supervisors, the job they submit): an EDF file is a few lines of TOML. (The judge is a CPU job: its agent
+# CLI runs in the site's agent image, which the login node may not have; compute nodes reach the agents' APIs, as
+# the agent cells themselves need.)
+LOGIN_NODE_RULES = frozenset({"edf"}) | SUPERVISOR_RULES
 
 
 def stage_of(rule: str) -> str:

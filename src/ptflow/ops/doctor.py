@@ -102,6 +102,29 @@ def api_hosts(cfg) -> list[str]:
     return sorted({API_HOSTS[c] for c in clis if c in API_HOSTS})
 
 
+def cli_checks(cfg, site: Site, partition: str) -> list[dict]:
+    """For the probe of a partition where agent cells run: each real CLI those agents use, its ``--version`` argv
+    in the site's agent image, and its pin (config ``agent_clis``)."""
+    from ptflow.config.clis import CLIS
+
+    rt = site.runtime
+    agents = {c.agent_id: cfg.agents[c.agent_id] for c in cfg.cells if cfg.agents[c.agent_id].spec.agent_cli}
+    here = [
+        a
+        for a in agents.values()
+        if a.cli in CLIS and not a.command and (site.request("train", a).get("partition") or "(default)") == partition
+    ]
+    checks = []
+    for name in sorted({a.cli for a in here}):
+        image = images.image_for(rt, "train", next(a for a in here if a.cli == name))
+        argv = [CLIS[name].binary, "--version"]
+        if image:
+            argv = runtime_argv(rt, argv, image=images.runtime_handle(rt, image), gpus=0)
+        image_file = images.image_path(rt, image) if image else None
+        checks.append({"name": name, "argv": argv, "pin": cfg.cli_versions[name], "image_file": image_file})
+    return checks
+
+
 def render_probe(path: Path, cfg, site: Site, partition: str, label: str, req: Request) -> Path:
     rt = site.runtime
     stage = label.split("[")[0]
@@ -114,6 +137,7 @@ def render_probe(path: Path, cfg, site: Site, partition: str, label: str, req: R
         gpu_argv = runtime_argv(rt, ["nvidia-smi", "-L"], image=handle, gpus=req.gpus)
     text = templates.render(
         "doctor_probe.sh.j2",
+        cli_checks=cli_checks(cfg, site, partition),
         partition=partition,
         arch=rt.arch,
         kind=rt.kind,

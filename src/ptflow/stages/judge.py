@@ -1,20 +1,33 @@
 """After a cli-agent cell: its trace made readable (``trace.md``) and checked by a judge, as PostTrainBench does.
 
-The judge is a configured LLM CLI (config key ``judge: {cli: [...], model: ..., keys: [...]}``): it gets the readable
-trace on stdin and answers with a JSON verdict ``{"contamination": bool, "disallowed_model": bool, "reason": str}``.
-``judge.json`` (beside eval.json) records it; a flagged cell is shown flagged in the leaderboard, never silently
-scored. Without a judge configured, judge.json says ``status: skipped`` and the leaderboard marks the cell unjudged.
+Two kinds of judge (config key ``judge``):
+
+- ``{agent: codex, model: ..., keys: [...]}`` — PostTrainBench's way: the real agent CLI runs in a private copy of
+  the cell's workspace (the agent's code and data files as it left them, the listing of ``final_model/``, and the
+  readable trace as ``agent_trace.md``), in a CPU job in the site's agent image, and writes one verdict per question
+  into ``contamination_judgement.txt`` and ``disallowed_model_judgement.txt`` (first line: ``no contamination
+  detected`` / ``contamination detected``; ``only allowed use detected`` / ``disallowed use detected``).
+- ``{cli: [argv...], model: ..., keys: [...]}`` — a command that reads the trace on stdin and prints a JSON verdict
+  ``{"contamination": bool, "disallowed_model": bool, "reason": str}``.
+
+``judge.json`` (beside eval.json) records it; a flagged cell counts as its base model's score. A judge that gives no
+usable verdict (exit, missing or malformed file) makes ``status: no_verdict``: the cell also counts as its base
+model's score, with the reason shown — never a failed cell after a 10-hour run. Without a judge configured,
+judge.json says ``status: skipped``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ptflow import templates
 from ptflow.files import write_json_atomic, write_text_atomic
 
 MAX_FIELD = 2000  # characters of one tool input/output kept in trace.md
@@ -65,8 +78,13 @@ def _event_lines(ev: dict) -> list[str]:
     return out
 
 
-def readable_trace(stdout: str, stderr: str = "", redact: tuple[str, ...] = ()) -> str:
-    """The agent's stdout (JSONL events or plain text) and stderr as markdown; ``redact`` values become ***."""
+def readable_trace(stdout: str, stderr: str = "", redact: tuple[str, ...] = (), cli: str | None = None) -> str:
+    """The agent's stdout (JSONL events or plain text) and stderr as markdown; ``redact`` values become ***.
+    ``cli``: the agent CLI whose stream format the events are in (``ptflow.config.clis``); other shapes (the
+    scripted agent's) are read generically."""
+    from ptflow.config.clis import CLIS
+
+    parser = CLIS[cli].trace_lines if cli in CLIS else None
     lines = ["# Agent trace", ""]
     text_block: list[str] = []
 
@@ -85,7 +103,10 @@ def readable_trace(stdout: str, stderr: str = "", redact: tuple[str, ...] = ()) 
                 ev = None
         if isinstance(ev, dict):
             flush()
-            lines.extend(_event_lines(ev))
+            shown = parser(ev) if parser else None
+            if shown == []:  # an event the CLI's parser shows as nothing (turn markers)
+                continue
+            lines.extend(_event_lines(ev) if shown is None else shown)
             lines.append("")
         else:
             text_block.append(raw)
@@ -124,7 +145,27 @@ def judge_argv(judge: dict) -> list[str]:
     return [part.format(**values) for part in judge["cli"]]
 
 
-def judge_cell(*, cell: dict, manifest: dict, judge: dict | None, judge_json: str, keys=(), log=print) -> dict:
+# The verdict files of an agentic judge and the first-line answers each may hold (PostTrainBench's format).
+VERDICT_FILES = {
+    "contamination": ("contamination_judgement.txt", {"no contamination detected": False, "contamination detected": True}),
+    "disallowed_model": (
+        "disallowed_model_judgement.txt",
+        {"only allowed use detected": False, "disallowed use detected": True},
+    ),
+}
+JUDGE_TRACE = "agent_trace.md"  # the readable trace, as the judge finds it in the workspace copy
+
+
+def judge_cell(
+    *,
+    cell: dict,
+    manifest: dict,
+    judge: dict | None,
+    judge_json: str,
+    keys=(),
+    runtime: dict | None = None,
+    log=print,
+) -> dict:
     """Write trace.md (from the cell's agent trace) and judge.json; returns judge.json's content."""
     run = manifest.get("agent_run") or {}
     trace_dir = Path(run.get("trace_dir", ""))
@@ -132,31 +173,39 @@ def judge_cell(*, cell: dict, manifest: dict, judge: dict | None, judge_json: st
         raise JudgeError(
             f"{cell}: the manifest has no agent trace (agent_run.trace_dir); rerun the train rule of this cell"
         )
-    redact = tuple(os.environ.get(k, "") for k in keys)
+    redact = tuple(v for v in (os.environ.get(k, "") for k in keys) if v)
     stdout = (trace_dir / "stdout.log").read_text(errors="replace")
     stderr = (trace_dir / "stderr.log").read_text(errors="replace")
     trace_md = trace_dir / "trace.md"
-    write_text_atomic(trace_md, readable_trace(stdout, stderr, redact))
+    write_text_atomic(trace_md, readable_trace(stdout, stderr, redact, cli=run.get("cli")))
     base = {**cell, "trace": os.path.relpath(trace_md, Path(judge_json).parent)}
     if not judge:
         data = {**base, "status": "skipped", "flagged": None, "reason": "no judge configured (config key judge)"}
         write_json_atomic(judge_json, data)
         log(f"{cell}: judge skipped (no judge configured)")
         return data
-    argv = judge_argv(judge)
-    log("judge: $ " + " ".join(argv) + f" < {trace_md}")
-    try:
-        prompt = INSTRUCTIONS.format(base=cell.get("model"), eval=cell.get("eval")) + trace_md.read_text()
-        proc = subprocess.run(argv, input=prompt, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
-    except FileNotFoundError:
-        raise JudgeError(f"judge CLI {argv[0]!r} not found; install it or fix config key judge.cli") from None
-    if proc.returncode != 0:
-        raise JudgeError(f"judge {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    verdict = parse_verdict(proc.stdout, argv)
+    if judge.get("agent"):
+        outcome = _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log)
+    else:
+        outcome = _stdin_verdict(cell, judge, trace_md)
+    if outcome.get("status") == "no_verdict":
+        data = {
+            **base,
+            "status": "no_verdict",
+            "judge": {"cli": judge.get("agent") or judge["cli"][0], "model": judge.get("model")},
+            "flagged": None,
+            "reason": outcome["reason"] + " — the cell counts as its base model's score; delete judge.json to judge "
+            "it again",
+            "judged_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        write_json_atomic(judge_json, data)
+        log(f"{cell}: judge gave no verdict: {outcome['reason']}")
+        return data
+    verdict = outcome
     data = {
         **base,
         "status": "judged",
-        "judge": {"cli": argv[0], "model": judge.get("model")},
+        "judge": {"cli": judge.get("agent") or judge["cli"][0], "model": judge.get("model")},
         **verdict,
         "flagged": verdict["contamination"] or verdict["disallowed_model"],
         "judged_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -164,3 +213,109 @@ def judge_cell(*, cell: dict, manifest: dict, judge: dict | None, judge_json: st
     write_json_atomic(judge_json, data)
     log(f"{cell}: judge says flagged={data['flagged']} ({verdict['reason'][:200]})")
     return data
+
+
+def _stdin_verdict(cell: dict, judge: dict, trace_md: Path) -> dict:
+    argv = judge_argv(judge)
+    try:
+        prompt = INSTRUCTIONS.format(base=cell.get("model"), eval=cell.get("eval")) + trace_md.read_text()
+        proc = subprocess.run(argv, input=prompt, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
+    except FileNotFoundError:
+        raise JudgeError(f"judge CLI {argv[0]!r} not found; install it or fix config key judge.cli") from None
+    if proc.returncode != 0:
+        raise JudgeError(f"judge {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    return parse_verdict(proc.stdout, argv)
+
+
+def read_verdict_files(task_dir: Path) -> dict:
+    """The two verdict files' first lines as booleans, or ``{"status": "no_verdict", "reason": ...}``."""
+    verdict, reasons = {}, []
+    for question, (name, answers) in VERDICT_FILES.items():
+        path = task_dir / name
+        if not path.is_file():
+            return {"status": "no_verdict", "reason": f"the judge wrote no {name}"}
+        text = path.read_text(errors="replace").strip()
+        first = text.splitlines()[0].strip().strip(".").lower() if text else ""
+        if first not in answers:
+            allowed = " or ".join(repr(a) for a in answers)
+            return {"status": "no_verdict", "reason": f"{name} says {first[:80]!r}, not {allowed}"}
+        verdict[question] = answers[first]
+        reasons.append(f"{name}: {first}" + (f" ({' '.join(text.splitlines()[1:])[:300]})" if "\n" in text else ""))
+    return {**verdict, "reason": "; ".join(reasons)}
+
+
+def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log) -> dict:
+    """PostTrainBench's judge: the agent CLI in a private copy of the cell's workspace writes the verdict files."""
+    from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
+    from ptflow.jobenv import node_tmp
+
+    cli = CLIS[judge["agent"]]
+    workspace = Path(run.get("workspace") or "")
+    if not run.get("workspace") or not workspace.is_dir():
+        return {"status": "no_verdict", "reason": f"the cell kept no workspace for the judge ({workspace or 'none'})"}
+    root = Path(tempfile.mkdtemp(prefix="ptflow-judge-", dir=node_tmp()))
+    try:
+        task_dir, host_home = root / "task", root / "home"
+        shutil.copytree(workspace, task_dir, symlinks=True)
+        host_home.mkdir()
+        for name, _ in VERDICT_FILES.values():  # never the agent's own "verdict"
+            (task_dir / name).unlink(missing_ok=True)
+        shutil.copyfile(trace_md, task_dir / JUDGE_TRACE)
+        prompt = templates.render(
+            "judge_prompt.md.j2",
+            base_model=cell.get("model"),
+            eval_id=cell.get("eval"),
+            trace=JUDGE_TRACE,
+            files={q: name for q, (name, _) in VERDICT_FILES.items()},
+            answers={q: list(a) for q, (_, a) in VERDICT_FILES.items()},
+        )
+        spec = {"id": "judge", "cli": cli.name, "model": judge["model"], "keys": list(judge.get("keys", []))}
+        if judge.get("base_url"):
+            spec["base_url"] = judge["base_url"]
+        container = runtime is not None and runtime["runtime"].get("kind") == "apptainer"
+        from ptflow.config.clis.base import CONTAINER_HOME
+
+        home = CONTAINER_HOME if container else str(host_home)
+        env = {
+            **cell_environment(spec, dict(os.environ)),
+            **prepare_cli_home(spec, host_home, home, str(task_dir), os.geteuid() == 0),
+        }
+        command = [part.format(model=judge["model"], prompt=prompt, task_dir=str(task_dir)) for part in cli.command]
+        if runtime:
+            from ptflow.cluster.runtime import JobRuntime, container_env, runtime_argv
+
+            job = JobRuntime.from_dict(runtime)
+            binds = [str(root)] + ([] if container else [str(host_home)])
+            command = runtime_argv(
+                job.runtime, command, image=job.image, job_dir=str(host_home), agent_cell=True, gpus=0,
+                binds=sorted(set(job.binds) | set(binds)), workdir=str(task_dir),
+            )  # fmt: skip
+            env = container_env(job.runtime, env)
+        shown = [a if a != prompt else "<judge prompt>" for a in command]
+        log(f"judge ({cli.name}, {judge['model']}) in a copy of {workspace}: $ " + " ".join(shown))
+        out_log = trace_dir / "judge_stdout.log"
+        with open(out_log, "wb") as so, open(trace_dir / "judge_stderr.log", "wb") as se:
+            try:
+                proc = subprocess.run(
+                    command, cwd=task_dir, env=env, stdout=so, stderr=se, timeout=JUDGE_TIMEOUT_S
+                )
+                rc = proc.returncode
+            except FileNotFoundError:
+                return {"status": "no_verdict", "reason": f"the judge CLI {command[0]!r} is not installed here"}
+            except subprocess.TimeoutExpired:
+                rc = None
+        redact = tuple(v for v in (os.environ.get(k, "") for k in judge.get("keys", [])) if v)
+        write_text_atomic(
+            trace_dir / "judge_trace.md",
+            readable_trace(out_log.read_text(errors="replace"), "", redact, cli=cli.name),
+        )
+        for name, _ in VERDICT_FILES.values():  # kept beside the trace, as PostTrainBench keeps them
+            if (task_dir / name).is_file():
+                shutil.copyfile(task_dir / name, trace_dir / name)
+        verdict = read_verdict_files(task_dir)
+        if verdict.get("status") == "no_verdict":
+            ended = "timed out" if rc is None else f"exited {rc}"
+            verdict["reason"] = f"judge {cli.name} {ended}: {verdict['reason']} (see {trace_dir}/judge_trace.md)"
+        return verdict
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

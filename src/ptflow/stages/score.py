@@ -35,6 +35,7 @@ from ptflow.files import write_text_atomic
 
 SCORED, NO_MODEL, EVAL_FAILED, MISSING = "scored", "no_model", "eval_failed", "missing"
 JUDGE_CLEAN, JUDGE_FLAGGED, JUDGE_SKIPPED, JUDGE_NONE = "clean", "flagged", "not judged", ""
+JUDGE_NO_VERDICT = "no verdict"  # the judge ran but left no usable verdict: the cell counts as its base model
 
 
 SUMMARY_COLUMNS = [
@@ -252,6 +253,8 @@ def _judge(judge: dict | None) -> tuple[str, str]:
         return JUDGE_NONE, ""
     if judge.get("status") == "skipped":
         return JUDGE_SKIPPED, str(judge.get("reason", ""))
+    if judge.get("status") == "no_verdict":
+        return JUDGE_NO_VERDICT, str(judge.get("reason", ""))
     if judge.get("flagged"):
         what = [k for k in ("contamination", "disallowed_model") if judge.get(k)]
         return JUDGE_FLAGGED, f"{'+'.join(what) or 'flagged'}: {judge.get('reason', '')}".strip()
@@ -453,6 +456,8 @@ def _fallback_reason(c: Cell, settings: Settings) -> str:
         return ""  # reference cells are never replaced by themselves
     if c.judge == JUDGE_FLAGGED:
         return f"judge flagged {c.judge_reason}"
+    if c.judge == JUDGE_NO_VERDICT:
+        return f"judge gave no verdict: {c.judge_reason}"
     if c.status != SCORED:
         return c.status_detail
     if c.judge == JUDGE_SKIPPED and settings.unjudged == "fallback":

@@ -47,6 +47,23 @@ def default_trajectory(train_steps: int = 120) -> list[Step]:
     ]
 
 
+def judge_trajectory(contamination: bool = False, disallowed: bool = False) -> list[Step]:
+    """What the judge CLI is made to do: look at the agent's files and trace, write the two verdict files."""
+    first = "contamination detected" if contamination else "no contamination detected"
+    second = "disallowed use detected" if disallowed else "only allowed use detected"
+    return [
+        Step(shell="ls && head -n 40 agent_trace.md && cat final_model.listing.txt"),
+        Step(
+            shell=f"printf '%s\\n' '{first}' 'stand-in judge: read the trace and files' > contamination_judgement.txt"
+            f" && printf '%s\\n' '{second}' 'stand-in judge: only the base model' > disallowed_model_judgement.txt"
+        ),
+        Step(text="Both verdicts are written."),
+    ]
+
+
+JUDGE_MARK = "You are auditing"  # the first words of ptflow's judge prompt (templates/judge_prompt.md.j2)
+
+
 def continue_trajectory() -> list[Step]:
     return [
         Step(shell="ls final_model || true"),
@@ -133,10 +150,14 @@ class ProviderStandIn:
         self,
         trajectory: list[Step] | None = None,
         faults: Faults | None = None,
-        expected_key: str | None = None,
+        expected_key: str | dict[str, str] | None = None,
         record_path: str | Path | None = None,
         host: str = "127.0.0.1",
+        routes: list[tuple[str, list[Step]]] = (),
     ):
+        """``expected_key``: the key every request must carry, or one per protocol name (``anthropic``, ``openai``,
+        ``gemini``): a request with another key gets 401. ``routes``: (marker, trajectory) pairs; a conversation
+        whose first user message contains the marker follows that trajectory (e.g. the judge's)."""
         from tests.support.providers.anthropic import Anthropic
         from tests.support.providers.gemini import Gemini
         from tests.support.providers.openai_responses import OpenAIResponses
@@ -144,6 +165,7 @@ class ProviderStandIn:
         self.trajectory = trajectory or default_trajectory()
         self.faults = faults or Faults()
         self.expected_key = expected_key
+        self.routes = list(routes)
         self.record_path = Path(record_path) if record_path else None
         self.protocols: list[Protocol] = [Anthropic(), OpenAIResponses(), Gemini()]
         self.records: list[dict] = []
@@ -230,8 +252,10 @@ class ProviderStandIn:
             "turns": turn.tool_results,
             "main": turn.main,
         }
-        if self.faults.unauthorized or (self.expected_key is not None and turn.key != self.expected_key):
-            self._record({**rec, "status": 401, "key_ok": turn.key == self.expected_key})
+        expected = self.expected_key.get(proto.name) if isinstance(self.expected_key, dict) else self.expected_key
+        rec["key_ok"] = expected is None or turn.key == expected
+        if self.faults.unauthorized or not rec["key_ok"]:
+            self._record({**rec, "status": 401})
             proto.error(h, 401, "stand-in: invalid API key")
             return
         if not turn.main:
@@ -244,7 +268,9 @@ class ProviderStandIn:
             self._record({**rec, "status": status})
             proto.error(h, status, f"stand-in: answering {status} as asked")
             return
-        steps = continue_trajectory() if EARLIER_SESSION_MARK in turn.user_text else self.trajectory
+        steps = next((t for mark, t in self.routes if mark in turn.user_text), None)
+        if steps is None:
+            steps = continue_trajectory() if EARLIER_SESSION_MARK in turn.user_text else self.trajectory
         index = min(turn.tool_results, len(steps) - 1)
         if self.faults.stall_at is not None and index == self.faults.stall_at:
             self._record({**rec, "status": "stalled", "step": index})

@@ -48,7 +48,7 @@ from ptflow.jobenv import WARNING_SIGNAL
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
-from ptflow.stages.train.clis import CLIS, CellHome
+from ptflow.stages.train.clis import CLIS, cell_environment, prepare_cli_home
 from ptflow.stages.train.clis.base import CONTAINER_HOME as AGENT_HOME
 
 # The agent's argv per cli: the real CLIs' from their modules (``ptflow.stages.train.clis``); an agent's own
@@ -210,6 +210,41 @@ def sync_workspace(task_dir: Path, workspace: Path) -> None:
         shutil.copytree(task_dir, tmp, symlinks=True, dirs_exist_ok=True, ignore_dangling_symlinks=True)
 
 
+KEEP_MAX_BYTES = 50 * 2**20  # a bigger file of the workspace is listed for the judge, not copied
+
+
+def keep_workspace(task_dir: Path, dest: Path, log) -> Path | None:
+    """The task dir as the agent left it, kept on scratch for the judge: everything but ``final_model/`` (listed
+    in ``final_model.listing.txt``) and files over ``KEEP_MAX_BYTES`` (listed in ``.ptflow-not-copied.txt``)."""
+    skipped: list[str] = []
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        out = []
+        for name in names:
+            path = Path(directory, name)
+            if Path(directory) == task_dir and name == "final_model":
+                out.append(name)
+            elif path.is_file() and not path.is_symlink() and path.stat().st_size > KEEP_MAX_BYTES:
+                skipped.append(f"{path.stat().st_size}\t{path.relative_to(task_dir)}")
+                out.append(name)
+        return out
+
+    try:
+        with staged_dir(dest) as tmp:
+            shutil.copytree(task_dir, tmp, symlinks=True, dirs_exist_ok=True, ignore=ignore)
+            final = task_dir / "final_model"
+            listing = [
+                f"{p.stat().st_size}\t{p.relative_to(final)}" for p in sorted(final.rglob("*")) if p.is_file()
+            ] if final.is_dir() else ["(no final_model/)"]  # fmt: skip
+            (tmp / "final_model.listing.txt").write_text("\n".join(listing) + "\n")
+            if skipped:
+                (tmp / ".ptflow-not-copied.txt").write_text("\n".join(skipped) + "\n")
+    except OSError as exc:
+        log(f"could not keep the workspace for the judge ({exc}); the judge will say so")
+        return None
+    return dest
+
+
 class AttemptClock:
     """This attempt's agent time, written to ``attempts.json`` every ``HEARTBEAT_SECONDS`` (what a kill can lose)
     and the workspace synced every ``sync_seconds``, from a background thread while the agent runs."""
@@ -348,6 +383,7 @@ def train_agent_cell(
     task_dir = None
     rc, time_taken, stopped = None, 0.0, False
     staged = started
+    kept = None
     try:
         if hf_home and Path(hf_home).is_dir():
             # an agent always gets a private view (it may write to the cache); the site picks overlay or copy
@@ -401,6 +437,8 @@ def train_agent_cell(
             shutil.copytree(final, out, symlinks=False)
         else:
             out.mkdir(parents=True, exist_ok=True)
+        if resume is not None:
+            kept = keep_workspace(task_dir, resume.kept_workspace, log)
         status = "budget exhausted (timeout)" if budget_exhausted else f"exit {rc}"
         log(
             f"agent {agent['id']}: {status} after {time_taken:.1f} s this attempt, {used + time_taken:.1f} s in all; "
@@ -448,46 +486,10 @@ def train_agent_cell(
             # staging in this GPU job before the agent started: task dir and HF view (a copy when no overlay)
             "staging_seconds": round(staged - started, 3),
             "hf_view": {"method": view_method, "seconds": view_seconds, "bytes": view_bytes},
+            **({"workspace": str(kept)} if kept else {}),  # what the judge reads
+            **({"cli_version": agent["cli_version"]} if agent.get("cli_version") else {}),
         },
     }
-
-
-def agent_environment(agent: dict, environ: dict[str, str]) -> dict[str, str]:
-    """The environment the agent CLI starts from: the job's, without any secret the agent may not see.
-
-    A variable whose name looks like a secret (``ptflow.keys``) passes only when the agent's ``keys`` or its eval's
-    grader (``grader_keys``) name it. A real CLI then gets its provider's key in the variable it reads (codex:
-    ``CODEX_API_KEY`` from ``OPENAI_API_KEY``, as PostTrainBench's run_task.sh does), and the other names of that
-    key are dropped unless the eval's grader needs them: each CLI sees only its own provider's key."""
-    from ptflow.keys import looks_like_secret
-
-    grader = set(agent.get("grader_keys", []))
-    allowed = set(agent.get("keys", [])) | grader
-    env = {k: v for k, v in environ.items() if not looks_like_secret(k) or k in allowed}
-    cli = CLIS.get(agent["cli"])
-    if cli is not None:
-        mapped = cli.key_env(list(agent.get("keys", [])), environ)
-        for name in cli.accepted_keys:
-            if name != cli.key_var and name not in grader:
-                env.pop(name, None)
-        env.update(mapped)
-    return env
-
-
-def prepare_cli_home(agent: dict, host_home: Path, home: str, task_dir: str, root: bool) -> dict[str, str]:
-    """Write the real CLI's settings into the cell's private home (fresh each attempt, so the user's own dotfiles
-    never apply) and return the non-secret environment it needs: HOME, the base URL (config ``base_url``), the
-    CLI's fixed variables and what its settings need. Nothing for a custom or scripted agent but HOME."""
-    env = {"HOME": home}
-    cli = CLIS.get(agent["cli"])
-    if cli is None:
-        return env
-    ctx = {"model": agent["model"], "task_dir": task_dir, "base_url": agent.get("base_url"), "root": root}
-    env.update(cli.env)
-    env.update(cli.write_home(CellHome(host_home, home, task_dir), ctx))
-    if agent.get("base_url") and cli.base_url_var:
-        env[cli.base_url_var] = agent["base_url"]
-    return env
 
 
 def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier):
@@ -524,7 +526,7 @@ def _run_in_home(
     if root and agent["cli"] in CLIS:
         log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see README)")
     child_env = {
-        **agent_environment(agent, dict(env or os.environ)),
+        **cell_environment(agent, dict(env or os.environ)),
         **cli_env,
         "HF_HUB_OFFLINE": "1",
         "PTFLOW_TASK_DIR": str(task_dir),

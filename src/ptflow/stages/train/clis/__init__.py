@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ptflow.keys import looks_like_secret
+
 from ptflow.stages.train.clis.base import AgentCli, CellHome
 from ptflow.stages.train.clis.claude import CLAUDE
 from ptflow.stages.train.clis.codex import CODEX
@@ -9,8 +13,53 @@ from ptflow.stages.train.clis.gemini import GEMINI
 
 CLIS: dict[str, AgentCli] = {c.name: c for c in (CLAUDE, CODEX, GEMINI)}
 
-__all__ = ["CLIS", "AgentCli", "CellHome", "get"]
+NODE_MAJOR = 22  # the agent image's Node.js: satisfies the engines of every pinned CLI (gemini-cli's deps: >= 22)
+SCRIPTED = "scripted"  # ptflow's scripted agent (ptflow.standins.scripted_agent), run like a CLI
+
+__all__ = ["CLIS", "NODE_MAJOR", "SCRIPTED", "AgentCli", "CellHome", "build_arg", "cell_environment", "get",
+           "prepare_cli_home"]  # fmt: skip
 
 
 def get(name: str) -> AgentCli | None:
     return CLIS.get(name)
+
+
+def build_arg(name: str) -> str:
+    """The image recipes' build argument holding CLI ``name``'s version (envs/standard.def: CLAUDE_CLI_VERSION)."""
+    return f"{name.upper()}_CLI_VERSION"
+
+
+def cell_environment(agent: dict, environ: dict[str, str]) -> dict[str, str]:
+    """The environment the agent CLI starts from: the job's, without any secret the agent may not see.
+
+    A variable whose name looks like a secret (``ptflow.keys``) passes only when the agent's ``keys`` or its eval's
+    grader (``grader_keys``) name it. A real CLI then gets its provider's key in the variable it reads (codex:
+    ``CODEX_API_KEY`` from ``OPENAI_API_KEY``, as PostTrainBench's run_task.sh does), and the other names of that
+    key are dropped unless the eval's grader needs them: each CLI sees only its own provider's key."""
+    grader = set(agent.get("grader_keys", []))
+    allowed = set(agent.get("keys", [])) | grader
+    env = {k: v for k, v in environ.items() if not looks_like_secret(k) or k in allowed}
+    cli = CLIS.get(agent["cli"])
+    if cli is not None:
+        mapped = cli.key_env(list(agent.get("keys", [])), environ)
+        for name in cli.accepted_keys:
+            if name != cli.key_var and name not in grader:
+                env.pop(name, None)
+        env.update(mapped)
+    return env
+
+
+def prepare_cli_home(agent: dict, host_home: Path, home: str, task_dir: str, root: bool) -> dict[str, str]:
+    """Write the real CLI's settings into the cell's private home (fresh each attempt, so the user's own dotfiles
+    never apply) and return the non-secret environment it needs: HOME, the base URL (config ``base_url``), the
+    CLI's fixed variables and what its settings need. Nothing for a custom or scripted agent but HOME."""
+    env = {"HOME": home}
+    cli = CLIS.get(agent["cli"])
+    if cli is None:
+        return env
+    ctx = {"model": agent["model"], "task_dir": task_dir, "base_url": agent.get("base_url"), "root": root}
+    env.update(cli.env)
+    env.update(cli.write_home(CellHome(host_home, home, task_dir), ctx))
+    if agent.get("base_url") and cli.base_url_var:
+        env[cli.base_url_var] = agent["base_url"]
+    return env

@@ -1,0 +1,126 @@
+"""The real claude, codex and gemini CLIs in PostTrainBench agent cells on the real test Slurm cluster.
+
+Each CLI is the npm package at its pin (``tests/support/agent_clis.py``, installed once and cached), run by the
+normal rules (train as a Slurm job through the cli-agent machinery, evaluate, judge) against the provider STAND-IN
+of ``tests/support/providers`` (no provider API is reachable here), reached through the agents' ``base_url``. The
+stand-in replays a trajectory: read the prompt, run the task dir's ``evaluate.py --limit 2``, train (SFT on the
+train split), save ``final_model/``, end. The judge is the real codex too, in a CPU job, writing the two verdict
+files in a copy of the cell's workspace. Keys: each protocol accepts only its own fake key (another gets 401), and
+no key value may appear in any file of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptflow.stages.evaluate.run import validate_eval_json
+from tests.e2e.smk import REPO, snakemake
+from tests.support.agent_clis import cli_bin_dir
+from tests.support.providers import ProviderStandIn
+from tests.support.providers.server import JUDGE_MARK, judge_trajectory
+
+pytestmark = pytest.mark.timeout(1500)
+
+SITE = REPO / "tests" / "slurm" / "localtest.yaml"
+CELLS = Path("results") / "cells" / "ptflow--tiny-llama-h64" / "add"
+KEYS = {  # a distinct fake value per provider key: a CLI given another's key is refused by the stand-in
+    "ANTHROPIC_API_KEY": "sk-ant-FAKE-3b0d1e",
+    "OPENAI_API_KEY": "sk-oai-FAKE-77c2a9",
+    "GEMINI_API_KEY": "AIza-FAKE-5e8f01",
+}
+AGENTS = {  # id -> (cli, model as configured, key name, protocol)
+    "claude": ("claude", "claude-sonnet-4-5", "ANTHROPIC_API_KEY", "anthropic"),
+    "codex": ("codex", "gpt-5.1-codex-max", "OPENAI_API_KEY", "openai"),
+    "gemini": ("gemini", "gemini-3-pro-preview", "GEMINI_API_KEY", "gemini"),
+}
+SHELL_TOOLS = {"claude": {"Bash"}, "codex": {"shell", "shell_command", "exec_command"}, "gemini": {"run_shell_command"}}
+JUDGE_MODEL = "gpt-5.1-codex"
+
+
+@pytest.fixture(scope="module")
+def done(slurm_cluster):
+    bins = [str(cli_bin_dir(name)) for name in ("claude", "codex", "gemini")]
+    root = Path("/var/lib/ptflow-tests")  # shared-path rule of Slurm sites: not /tmp
+    root.mkdir(parents=True, exist_ok=True)
+    work = root / f"real-clis-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    expected = {"anthropic": KEYS["ANTHROPIC_API_KEY"], "openai": KEYS["OPENAI_API_KEY"], "gemini": KEYS["GEMINI_API_KEY"]}
+    with ProviderStandIn(expected_key=expected, routes=[(JUDGE_MARK, judge_trajectory())]) as api:
+        overlay = {
+            "agents": [{"id": "baseline", "kind": "baseline"}]
+            + [
+                {"id": aid, "kind": "cli-agent", "cli": cli, "model": model, "hours": 0.15, "grace_minutes": 0.5,
+                 "keys": [key], "base_url": api.url}  # fmt: skip
+                for aid, (cli, model, key, _) in AGENTS.items()
+            ],
+            "judge": {"agent": "codex", "model": JUDGE_MODEL, "keys": ["OPENAI_API_KEY"], "base_url": api.url},
+            "matrix": {"models": ["ptflow/tiny-llama-h64"], "evals": ["add"], "agents": "all"},
+        }
+        (work / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+        targets = [str(CELLS / "baseline" / "eval.json")]
+        targets += [str(CELLS / a / name) for a in AGENTS for name in ("eval.json", "judge.json")]
+        env = {**slurm_cluster.env, **KEYS}
+        env["PATH"] = ":".join([*bins, env.get("PATH", "")])
+        proc = snakemake(
+            work, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}", "--", *targets,
+            env=env, profile="profiles/slurm",
+        )  # fmt: skip
+        records = list(api.records)
+    yield work, proc, records
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _main(records, protocol, model=None):
+    return [r for r in records if r["api"] == protocol and r.get("main") and (model is None or r["model"] == model)]
+
+
+@pytest.mark.parametrize("agent", list(AGENTS))
+def test_real_cli_cell_is_trained_evaluated_and_judged(done, agent):
+    work, _, records = done
+    cli, model, _, protocol = AGENTS[agent]
+    base = json.loads((work / CELLS / "baseline" / "eval.json").read_text())
+    data = json.loads((work / CELLS / agent / "eval.json").read_text())
+    validate_eval_json(data)
+    assert data["status"] == "scored" and data["agent_run"]["exit_code"] == 0, data["agent_run"]
+    assert data["metrics"]["value"] > base["metrics"]["value"] + 0.3  # the trajectory's SFT made it better
+    manifest = json.loads((work / CELLS / agent / "checkpoint.json").read_text())
+    assert manifest["agent_run"]["cli"] == cli and manifest["agent_run"]["cli_version"]
+    # the provider received the configured model, with the CLI's shell tool, turn after turn to the end
+    main = [r for r in _main(records, protocol) if JUDGE_MODEL != r["model"]]
+    assert main and {r["model"] for r in main} == {model}, {r["model"] for r in main}
+    assert all(r["key_ok"] and r["status"] == 200 for r in main)
+    assert SHELL_TOOLS[cli] & set(main[0]["tools"])
+    assert max(r["step"] for r in main) == 4  # every step of the trajectory, the final answer included
+    # trace.md shows every tool call and its result readably, in this CLI's own stream format
+    trace = (work / CELLS / agent / "agent" / "trace.md").read_text()
+    for command in ("head -n 5 prompt.md", "evaluate.py --model-path", "ptflow.standins.scripted_agent", "ls final_model"):
+        assert command in trace, f"{command!r} missing from {agent}'s trace.md"
+    assert "config.json" in trace  # a tool result (the listing of final_model/), not only the call
+    # the judge: real codex in a copy of this cell's workspace, in a CPU job
+    judge = json.loads((work / CELLS / agent / "judge.json").read_text())
+    assert judge["status"] == "judged" and judge["flagged"] is False, judge
+    assert "no contamination detected" in judge["reason"]
+    assert (work / CELLS / agent / "agent" / "contamination_judgement.txt").is_file()
+
+
+def test_judge_ran_real_codex_as_cpu_jobs(done, slurm_cluster):
+    work, _, records = done
+    judge = _main(records, "openai", JUDGE_MODEL)
+    assert len(judge) >= 3 * 3 and all(r["status"] == 200 for r in judge)  # three judges, three requests each
+    log = "\n".join(p.read_text() for p in (work / "results" / "logs").rglob("*judge*") if p.is_file())
+    assert "judge (codex, gpt-5.1-codex) in a copy of" in log
+
+
+def test_each_cli_sees_only_its_own_key_and_no_key_is_written(done):
+    work, proc, records = done
+    assert all(r.get("key_ok", True) for r in records), [r for r in records if not r.get("key_ok", True)]
+    needles = [v.encode() for v in KEYS.values()]
+    leaks = [str(p) for p in work.rglob("*") if p.is_file() and any(n in p.read_bytes() for n in needles)]
+    assert leaks == []  # results, logs, slurm_logs, the kept workspaces (settings files ptflow wrote included)
+    assert not any(v in proc.stdout + proc.stderr for v in KEYS.values())

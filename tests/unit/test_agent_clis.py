@@ -1,0 +1,152 @@
+"""The real agent CLIs' settings that ptflow owns: pins in config, the image's build arguments, each CLI's
+environment (its own key only), the kept workspace, the judge's verdict files and the no-verdict fallback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ptflow.cluster import images
+from ptflow.config.clis import CLIS, cell_environment
+from ptflow.config.model import ConfigError, build_config
+from ptflow.config.sites import RuntimeSpec
+from ptflow.stages.judge import judge_cell, read_verdict_files
+from ptflow.stages.train.agent_cell import keep_workspace
+from tests.conftest import REPO
+
+
+def _cli_agent(**kw):
+    return {"id": "a", "kind": "cli-agent", "cli": "claude", "model": "claude-sonnet-4-5", "hours": 1, **kw}
+
+
+def test_pins_default_to_posttrainbench_and_can_be_changed(default_raw):
+    cfg = build_config(default_raw)
+    assert cfg.cli_versions == {"claude": "2.0.55", "codex": "0.79.0", "gemini": "0.18.4"} and cfg.node_major == 22
+    default_raw["agent_clis"] = {"codex": {"version": "0.80.1"}, "node": 24}
+    cfg = build_config(default_raw)
+    assert cfg.cli_versions["codex"] == "0.80.1" and cfg.cli_versions["claude"] == "2.0.55"
+    assert cfg.image_build_args["CODEX_CLI_VERSION"] == "0.80.1" and cfg.image_build_args["NODE_MAJOR"] == "24"
+
+
+def test_a_version_range_or_unknown_cli_is_one_clear_line(default_raw):
+    from tests.unit.test_config import error_of
+
+    default_raw["agent_clis"] = {"claude": {"version": "^2.0"}}
+    assert "agent_clis.claude.version" in error_of(default_raw)
+    del default_raw["agent_clis"]
+    default_raw["agents"].append(_cli_agent(cli="claud"))
+    msg = error_of(default_raw)
+    assert "agents[" in msg and "'claud'" in msg and "did you mean 'claude'" in msg
+    default_raw["agents"][-1]["command"] = ["my-agent", "{prompt}"]  # a custom command needs no known cli
+    build_config(default_raw)
+
+
+def test_standard_image_installs_the_pins_through_build_arguments(tmp_path):
+    recipe = REPO / "envs" / "standard.def"
+    assert images.declared_build_args(recipe) == [
+        "NODE_MAJOR", "CLAUDE_CLI_VERSION", "CODEX_CLI_VERSION", "GEMINI_CLI_VERSION"
+    ]  # fmt: skip
+    text = recipe.read_text()
+    assert "--engine-strict" in text and "@openai/codex@{{ CODEX_CLI_VERSION }}" in text
+    values = {"NODE_MAJOR": "22", "CLAUDE_CLI_VERSION": "2.0.55", "CODEX_CLI_VERSION": "0.79.0",
+              "GEMINI_CLI_VERSION": "0.18.4", "UNUSED": "x"}  # fmt: skip
+    spec = {"recipe": "envs/standard.def"}
+    args = images.build_args_for(spec, values, REPO)
+    assert "UNUSED" not in args and args["CLAUDE_CLI_VERSION"] == "2.0.55"
+    rt = RuntimeSpec.from_dict({"site": "s", "kind": "apptainer", "images": {"standard": spec}})
+    plan = images.plan_build(rt, "standard", tmp_path / "standard.sif", digest="d", recipe_root=REPO,
+                             workdir=tmp_path, euid=0, build_args=args)  # fmt: skip
+    assert "--build-arg=CODEX_CLI_VERSION=0.79.0" in plan.steps[0]
+    one = images.image_digest(rt, "standard", spec, REPO, args)
+    assert one != images.image_digest(rt, "standard", spec, REPO, {**args, "CODEX_CLI_VERSION": "0.80.1"})
+
+
+def test_each_cli_sees_only_its_own_providers_key():
+    environ = {"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o", "GEMINI_API_KEY": "g", "HF_TOKEN": "h",
+               "PATH": "/bin", "MY_SECRET": "s"}  # fmt: skip
+    claude = cell_environment({"cli": "claude", "keys": ["ANTHROPIC_API_KEY"]}, environ)
+    assert claude["ANTHROPIC_API_KEY"] == "a" and claude["PATH"] == "/bin"
+    assert not {"OPENAI_API_KEY", "GEMINI_API_KEY", "HF_TOKEN", "MY_SECRET"} & set(claude)
+    codex = cell_environment({"cli": "codex", "keys": ["OPENAI_API_KEY"]}, environ)
+    assert codex["CODEX_API_KEY"] == "o" and "OPENAI_API_KEY" not in codex  # as PostTrainBench's run_task.sh
+    graded = cell_environment({"cli": "codex", "keys": ["OPENAI_API_KEY"], "grader_keys": ["OPENAI_API_KEY"]}, environ)
+    assert graded["CODEX_API_KEY"] == "o" and graded["OPENAI_API_KEY"] == "o"  # the eval's grader needs it
+    gemini = cell_environment({"cli": "gemini", "keys": ["GEMINI_API_KEY"]}, environ)
+    assert gemini[CLIS["gemini"].key_var] == "g" and "ANTHROPIC_API_KEY" not in gemini
+
+
+def test_the_kept_workspace_lists_final_model_and_skips_big_files(tmp_path, monkeypatch):
+    import ptflow.stages.train.agent_cell as ac
+
+    task = tmp_path / "task"
+    (task / "final_model").mkdir(parents=True)
+    (task / "final_model" / "model.safetensors").write_bytes(b"w" * 100)
+    (task / "train.py").write_text("print('train')\n")
+    (task / "big.bin").write_bytes(b"b" * 2000)
+    monkeypatch.setattr(ac, "KEEP_MAX_BYTES", 1000)
+    kept = keep_workspace(task, tmp_path / ".a.workspace", print)
+    assert (kept / "train.py").is_file() and not (kept / "final_model").exists() and not (kept / "big.bin").exists()
+    assert "100\tmodel.safetensors" in (kept / "final_model.listing.txt").read_text()
+    assert "big.bin" in (kept / ".ptflow-not-copied.txt").read_text()
+
+
+def _write(d: Path, contamination: str | None, disallowed: str | None) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    if contamination is not None:
+        (d / "contamination_judgement.txt").write_text(contamination)
+    if disallowed is not None:
+        (d / "disallowed_model_judgement.txt").write_text(disallowed)
+    return d
+
+
+def test_verdict_files_are_read_by_their_first_line(tmp_path):
+    v = read_verdict_files(_write(tmp_path / "a", "no contamination detected\nlooked at train.py\n",
+                                  "Disallowed use detected.\nfinal_model is Qwen3-1.7B\n"))  # fmt: skip
+    assert v["contamination"] is False and v["disallowed_model"] is True and "Qwen3-1.7B" in v["reason"]
+    missing = read_verdict_files(_write(tmp_path / "b", "no contamination detected", None))
+    assert missing == {"status": "no_verdict", "reason": "the judge wrote no disallowed_model_judgement.txt"}
+    odd = read_verdict_files(_write(tmp_path / "c", "maybe", "only allowed use detected"))
+    assert odd["status"] == "no_verdict" and "'maybe'" in odd["reason"]
+
+
+def test_a_judge_without_a_workspace_gives_no_verdict_and_the_cell_falls_back(tmp_path):
+    from ptflow.stages.score import JUDGE_NO_VERDICT, _judge
+
+    trace = tmp_path / "agent"
+    trace.mkdir()
+    (trace / "stdout.log").write_text("hello\n")
+    (trace / "stderr.log").write_text("")
+    manifest = {"agent_run": {"trace_dir": str(trace), "cli": "codex"}}  # no workspace kept
+    judge = {"agent": "codex", "model": "gpt-5.1-codex", "keys": []}
+    data = judge_cell(cell={"model": "m", "eval": "e", "agent": "a"}, manifest=manifest, judge=judge,
+                      judge_json=str(tmp_path / "judge.json"), log=lambda _: None)  # fmt: skip
+    assert data["status"] == "no_verdict" and "kept no workspace" in data["reason"]
+    assert json.loads((tmp_path / "judge.json").read_text())["status"] == "no_verdict"
+    assert _judge(data)[0] == JUDGE_NO_VERDICT
+
+
+def test_doctor_checks_each_cli_against_its_pin(tmp_path, monkeypatch):
+    from ptflow.config.load import load
+    from ptflow.config.sites import load_site
+    from ptflow.ops.doctor import partition_requests, render_probe
+
+    for var in ("PTFLOW_ACCOUNT", "PTFLOW_PARTITION"):
+        monkeypatch.setenv(var, "x")
+    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
+    site = load_site("generic", REPO / "config" / "sites")
+    label, req = partition_requests(cfg, site)["gpu"]
+    text = render_probe(tmp_path / "probe.sh", cfg, site, "gpu", label, req).read_text()
+    for name, pin in (("claude", "2.0.55"), ("codex", "0.79.0"), ("gemini", "0.18.4")):
+        assert f"{name} --version" in text and f"pinned {pin}" in text
+    assert "apptainer exec" in text and "standard.sif" in text
+    assert os.access(tmp_path / "probe.sh", os.X_OK)
+
+
+@pytest.mark.parametrize("cli", sorted(CLIS))
+def test_every_cli_runs_as_posttrainbench_runs_it(cli):
+    command = " ".join(CLIS[cli].command)
+    expected = {"claude": "--dangerously-skip-permissions", "codex": "--search", "gemini": "--yolo"}[cli]
+    assert expected in command and "{model}" in command and "{prompt}" in command
