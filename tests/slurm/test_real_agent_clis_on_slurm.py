@@ -50,13 +50,21 @@ def done(slurm_cluster):
     root.mkdir(parents=True, exist_ok=True)
     work = root / f"real-clis-{uuid.uuid4().hex[:8]}"
     work.mkdir()
-    expected = {"anthropic": KEYS["ANTHROPIC_API_KEY"], "openai": KEYS["OPENAI_API_KEY"], "gemini": KEYS["GEMINI_API_KEY"]}
+    expected = {protocol: KEYS[key] for _, _, key, protocol in AGENTS.values()}
     with ProviderStandIn(expected_key=expected, routes=[(JUDGE_MARK, judge_trajectory())]) as api:
         overlay = {
             "agents": [{"id": "baseline", "kind": "baseline"}]
             + [
-                {"id": aid, "kind": "cli-agent", "cli": cli, "model": model, "hours": 0.15, "grace_minutes": 0.5,
-                 "keys": [key], "base_url": api.url}  # fmt: skip
+                {
+                    "id": aid,
+                    "kind": "cli-agent",
+                    "cli": cli,
+                    "model": model,
+                    "hours": 0.15,
+                    "grace_minutes": 0.5,
+                    "keys": [key],
+                    "base_url": api.url,
+                }  # fmt: skip
                 for aid, (cli, model, key, _) in AGENTS.items()
             ],
             "judge": {"agent": "codex", "model": JUDGE_MODEL, "keys": ["OPENAI_API_KEY"], "base_url": api.url},
@@ -99,7 +107,8 @@ def test_real_cli_cell_is_trained_evaluated_and_judged(done, agent):
     assert max(r["step"] for r in main) == 4  # every step of the trajectory, the final answer included
     # trace.md shows every tool call and its result readably, in this CLI's own stream format
     trace = (work / CELLS / agent / "agent" / "trace.md").read_text()
-    for command in ("head -n 5 prompt.md", "evaluate.py --model-path", "ptflow.standins.scripted_agent", "ls final_model"):
+    commands = ("head -n 5 prompt.md", "evaluate.py --model-path", "ptflow.standins.scripted_agent", "ls final_model")
+    for command in commands:
         assert command in trace, f"{command!r} missing from {agent}'s trace.md"
     assert "config.json" in trace  # a tool result (the listing of final_model/), not only the call
     # the judge: real codex in a copy of this cell's workspace, in a CPU job

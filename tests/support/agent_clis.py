@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ptflow.stages.train.clis import CLIS
+from ptflow.config.clis import CLIS
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("PTFLOW_TEST_CLI_CACHE", REPO / ".venv" / "agent-clis"))
@@ -35,8 +35,16 @@ def cli_bin_dir(name: str, version: str | None = None) -> Path:
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True)
             subprocess.run(
-                ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(staging),
-                 f"{cli.npm_package}@{version}"],  # fmt: skip
+                [
+                    "npm",
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    "--prefix",
+                    str(staging),
+                    f"{cli.npm_package}@{version}",
+                ],  # fmt: skip
                 check=True,
                 timeout=900,
             )

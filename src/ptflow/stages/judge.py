@@ -147,7 +147,10 @@ def judge_argv(judge: dict) -> list[str]:
 
 # The verdict files of an agentic judge and the first-line answers each may hold (PostTrainBench's format).
 VERDICT_FILES = {
-    "contamination": ("contamination_judgement.txt", {"no contamination detected": False, "contamination detected": True}),
+    "contamination": (
+        "contamination_judgement.txt",
+        {"no contamination detected": False, "contamination detected": True},
+    ),
     "disallowed_model": (
         "disallowed_model_judgement.txt",
         {"only allowed use detected": False, "disallowed use detected": True},
@@ -280,7 +283,8 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log) -> dic
             **cell_environment(spec, dict(os.environ)),
             **prepare_cli_home(spec, host_home, home, str(task_dir), os.geteuid() == 0),
         }
-        command = [part.format(model=judge["model"], prompt=prompt, task_dir=str(task_dir)) for part in cli.command]
+        template = cli.judge_command or cli.command
+        command = [part.format(model=judge["model"], prompt=prompt, task_dir=str(task_dir)) for part in template]
         if runtime:
             from ptflow.cluster.runtime import JobRuntime, container_env, runtime_argv
 
@@ -296,9 +300,7 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log) -> dic
         out_log = trace_dir / "judge_stdout.log"
         with open(out_log, "wb") as so, open(trace_dir / "judge_stderr.log", "wb") as se:
             try:
-                proc = subprocess.run(
-                    command, cwd=task_dir, env=env, stdout=so, stderr=se, timeout=JUDGE_TIMEOUT_S
-                )
+                proc = subprocess.run(command, cwd=task_dir, env=env, stdout=so, stderr=se, timeout=JUDGE_TIMEOUT_S)
                 rc = proc.returncode
             except FileNotFoundError:
                 return {"status": "no_verdict", "reason": f"the judge CLI {command[0]!r} is not installed here"}

@@ -11,7 +11,7 @@ its prompt says an earlier session worked there, follows ``continue_trajectory``
 are the CLIs' side requests (titles, routing, next-speaker checks): the protocol answers them briefly.
 
 Faults (``Faults``): ``unauthorized`` answers 401 to everything; ``errors`` answers the listed statuses (429, 529 …)
-to the first main-loop requests, then behaves; ``stall_at`` holds the request for that step open without a byte.
+to the first main-loop requests, then behaves; ``stall_at`` holds the request for that step of the main trajectory open without a byte.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Step:
 
 
 # What every CLI is made to do (commands run in the task dir, the CLI's working directory).
-BASE_MODEL = "$(python -c 'import json; print(json.load(open(\"task.json\"))[\"base_model\"])')"
+BASE_MODEL = '$(python -c \'import json; print(json.load(open("task.json"))["base_model"])\')'
 
 
 def default_trajectory(train_steps: int = 120) -> list[Step]:
@@ -272,7 +272,7 @@ class ProviderStandIn:
         if steps is None:
             steps = continue_trajectory() if EARLIER_SESSION_MARK in turn.user_text else self.trajectory
         index = min(turn.tool_results, len(steps) - 1)
-        if self.faults.stall_at is not None and index == self.faults.stall_at:
+        if steps is self.trajectory and self.faults.stall_at is not None and index == self.faults.stall_at:
             self._record({**rec, "status": "stalled", "step": index})
             self._stop.wait()  # hold the connection open until the stand-in stops
             return

@@ -43,15 +43,15 @@ from pathlib import Path
 from ptflow import templates
 from ptflow.cluster.preempt import ResumeDir, SaveOnWarning, StoppedToResume
 from ptflow.config import tasks
+from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
+from ptflow.config.clis.base import CONTAINER_HOME as AGENT_HOME
 from ptflow.files import staged_dir
 from ptflow.jobenv import WARNING_SIGNAL
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
-from ptflow.stages.train.clis import CLIS, cell_environment, prepare_cli_home
-from ptflow.stages.train.clis.base import CONTAINER_HOME as AGENT_HOME
 
-# The agent's argv per cli: the real CLIs' from their modules (``ptflow.stages.train.clis``); an agent's own
+# The agent's argv per cli: the real CLIs' from their modules (``ptflow.config.clis``); an agent's own
 # ``command`` in config replaces it. Placeholders: {model} {task_dir} {hours} {prompt} {prompt_file} {python}. The
 # prompt is not secret; keys never appear here.
 DEFAULT_COMMANDS: dict[str, list[str]] = {
@@ -492,6 +492,33 @@ def train_agent_cell(
     }
 
 
+def refused_key(agent: dict, rc: int, stdout: Path, offset: int) -> str | None:
+    """One line naming the key when the CLI's own output says the provider refused it (401/403), else None: the
+    cell fails at once instead of being scored as 'no final model' or retried for hours."""
+    cli = CLIS.get(agent["cli"])
+    if cli is None or cli.auth_failed is None or rc in (0, TIMEOUT_EXIT, KILLED_EXIT):
+        return None
+    events = []
+    with open(stdout, "rb") as fh:
+        fh.seek(offset)
+        for raw in fh.read().decode(errors="replace").splitlines():
+            if raw.startswith("{"):
+                try:
+                    ev = json.loads(raw)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(ev, dict):
+                    events.append(ev)
+    if not cli.auth_failed(rc, events):
+        return None
+    names = [k for k in agent.get("keys", []) if k in cli.accepted_keys] or [cli.key_var]
+    via = f" (passed to {cli.name} as {cli.key_var})" if names[0] != cli.key_var else ""
+    return (
+        f"agent {agent['id']}: the provider refused the API key in {names[0]}{via} (HTTP 401/403, {cli.name} exit "
+        f"{rc}); export a valid key and run again — see {stdout.parent}/stderr.log"
+    )
+
+
 def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier):
     """This attempt's agent run: (exit code, seconds, stopped for a restart)."""
     # The CLI's own $HOME: private to this attempt, beside the task dir (never synced: ptflow rewrites it)
@@ -525,9 +552,11 @@ def _run_in_home(
     cli_env = prepare_cli_home(agent, host_home, home, str(task_dir), root)
     if root and agent["cli"] in CLIS:
         log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see README)")
+    (host_home / "tmp").mkdir()  # the agent's own temp dir (the CLIs leave error reports there), removed with it
     child_env = {
         **cell_environment(agent, dict(env or os.environ)),
         **cli_env,
+        "TMPDIR": f"{home}/tmp",
         "HF_HUB_OFFLINE": "1",
         "PTFLOW_TASK_DIR": str(task_dir),
         "PTFLOW_AGENT_KEYS": ",".join(agent.get("keys", [])),  # names only: the values are in the env already
@@ -551,6 +580,7 @@ def _run_in_home(
         for fh in (so, se):
             fh.write((header + "\n").encode())
             fh.flush()
+        stdout_from = so.tell()  # this attempt's events start here
         with SaveOnWarning(term=True) as warning:
             if resume is not None:
                 clock = AttemptClock(resume, attempt, task_dir, workspace, sync_seconds, log)
@@ -562,6 +592,9 @@ def _run_in_home(
                 if clock is not None:
                     clock.__exit__(None, None, None)
             time_taken = time.time() - t0
+    refused = refused_key(agent, rc, trace_dir / "stdout.log", stdout_from) if not stopped else None
+    if refused:
+        raise AgentCellError(refused)
     if rc in (126, 127):
         raise AgentCellError(
             f"agent {agent['id']}: {argv[len(timeout_argv(1))]!r} could not be run (exit {rc}, see "

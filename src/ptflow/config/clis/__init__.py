@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ptflow.config.clis.base import AgentCli, CellHome
+from ptflow.config.clis.claude import CLAUDE
+from ptflow.config.clis.codex import CODEX
+from ptflow.config.clis.gemini import GEMINI
 from ptflow.keys import looks_like_secret
-
-from ptflow.stages.train.clis.base import AgentCli, CellHome
-from ptflow.stages.train.clis.claude import CLAUDE
-from ptflow.stages.train.clis.codex import CODEX
-from ptflow.stages.train.clis.gemini import GEMINI
 
 CLIS: dict[str, AgentCli] = {c.name: c for c in (CLAUDE, CODEX, GEMINI)}
 

@@ -9,6 +9,7 @@ Nothing here runs the CLI (``stages/train/agent_cell.py`` does) or reads a secre
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,11 @@ class AgentCli:
     # one JSONL event of the CLI's stdout as markdown lines (None: not this CLI's shape)
     trace_lines: Callable[[dict], list[str] | None]
     env: dict[str, str] = field(default_factory=dict)  # fixed variables (PostTrainBench's solve.sh)
+    # the judge's argv template ({model} {prompt}), when it differs from ``command``
+    judge_command: tuple[str, ...] | None = None
+    # did the provider refuse the key? (exit code, this attempt's JSONL events) -> bool: from the CLI's structured
+    # output (exit codes, error events with the HTTP status), so the cell fails at once naming the key
+    auth_failed: Callable[[int, list[dict]], bool] | None = None
 
     def key_env(self, agent_keys: list[str], environ: dict[str, str]) -> dict[str, str]:
         """The key variable the CLI reads, from the first of the agent's keys this CLI accepts that is set."""
@@ -56,6 +62,15 @@ class AgentCli:
 def write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+AUTH_STATUSES = (401, 403)
+
+
+def http_status(text: str) -> int | None:
+    """The HTTP status a CLI's error event states (``unexpected status 401 Unauthorized``), if any."""
+    m = re.search(r"\b([1-5][0-9][0-9])\b", text)
+    return int(m.group(1)) if m else None
 
 
 def clip(text: str, n: int = 4000) -> str:

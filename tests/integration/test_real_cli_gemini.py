@@ -1,0 +1,168 @@
+"""The REAL gemini CLI (@google/gemini-cli at its pin, from the npm registry, cached) against the Gemini stand-in of
+``tests/support/providers`` (``streamGenerateContent`` over SSE), set up as a cli-agent cell sets it up: a fresh
+private HOME written by ``GEMINI.write_home``, the CLI's fixed env, only the key it reads, the task dir as its
+working directory, PostTrainBench's command. A short trajectory (write a file, read it back, answer) must leave
+the file, reach the stand-in with the configured model and the shell tool each turn, and leave the key in no file;
+the faults (401, 429/503, a stalled stream under ``timeout``) must end the way a cell expects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ptflow.config.clis.base import CellHome
+from ptflow.config.clis.gemini import GEMINI, trace_lines
+from tests.support.agent_clis import cli_bin_dir
+from tests.support.providers import Faults, ProviderStandIn, Step
+
+KEY = "AIza-FAKE-gemini-0a1b2c"
+MODEL = "gemini-3-pro-preview"
+TEXT = "hello from the stand-in"
+TRAJECTORY = [
+    Step(shell=f"printf '%s\\n' '{TEXT}' > hello.txt"),
+    Step(shell="cat hello.txt && ls"),
+    Step(text="hello.txt is written. Done."),
+]
+PROMPT = "Write hello.txt with a greeting, show it, then stop."
+
+
+@dataclass
+class Run:
+    rc: int
+    seconds: float
+    stdout: str
+    stderr: str
+    home: Path
+    task: Path
+    tmp: Path
+    records: list[dict]
+    started: float
+
+
+@pytest.fixture(scope="module")
+def gemini_bin() -> Path:
+    return cli_bin_dir("gemini")
+
+
+def run_gemini(root: Path, bin_dir: Path, faults: Faults | None = None, timeout: int | None = None) -> Run:
+    home, task, tmp = root / "home", root / "task", root / "tmp"
+    for d in (home, task, tmp):
+        d.mkdir(parents=True)
+    (task / "prompt.md").write_text(PROMPT + "\n")
+    with ProviderStandIn(TRAJECTORY, faults=faults, expected_key=KEY) as api:
+        cli_env = GEMINI.write_home(
+            CellHome(host_home=home, home=str(home), task_dir=str(task)),
+            {"model": MODEL, "task_dir": str(task), "base_url": api.url, "root": os.geteuid() == 0},
+        )
+        node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
+        env = {
+            "PATH": os.pathsep.join([str(bin_dir), node_dir, "/usr/bin", "/bin"]),
+            "HOME": str(home),
+            "TMPDIR": str(tmp),  # gemini-cli writes its error reports to os.tmpdir()
+            "LANG": "C.UTF-8",
+            GEMINI.key_var: KEY,
+            **GEMINI.env,
+            **cli_env,
+        }
+        argv = [part.format(model=MODEL, prompt=PROMPT) for part in GEMINI.command]
+        if timeout is not None:
+            argv = ["timeout", str(timeout), *argv]
+        started = time.time()
+        proc = subprocess.run(argv, cwd=task, env=env, capture_output=True, text=True, timeout=180)
+        seconds = time.time() - started
+        records = list(api.records)
+    return Run(proc.returncode, seconds, proc.stdout, proc.stderr, home, task, tmp, records, started)
+
+
+def gen_records(run: Run) -> list[dict]:
+    return [r for r in run.records if r.get("api") == "gemini" and not r.get("other")]
+
+
+def assert_key_nowhere(run: Run) -> None:
+    for top in (run.home, run.task, run.tmp):
+        for path in top.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                assert KEY.encode() not in path.read_bytes(), f"the API key was written to {path}"
+
+
+@pytest.fixture(scope="module")
+def happy(gemini_bin, tmp_path_factory) -> Run:
+    return run_gemini(tmp_path_factory.mktemp("gemini-ok"), gemini_bin)
+
+
+def test_trajectory_runs_to_the_end(happy: Run):
+    assert happy.rc == 0, happy.stderr[-3000:]
+    assert (happy.task / "hello.txt").read_text() == TEXT + "\n"
+    main = [r for r in gen_records(happy) if r["main"]]
+    assert len(main) == len(TRAJECTORY)
+    assert all(r["status"] == 200 and r["key_ok"] for r in main)
+    assert {r["model"] for r in main} == {MODEL}  # no routing, no fallback: the configured model each turn
+    assert all("run_shell_command" in r["tools"] for r in main)
+    assert [r["turns"] for r in main] == list(range(len(TRAJECTORY)))
+    assert [r["step"] for r in main] == list(range(len(TRAJECTORY)))
+    assert [r for r in happy.records if r.get("status") == 404] == []
+    # the settings held: --yolo was not overridden, and there was no auth prompt
+    assert "overridden" not in happy.stderr and "Invalid auth" not in happy.stderr
+    assert_key_nowhere(happy)
+    first = min(r["time"] for r in happy.records)
+    print(f"gemini: first request {first - happy.started:.1f}s after start, run {happy.seconds:.1f}s")
+
+
+def test_trace_lines_read_the_real_stream(happy: Run):
+    events = [json.loads(line) for line in happy.stdout.splitlines() if line.strip().startswith("{")]
+    assert [e["type"] for e in events][:2] == ["init", "message"]
+    shown = [trace_lines(e) for e in events]
+    assert all(lines is not None for lines in shown), "an event of gemini's own stream was not recognised"
+    text = "\n".join(line for lines in shown for line in lines)
+    assert f"model `{MODEL}`" in text
+    assert "**tool call** `run_shell_command`" in text
+    assert "printf '%s\\n' 'hello from the stand-in' > hello.txt" in text
+    assert "cat hello.txt && ls" in text
+    assert text.count("**tool result** (success") == 2
+    assert TEXT in text  # the output of cat, in the second tool result
+    assert "**result**: success" in text and "tool_calls 2" in text
+    assert "deprecated" not in text  # the CLI's --prompt notice is not the model's text
+    # other CLIs' events are not gemini's
+    assert trace_lines({"type": "assistant", "message": {"content": []}}) is None  # claude
+    assert trace_lines({"type": "result", "subtype": "success", "result": "x"}) is None  # claude
+    assert trace_lines({"type": "item.completed", "item": {}}) is None  # codex
+    assert trace_lines({"type": "tool_result", "timestamp": "t", "status": "error",
+                        "error": {"type": "invalid_tool_params", "message": "no"}}) == [
+        "**tool result** (error, invalid_tool_params):", "```", "no", "```"]  # fmt: skip
+
+
+def test_unauthorized_fails_fast(gemini_bin, tmp_path):
+    run = run_gemini(tmp_path, gemini_bin, Faults(unauthorized=True))
+    assert run.rc != 0
+    assert run.seconds < 30, f"a refused key took {run.seconds:.0f}s to end the CLI"
+    assert [r["status"] for r in gen_records(run)] == [401]  # no retries on 401
+    last = json.loads(run.stdout.strip().splitlines()[-1])
+    assert last["type"] == "result" and last["status"] == "error"
+    assert_key_nowhere(run)
+    print(f"gemini 401: exit {run.rc} after {run.seconds:.1f}s")
+
+
+def test_retries_carry_it_through_429_and_503(gemini_bin, tmp_path):
+    run = run_gemini(tmp_path, gemini_bin, Faults(errors=[429, 503]))
+    assert run.rc == 0, run.stderr[-3000:]
+    assert (run.task / "hello.txt").exists()
+    main = [r for r in gen_records(run) if r["main"]]
+    assert [r["status"] for r in main][:3] == [429, 503, 200]
+    # the stand-in's retry hints (RetryInfo 0.2s; "Please retry in 0.2s"), not the CLI's 5 s backoff, set the pace
+    assert main[2]["time"] - main[0]["time"] < 3.0
+    assert [r["turns"] for r in main] == [0, 0, 0, 1, 2]
+
+
+def test_stalled_stream_ends_by_timeout(gemini_bin, tmp_path):
+    run = run_gemini(tmp_path, gemini_bin, Faults(stall_at=1), timeout=20)
+    assert run.rc == 124
+    assert (run.task / "hello.txt").exists()  # step 0 ran before the stall
+    assert any(r.get("status") == "stalled" for r in run.records)
