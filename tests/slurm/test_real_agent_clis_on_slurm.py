@@ -12,6 +12,7 @@ no key value may appear in any file of the run.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -74,14 +75,17 @@ def done(slurm_cluster):
         targets = [str(CELLS / "baseline" / "eval.json")]
         targets += [str(CELLS / a / name) for a in AGENTS for name in ("eval.json", "judge.json")]
         env = {**slurm_cluster.env, **KEYS}
-        env["PATH"] = ":".join([*bins, env.get("PATH", "")])
+        env["PATH"] = ":".join([*bins, env.get("PATH") or os.environ["PATH"]])
         proc = snakemake(
             work, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}", "--", *targets,
-            env=env, profile="profiles/slurm",
+            env=env, profile="profiles/slurm", check=False,
         )  # fmt: skip
+        (work / "snakemake.out").write_text(proc.stdout + proc.stderr)  # kept with PTFLOW_KEEP_TEST_WORK=1
+        assert proc.returncode == 0, f"snakemake failed ({proc.returncode}): {proc.stderr[-3000:]}"
         records = list(api.records)
     yield work, proc, records
-    shutil.rmtree(work, ignore_errors=True)
+    if not os.environ.get("PTFLOW_KEEP_TEST_WORK"):
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _main(records, protocol, model=None):
@@ -122,8 +126,12 @@ def test_judge_ran_real_codex_as_cpu_jobs(done, slurm_cluster):
     work, _, records = done
     judge = _main(records, "openai", JUDGE_MODEL)
     assert len(judge) >= 3 * 3 and all(r["status"] == 200 for r in judge)  # three judges, three requests each
-    log = "\n".join(p.read_text() for p in (work / "results" / "logs").rglob("*judge*") if p.is_file())
-    assert "judge (codex, gpt-5.1-codex) in a copy of" in log
+    logs = list((work / "results" / "logs" / "judge").rglob("*.log"))
+    assert len(logs) == 3 and all("judge (codex, gpt-5.1-codex) in a copy of" in p.read_text() for p in logs)
+    # each judge was a Slurm job of its own (not the login node), with no GPU in its request
+    assert len(list((work / ".snakemake" / "slurm_logs" / "rule_judge").rglob("*.log"))) == 3
+    blocks = [b for b in (work / "snakemake.out").read_text().split("rule ") if b.startswith("judge:")]
+    assert len(blocks) == 3 and not any("gpu" in b.split("resources:")[1].splitlines()[0] for b in blocks)
 
 
 def test_each_cli_sees_only_its_own_key_and_no_key_is_written(done):

@@ -743,7 +743,11 @@ def get_judge_input(wildcards):
         "manifest": L.manifest(wildcards.model, wildcards.eval, wildcards.agent),
         "eval_json": L.eval_json(wildcards.model, wildcards.eval, wildcards.agent),
         # an agentic judge runs its CLI in the agent's image (a CPU job)
-        **(get_image_inputs("train", wildcards) if (CFG.judge or {}).get("agent") else {}),
+        **(
+            get_image_inputs("train", wildcards)
+            if (CFG.judge or {}).get("agent")
+            else {}
+        ),
     }
 
 

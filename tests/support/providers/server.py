@@ -37,7 +37,7 @@ class Step:
 BASE_MODEL = '$(python -c \'import json; print(json.load(open("task.json"))["base_model"])\')'
 
 
-def default_trajectory(train_steps: int = 120) -> list[Step]:
+def default_trajectory(train_steps: int = 300) -> list[Step]:
     return [
         Step(shell="head -n 5 prompt.md && ls"),
         Step(shell=f"python evaluate.py --model-path {BASE_MODEL} --limit 2 --json-output-file base_metrics.json"),

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -311,7 +312,10 @@ def _ignore_warning_in_child() -> None:
 
 def run_agent(argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log) -> tuple[int, bool]:
     """Run the agent; on the warning or SIGTERM stop it (TERM, KILL after 30 s). (exit code, stopped by us)."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, preexec_fn=_ignore_warning_in_child)
+    proc = subprocess.Popen(  # stdin: nothing (a CLI in --print mode would read a pipe left open as more prompt)
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        preexec_fn=_ignore_warning_in_child,
+    )  # fmt: skip
     while True:
         try:
             rc = proc.wait(timeout=1)
@@ -492,6 +496,15 @@ def train_agent_cell(
     }
 
 
+def keep_path_in_login_shells(home: Path, path: str) -> None:
+    """codex (and other CLIs) run commands in login shells (``bash -lc``), and /etc/profile resets PATH: without
+    this the agent would not find the job's ``python`` on a venv site. Login shells read ~/.bash_profile (bash) or
+    ~/.profile (sh) after /etc/profile, in the cell's private home. (In a container the image's PATH is right.)"""
+    line = f"# written by ptflow: login shells keep the job's PATH\nexport PATH={shlex.quote(path)}\n"
+    for name in (".bash_profile", ".profile"):
+        (home / name).write_text(line)
+
+
 def refused_key(agent: dict, rc: int, stdout: Path, offset: int) -> str | None:
     """One line naming the key when the CLI's own output says the provider refused it (401/403), else None: the
     cell fails at once instead of being scored as 'no final model' or retried for hours."""
@@ -553,6 +566,8 @@ def _run_in_home(
     if root and agent["cli"] in CLIS:
         log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see README)")
     (host_home / "tmp").mkdir()  # the agent's own temp dir (the CLIs leave error reports there), removed with it
+    if not container:
+        keep_path_in_login_shells(host_home, (env or os.environ).get("PATH", ""))
     child_env = {
         **cell_environment(agent, dict(env or os.environ)),
         **cli_env,
