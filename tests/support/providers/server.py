@@ -11,7 +11,8 @@ its prompt says an earlier session worked there, follows ``continue_trajectory``
 are the CLIs' side requests (titles, routing, next-speaker checks): the protocol answers them briefly.
 
 Faults (``Faults``): ``unauthorized`` answers 401 to everything; ``errors`` answers the listed statuses (429, 529 …)
-to the first main-loop requests, then behaves; ``stall_at`` holds the request for that step of the main trajectory open without a byte.
+to the first main-loop requests, then behaves; ``stall_at`` holds the request for that step of the main trajectory
+open without a byte.
 """
 
 from __future__ import annotations
