@@ -21,8 +21,9 @@ from tests.e2e.smk import plan as e2e_plan
 
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
 PTFLOW = str(Path(sys.executable).with_name("ptflow"))
-# The test's own reading of the rules (workflow/rules/*.smk): the site stage each rule's jobs request; judge and edf
-# run on the login node and request nothing; train_supervised's supervisor submits the train request itself.
+# The test's own reading of the rules (workflow/rules/*.smk): the site stage each rule's jobs request (the judge: a CPU
+# job with aggregate's request); edf runs on the login node and requests nothing; train_supervised's supervisor
+# submits the train request itself.
 RULE_STAGE = {
     "cache_dataset": "cache",
     "cache_model": "cache",
@@ -36,8 +37,9 @@ RULE_STAGE = {
     "train_supervised": "train",
     "evaluate": "evaluate",
     "aggregate": "aggregate",
+    "judge": "aggregate",
 }
-NOT_SUBMITTED = ("all", "judge", "edf")
+NOT_SUBMITTED = ("all", "edf")
 
 NO_CLUSTER = str(Path(__file__).parent / "data" / "no-cluster-slurm.conf")  # a plan needs no cluster
 
@@ -160,7 +162,7 @@ def test_cpu_hours_count_threads_on_generic(posttrainbench_generic):
 
 def test_supervised_trainings_keep_their_gpu_job_on_pyxis(posttrainbench_pyxis):
     """On a site with infra_retries every training is train_supervised, a login-node rule: its GPU job, submitted by
-    the supervisor, is priced all the same (4 GPUs x time_hours); judge jobs make none."""
+    the supervisor, is priced all the same (4 GPUs x time_hours); judge jobs are CPU jobs (aggregate's request)."""
     out, ctx = posttrainbench_pyxis
     assert ctx.site.supervises("train") is not None
     assert "train" not in out["jobs_per_rule"] and out["jobs_per_rule"]["train_supervised"] == 224
@@ -169,7 +171,8 @@ def test_supervised_trainings_keep_their_gpu_job_on_pyxis(posttrainbench_pyxis):
         ("train", 4, 240, "supervisor")
     }
     judges = [j for j in out["jobs"] if j["rule"] == "judge"]
-    assert judges and not any(j["requests"] for j in judges)
+    assert judges and all([(r["stage"], r["gpus"], r["by"]) for r in j["requests"]] == [("aggregate", 0, "plugin")]
+                          for j in judges)  # fmt: skip
     assert_figures(out, expected_requests(out, ctx.site, ctx.cfg), "(default)")
     # 224 trainings x 4 GPUs x 4 h + 280 evaluations x 1 x 4 h
     assert out["totals"]["gpu_hours"] == pytest.approx(224 * 4 * 4 + 280 * 4)
@@ -189,8 +192,9 @@ def test_multinode_counts_gres_and_cpus_per_node(tmp_path):
     job = planning.PlannedJob("train", "7", requests=[req])
     (r,) = planning.requests([job])
     assert (r.jobs, r.gpu_hours, r.node_hours, r.cpu_hours) == (1, 8, 2, 12)
-    # the login-node rules make no Slurm job; `all` has no request
-    assert planning.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": grpo}) == []
+    # the judge is a CPU job (aggregate's request); `all` has no request
+    (judge,) = planning.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": grpo})
+    assert (judge.stage, judge.gpus, judge.by) == ("aggregate", 0, "plugin")
     assert planning.job_requests(site, cfg, "all", {}) == []
 
 
