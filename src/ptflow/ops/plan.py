@@ -77,7 +77,7 @@ class PlannedJob:
     reason: str = ""
     # The Slurm jobs it makes, at attempt 1, from the site the way the rule gets them (job_requests): the dry-run
     # prints no threads, nothing of what a login-node supervisor submits, and not reliably which rules are local
-    # (Snakemake 9 prints `rule judge:` for a localrule under the slurm executor). Its own request first.
+    # (Snakemake 9 prints `rule edf:` for a localrule under the slurm executor). Its own request first.
     requests: list[JobRequest] = field(default_factory=list)
 
     @property
@@ -86,7 +86,7 @@ class PlannedJob:
 
     @property
     def submitted(self) -> bool:
-        """Whether the job makes a request (``all``, judge and edf do not; nor requests without runtime)."""
+        """Whether the job makes a request (``all`` and edf do not; nor requests without runtime)."""
         return self.runtime_min > 0
 
 
