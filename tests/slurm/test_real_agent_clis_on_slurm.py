@@ -1,4 +1,5 @@
-"""The real claude, codex and gemini CLIs in PostTrainBench agent cells on the real test Slurm cluster.
+"""The real claude, codex and gemini CLIs in PostTrainBench agent cells on the real test Slurm cluster (the
+scripted agent's cells run on the local profile: tests/e2e/test_agent_cells.py).
 
 Each CLI is the npm package at its pin (``tests/support/agent_clis.py``, installed once and cached), run by the
 normal rules (train as a Slurm job through the cli-agent machinery, evaluate, judge) against the provider STAND-IN
@@ -103,6 +104,8 @@ def test_real_cli_cell_is_trained_evaluated_and_judged(done, agent):
     assert data["metrics"]["value"] > base["metrics"]["value"] + 0.3  # the trajectory's SFT made it better
     manifest = json.loads((work / CELLS / agent / "checkpoint.json").read_text())
     assert manifest["agent_run"]["cli"] == cli and manifest["agent_run"]["cli_version"]
+    job_id = manifest["slurm_job_id"]
+    assert job_id and data["slurm_job_id"] and data["slurm_job_id"] != job_id  # trained and evaluated as jobs
     # the provider received the configured model, with the CLI's shell tool, turn after turn to the end
     main = [r for r in _main(records, protocol) if JUDGE_MODEL != r["model"]]
     assert main and {r["model"] for r in main} == {model}, {r["model"] for r in main}
