@@ -31,12 +31,6 @@ from ptflow.jobenv import user_name
 
 MIN_APPTAINER = "1.1"
 PROBE_MINUTES = 5
-# Where each agent CLI sends its requests (its API), for the outbound check.
-API_HOSTS = {
-    "claude": "api.anthropic.com",
-    "codex": "api.openai.com",
-    "gemini": "generativelanguage.googleapis.com",
-}
 SRUN_FLAG = {"pyxis": "--container-image", "enroot-edf": "--environment"}
 
 
@@ -98,8 +92,11 @@ def partition_requests(cfg, site: Site) -> dict[str, tuple[str, Request]]:
 
 
 def api_hosts(cfg) -> list[str]:
+    """Where the matrix's agent CLIs send their requests (each CLI's API host), for the outbound check."""
+    from ptflow.config.clis import CLIS
+
     clis = {cfg.agents[c.agent].cli for c in cfg.cells if cfg.agents[c.agent].spec.agent_cli}
-    return sorted({API_HOSTS[c] for c in clis if c in API_HOSTS})
+    return sorted({CLIS[c].api_host for c in clis if c in CLIS and CLIS[c].api_host})
 
 
 def cli_checks(cfg, site: Site, partition: str) -> list[dict]:

@@ -45,6 +45,7 @@ class AgentCli:
     # one JSONL event of the CLI's stdout as markdown lines (None: not this CLI's shape)
     trace_lines: Callable[[dict], list[str] | None]
     env: dict[str, str] = field(default_factory=dict)  # fixed variables (PostTrainBench's solve.sh)
+    api_host: str | None = None  # where its requests go by default (ptflow doctor's outbound check)
     # the judge's argv template ({model} {prompt}), when it differs from ``command``
     judge_command: tuple[str, ...] | None = None
     # did the provider refuse the key? (exit code, this attempt's JSONL events) -> bool: from the CLI's structured

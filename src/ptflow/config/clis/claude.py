@@ -194,6 +194,7 @@ CLAUDE = AgentCli(
     ),
     write_home=write_home,
     trace_lines=trace_lines,
+    api_host="api.anthropic.com",
     env={"BASH_MAX_TIMEOUT_MS": "36000000"},
     auth_failed=auth_failed,
 )

@@ -211,6 +211,7 @@ CODEX = AgentCli(
     ),  # fmt: skip
     write_home=write_home,
     trace_lines=trace_lines,
+    api_host="api.openai.com",
     judge_command=tuple(judge_command("{model}")),
     auth_failed=auth_failed,
 )

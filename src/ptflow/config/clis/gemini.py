@@ -137,6 +137,7 @@ GEMINI = AgentCli(
     command=("gemini", "--yolo", "--output-format", "stream-json", "--model", "{model}", "--prompt", "{prompt}"),
     write_home=write_home,
     trace_lines=trace_lines,
+    api_host="generativelanguage.googleapis.com",
     env={"GEMINI_SANDBOX": "false"},
     auth_failed=auth_failed,
 )
