@@ -142,6 +142,8 @@ def test_doctor_checks_each_cli_against_its_pin(tmp_path, monkeypatch):
     for name, pin in (("claude", "2.0.55"), ("codex", "0.79.0"), ("gemini", "0.18.4")):
         assert f"{name} --version" in text and f"pinned {pin}" in text
     assert "apptainer exec" in text and "standard.sif" in text
+    for host in ("api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"):
+        assert f"/dev/tcp/{host}/443" in text  # each CLI's API host, for the outbound check
     assert os.access(tmp_path / "probe.sh", os.X_OK)
 
 
