@@ -132,9 +132,10 @@ def render_probe(path: Path, cfg, site: Site, partition: str, label: str, req: R
         handle = images.runtime_handle(rt, image)
         image_file = images.image_path(rt, image)
         gpu_argv = runtime_argv(rt, ["nvidia-smi", "-L"], image=handle, gpus=req.gpus)
+    checks = cli_checks(cfg, site, partition)  # agent cells run on this partition (whatever request is largest)
     text = templates.render(
         "doctor_probe.sh.j2",
-        cli_checks=cli_checks(cfg, site, partition),
+        cli_checks=checks,
         partition=partition,
         arch=rt.arch,
         kind=rt.kind,
@@ -145,7 +146,7 @@ def render_probe(path: Path, cfg, site: Site, partition: str, label: str, req: R
         gpu_argv=gpu_argv,
         image_file=image_file,
         tmp_mb=req.get("tmp_mb"),
-        api_hosts=api_hosts(cfg) if stage == "train" else [],
+        api_hosts=api_hosts(cfg) if stage == "train" or checks else [],
     )
     path.write_text(text)
     path.chmod(0o755)
