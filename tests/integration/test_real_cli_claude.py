@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ptflow.config.clis.base import CellHome
-from ptflow.config.clis.claude import CLAUDE, auth_failed, trace_lines, write_home
+from ptflow.config.clis.claude import CLAUDE, MAX_RETRIES, auth_failed, trace_lines, write_home
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import Faults, ProviderStandIn, Step
 
@@ -115,7 +115,7 @@ def test_write_home(tmp_path):
     env = write_home(cell, ctx)
     assert env["CLAUDE_CONFIG_DIR"] == "/home/agent/.claude"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and env["DISABLE_AUTOUPDATER"] == "1"
-    assert env["CLAUDE_CODE_MAX_RETRIES"] == "5"
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == MAX_RETRIES
     assert "IS_SANDBOX" not in env and "ANTHROPIC_BASE_URL" not in env
     assert not any("KEY" in name or "TOKEN" in name for name in env)
     settings = json.loads((home / ".claude" / "settings.json").read_text())

@@ -25,7 +25,7 @@ from ptflow.stages.evaluate.run import validate_eval_json
 from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import ProviderStandIn
-from tests.support.providers.server import JUDGE_MARK, judge_trajectory
+from tests.support.providers.server import JUDGE_MARK, default_trajectory, judge_trajectory
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -43,6 +43,9 @@ AGENTS = {  # id -> (cli, model as configured, key name, protocol)
 }
 SHELL_TOOLS = {"claude": {"Bash"}, "codex": {"shell", "shell_command", "exec_command"}, "gemini": {"run_shell_command"}}
 JUDGE_MODEL = "gpt-5.1-codex"
+# the trajectory's SFT: enough to beat the untrained baseline clearly (what SFT learns is tested on the default
+# matrix; here the path through the real CLIs is under test)
+TRAIN_STEPS = 150
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,8 @@ def done(slurm_cluster):
     work = root / f"real-clis-{uuid.uuid4().hex[:8]}"
     work.mkdir()
     expected = {protocol: KEYS[key] for _, _, key, protocol in AGENTS.values()}
-    with ProviderStandIn(expected_key=expected, routes=[(JUDGE_MARK, judge_trajectory())]) as api:
+    trajectory = default_trajectory(train_steps=TRAIN_STEPS)
+    with ProviderStandIn(trajectory, expected_key=expected, routes=[(JUDGE_MARK, judge_trajectory())]) as api:
         overlay = {
             "agents": [{"id": "baseline", "kind": "baseline"}]
             + [
@@ -101,7 +105,7 @@ def test_real_cli_cell_is_trained_evaluated_and_judged(done, agent):
     data = json.loads((work / CELLS / agent / "eval.json").read_text())
     validate_eval_json(data)
     assert data["status"] == "scored" and data["agent_run"]["exit_code"] == 0, data["agent_run"]
-    assert data["metrics"]["value"] > base["metrics"]["value"] + 0.3  # the trajectory's SFT made it better
+    assert data["metrics"]["value"] > base["metrics"]["value"] + 0.2  # the trajectory's SFT made it better
     manifest = json.loads((work / CELLS / agent / "checkpoint.json").read_text())
     assert manifest["agent_run"]["cli"] == cli and manifest["agent_run"]["cli_version"]
     job_id = manifest["slurm_job_id"]

@@ -155,7 +155,9 @@ class Anthropic(Protocol):
                 "type": "tool_use",
                 "id": _id("toolu"),
                 "name": SHELL_TOOL,
-                "input": {"command": step.shell, "description": f"stand-in step {index}"},
+                # a timeout, as a model gives for a long command: Bash's default is 2 minutes (BASH_MAX_TIMEOUT_MS
+                # only raises the most a model may ask for)
+                "input": {"command": step.shell, "description": f"stand-in step {index}", "timeout": 600000},
             }
             blocks, stop = [{"type": "text", "text": f"Step {index}: running a command."}, call], "tool_use"
         else:

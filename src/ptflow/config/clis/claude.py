@@ -18,10 +18,10 @@ What 2.0.55 needs to run unattended (read from its cli.js, see tests/integration
 - retries: claude retries 401 as it retries 429, 5xx and 529 (its retry loop, after a failed stream falls back to
   a non-streaming request), ``CLAUDE_CODE_MAX_RETRIES`` times (default 10), waiting a ``retry-after`` header's
   seconds, else 0.5 s doubling to 32 s (+ up to 25 %): with the default a refused key ends the run only after
-  ~3 minutes (183 s measured). ptflow sets 6: a refused key ends the cell within a minute (5 retries: ~20 s), a
-  429 is still waited out as long as the API's ``retry-after`` says, six times, and a 5xx/529 burst without
-  ``retry-after`` is ridden out for ~35 s (the default: ~2.5 minutes; 5 retries: ~16-19 s) before the ``--print``
-  run ends with that error. The trade-off is this one constant.
+  ~3 minutes (183 s measured). ptflow sets 5: a refused key ends the cell within a minute (~20 s; 6 retries took
+  43 s under the suite's load, too close), a 429 is still waited out as long as the API's ``retry-after`` says, five
+  times, and a 5xx/529 burst without ``retry-after`` is ridden out for ~16-19 s (the default: ~2.5 minutes) before
+  the ``--print`` run ends with that error. The trade-off is this one constant.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ptflow.config.clis.base import AgentCli, CellHome, clip, write_json
 
 CONFIG_DIR = ".claude"  # under the cell's home; CLAUDE_CONFIG_DIR
 # retries of a failed API request (claude's default: 10); see above for the trade-off
-MAX_RETRIES = "6"
+MAX_RETRIES = "5"
 QUIET_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_AUTOUPDATER": "1",
