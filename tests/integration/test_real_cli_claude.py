@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ptflow.config.clis.base import CellHome
-from ptflow.config.clis.claude import CLAUDE, MAX_RETRIES, auth_failed, trace_lines, write_home
+from ptflow.config.clis.claude import MAX_RETRIES, auth_failed, trace_lines, write_home
 from tests.support.agent_clis import cli_bin_dir
-from tests.support.providers import Faults, ProviderStandIn, Step
+from tests.support.cli_runs import Run, run_cli
+from tests.support.providers import Faults, Step
 
 KEY = "sk-ant-api03-FAKE-claude-7f3e9a"
 MODEL = "claude-sonnet-4-5"
@@ -35,72 +32,18 @@ PROMPT = "Write hello.txt with a greeting, show it, then stop."
 ROOT = os.geteuid() == 0
 
 
-@dataclass
-class Run:
-    rc: int
-    seconds: float
-    stdout: str
-    stderr: str
-    home: Path
-    task: Path
-    tmp: Path
-    records: list[dict]
-    started: float
-
-    def events(self) -> list[dict]:
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip().startswith("{")]
-
-
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
     return cli_bin_dir("claude")
 
 
-def run_claude(
-    root: Path, bin_dir: Path, faults: Faults | None = None, timeout: int | None = None, as_root: bool = ROOT
-) -> Run:
-    home, task, tmp = root / "home", root / "task", root / "tmp"
-    for d in (home, task, tmp):
-        d.mkdir(parents=True)
-    (task / "prompt.md").write_text(PROMPT + "\n")
-    with ProviderStandIn(TRAJECTORY, faults=faults, expected_key=KEY) as api:
-        cli_env = write_home(
-            CellHome(host_home=home, home=str(home), task_dir=str(task)),
-            {"model": MODEL, "task_dir": str(task), "base_url": api.url, "root": as_root},
-        )
-        node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
-        env = {
-            "PATH": os.pathsep.join([str(bin_dir), node_dir, "/usr/bin", "/bin"]),
-            "HOME": str(home),
-            "TMPDIR": str(tmp),
-            "LANG": "C.UTF-8",
-            CLAUDE.key_var: KEY,
-            **CLAUDE.env,
-            **cli_env,
-        }
-        argv = [part.format(model=MODEL, prompt=PROMPT) for part in CLAUDE.command]
-        if timeout is not None:
-            argv = ["timeout", str(timeout), *argv]
-        started = time.time()
-        # its own session: claude 2.0.55 can signal its whole process group on the way out (kill(0, SIGTERM) seen
-        # under strace when it refuses root), which would take pytest with it
-        proc = subprocess.run(
-            argv, cwd=task, env=env, capture_output=True, text=True, timeout=240, start_new_session=True
-        )
-        seconds = time.time() - started
-        records = list(api.records)
-    return Run(proc.returncode, seconds, proc.stdout, proc.stderr, home, task, tmp, records, started)
+def run_claude(root, bin_dir, faults=None, timeout=None, as_root=ROOT) -> Run:
+    return run_cli("claude", root, bin_dir, key=KEY, model=MODEL, prompt=PROMPT, trajectory=TRAJECTORY,
+                   faults=faults, timeout=timeout, as_root=as_root, limit=240)  # fmt: skip
 
 
 def main_records(run: Run) -> list[dict]:
-    return [r for r in run.records if r.get("api") == "anthropic" and r.get("main")]
-
-
-def assert_key_nowhere(run: Run) -> None:
-    for top in (run.home, run.task, run.tmp):
-        for path in top.rglob("*"):
-            if path.is_file() and not path.is_symlink():
-                assert KEY.encode() not in path.read_bytes(), f"the API key was written to {path}"
+    return [r for r in run.api_records("anthropic") if r.get("main")]
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +87,7 @@ def test_trajectory_runs_to_the_end(happy: Run):
     assert init["permissionMode"] == "bypassPermissions" and init["apiKeySource"] == "ANTHROPIC_API_KEY"
     # the CLI kept its state in the pinned config dir, not at the home's top
     assert (happy.home / ".claude" / ".claude.json").exists() and not (happy.home / ".claude.json").exists()
-    assert_key_nowhere(happy)
+    happy.assert_key_nowhere()
     first = min(r["time"] for r in happy.records)
     print(f"claude: first request {first - happy.started:.1f}s after start, run {happy.seconds:.1f}s")
 
@@ -184,7 +127,7 @@ def test_unauthorized_fails_fast(claude_bin, tmp_path):
     assert "**API error** (authentication_failed): Invalid API key" in text
     assert auth_failed(run.rc, run.events())
     assert not (run.task / "hello.txt").exists()
-    assert_key_nowhere(run)
+    run.assert_key_nowhere()
     print(f"claude 401: exit {run.rc} after {run.seconds:.1f}s, {len(main)} main requests")
 
 
@@ -199,7 +142,7 @@ def test_rate_limit_then_overload_are_retried(claude_bin, tmp_path):
     assert run.events()[-1]["subtype"] == "success" and run.events()[-1]["is_error"] is False
     assert not auth_failed(run.rc, run.events())
     assert run.seconds < 60
-    assert_key_nowhere(run)
+    run.assert_key_nowhere()
 
 
 def test_stalled_stream_ends_by_timeout(claude_bin, tmp_path):
@@ -208,7 +151,7 @@ def test_stalled_stream_ends_by_timeout(claude_bin, tmp_path):
     assert run.seconds < 40, "claude did not end on timeout's SIGTERM"
     assert (run.task / "hello.txt").exists()  # step 0 ran before the stall
     assert [r["status"] for r in main_records(run)] == [200, "stalled"]
-    assert_key_nowhere(run)
+    run.assert_key_nowhere()
 
 
 @pytest.mark.skipif(not ROOT, reason="the root check applies to uid 0 only")

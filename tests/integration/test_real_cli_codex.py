@@ -8,12 +8,8 @@ reach the stand-in with the configured model and the shell tool each turn, and l
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import time
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +17,8 @@ import pytest
 from ptflow.config.clis.base import CellHome
 from ptflow.config.clis.codex import CODEX, judge_command, trace_lines
 from tests.support.agent_clis import cli_bin_dir
-from tests.support.providers import Faults, ProviderStandIn, Step
+from tests.support.cli_runs import Run, run_cli
+from tests.support.providers import Faults, Step
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,77 +34,23 @@ TRAJECTORY = [
 PROMPT = "Write hello.txt with a greeting, show it, then stop."
 
 
-@dataclass
-class Run:
-    rc: int
-    seconds: float
-    stdout: str
-    stderr: str
-    home: Path
-    task: Path
-    tmp: Path
-    records: list[dict]
-    started: float
-    env: dict
-
-
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
     return cli_bin_dir("codex")
 
 
-def run_codex(
-    root: Path,
-    bin_dir: Path,
-    faults: Faults | None = None,
-    timeout: int | None = None,
-    trajectory: list[Step] | None = None,
-    argv: list[str] | None = None,
-    suffix: str = "/v1",
-) -> Run:
-    """One run as a cell runs it. ``suffix``: appended to the stand-in's URL for ``base_url`` (a gateway's URL
-    carries OpenAI's ``/v1``; the stand-in answers without it too)."""
-    home, task, tmp = root / "home", root / "task", root / "tmp"
-    for d in (home, task, tmp):
-        d.mkdir(parents=True)
-    (task / "prompt.md").write_text(PROMPT + "\n")
-    with ProviderStandIn(trajectory or TRAJECTORY, faults=faults, expected_key=KEY) as api:
-        cli_env = CODEX.write_home(
-            CellHome(host_home=home, home=str(home), task_dir=str(task)),
-            {"model": MODEL, "task_dir": str(task), "base_url": api.url + suffix, "root": os.geteuid() == 0},
-        )
-        env = {
-            "PATH": os.pathsep.join([str(bin_dir), "/usr/local/bin", "/usr/bin", "/bin"]),
-            "HOME": str(home),
-            "TMPDIR": str(tmp),
-            "LANG": "C.UTF-8",
-            CODEX.key_var: KEY,
-            **CODEX.env,
-            **cli_env,
-        }
-        argv = [part.format(model=MODEL, prompt=PROMPT) for part in (argv or CODEX.command)]
-        if timeout is not None:
-            argv = ["timeout", str(timeout), *argv]
-        started = time.time()
-        proc = subprocess.run(argv, cwd=task, env=env, capture_output=True, text=True, timeout=180)
-        seconds = time.time() - started
-        records = list(api.records)
-    return Run(proc.returncode, seconds, proc.stdout, proc.stderr, home, task, tmp, records, started, env)
+def run_codex(root, bin_dir, faults=None, timeout=None, trajectory=None, argv=None, suffix="/v1") -> Run:
+    """``suffix``: a gateway's URL carries OpenAI's ``/v1``; the stand-in answers without it too."""
+    return run_cli("codex", root, bin_dir, key=KEY, model=MODEL, prompt=PROMPT, trajectory=trajectory or TRAJECTORY,
+                   faults=faults, timeout=timeout, argv=argv, url_suffix=suffix)  # fmt: skip
 
 
 def gen_records(run: Run) -> list[dict]:
-    return [r for r in run.records if r.get("api") == "openai" and not r.get("other")]
+    return run.api_records("openai")
 
 
 def events(run: Run) -> list[dict]:
-    return [json.loads(line) for line in run.stdout.splitlines() if line.strip().startswith("{")]
-
-
-def assert_key_nowhere(run: Run) -> None:
-    for top in (run.home, run.task, run.tmp):
-        for path in top.rglob("*"):
-            if path.is_file() and not path.is_symlink():
-                assert KEY.encode() not in path.read_bytes(), f"the API key was written to {path}"
+    return run.events()
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +85,7 @@ def test_trajectory_runs_to_the_end(happy: Run):
     assert [r["step"] for r in main] == list(range(len(TRAJECTORY)))
     assert [r for r in happy.records if not r.get("main")] == []  # 0.79 makes no side or start-up request
     assert (happy.home / ".codex" / "sessions").is_dir()  # CODEX_HOME held: codex kept its session log there
-    assert_key_nowhere(happy)
+    happy.assert_key_nowhere()
     assert [e["type"] for e in events(happy)][-1] == "turn.completed"
     outputs = [e["item"] for e in events(happy) if e["type"] == "item.completed"
                and e["item"]["type"] == "command_execution"]  # fmt: skip
@@ -186,7 +129,7 @@ def test_unauthorized_fails_fast(codex_bin, tmp_path):
     last = events(run)[-1]
     assert last["type"] == "turn.failed" and "401" in last["error"]["message"]
     assert not (run.task / "hello.txt").exists()
-    assert_key_nowhere(run)
+    run.assert_key_nowhere()
     print(f"codex 401: exit {run.rc} after {run.seconds:.1f}s, {len(statuses)} requests")
 
 

@@ -9,19 +9,14 @@ the faults (401, 429/503, a stalled stream under ``timeout``) must end the way a
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ptflow.config.clis.base import CellHome
-from ptflow.config.clis.gemini import GEMINI, trace_lines
+from ptflow.config.clis.gemini import trace_lines
 from tests.support.agent_clis import cli_bin_dir
-from tests.support.providers import Faults, ProviderStandIn, Step
+from tests.support.cli_runs import Run, run_cli
+from tests.support.providers import Faults, Step
 
 KEY = "AIza-FAKE-gemini-0a1b2c"
 MODEL = "gemini-3-pro-preview"
@@ -34,63 +29,18 @@ TRAJECTORY = [
 PROMPT = "Write hello.txt with a greeting, show it, then stop."
 
 
-@dataclass
-class Run:
-    rc: int
-    seconds: float
-    stdout: str
-    stderr: str
-    home: Path
-    task: Path
-    tmp: Path
-    records: list[dict]
-    started: float
-
-
 @pytest.fixture(scope="module")
 def gemini_bin() -> Path:
     return cli_bin_dir("gemini")
 
 
-def run_gemini(root: Path, bin_dir: Path, faults: Faults | None = None, timeout: int | None = None) -> Run:
-    home, task, tmp = root / "home", root / "task", root / "tmp"
-    for d in (home, task, tmp):
-        d.mkdir(parents=True)
-    (task / "prompt.md").write_text(PROMPT + "\n")
-    with ProviderStandIn(TRAJECTORY, faults=faults, expected_key=KEY) as api:
-        cli_env = GEMINI.write_home(
-            CellHome(host_home=home, home=str(home), task_dir=str(task)),
-            {"model": MODEL, "task_dir": str(task), "base_url": api.url, "root": os.geteuid() == 0},
-        )
-        node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
-        env = {
-            "PATH": os.pathsep.join([str(bin_dir), node_dir, "/usr/bin", "/bin"]),
-            "HOME": str(home),
-            "TMPDIR": str(tmp),  # gemini-cli writes its error reports to os.tmpdir()
-            "LANG": "C.UTF-8",
-            GEMINI.key_var: KEY,
-            **GEMINI.env,
-            **cli_env,
-        }
-        argv = [part.format(model=MODEL, prompt=PROMPT) for part in GEMINI.command]
-        if timeout is not None:
-            argv = ["timeout", str(timeout), *argv]
-        started = time.time()
-        proc = subprocess.run(argv, cwd=task, env=env, capture_output=True, text=True, timeout=180)
-        seconds = time.time() - started
-        records = list(api.records)
-    return Run(proc.returncode, seconds, proc.stdout, proc.stderr, home, task, tmp, records, started)
+def run_gemini(root, bin_dir, faults=None, timeout=None) -> Run:
+    return run_cli("gemini", root, bin_dir, key=KEY, model=MODEL, prompt=PROMPT, trajectory=TRAJECTORY,
+                   faults=faults, timeout=timeout)  # fmt: skip
 
 
 def gen_records(run: Run) -> list[dict]:
-    return [r for r in run.records if r.get("api") == "gemini" and not r.get("other")]
-
-
-def assert_key_nowhere(run: Run) -> None:
-    for top in (run.home, run.task, run.tmp):
-        for path in top.rglob("*"):
-            if path.is_file() and not path.is_symlink():
-                assert KEY.encode() not in path.read_bytes(), f"the API key was written to {path}"
+    return run.api_records("gemini")
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +61,7 @@ def test_trajectory_runs_to_the_end(happy: Run):
     assert [r for r in happy.records if r.get("status") == 404] == []
     # the settings held: --yolo was not overridden, and there was no auth prompt
     assert "overridden" not in happy.stderr and "Invalid auth" not in happy.stderr
-    assert_key_nowhere(happy)
+    happy.assert_key_nowhere()
     first = min(r["time"] for r in happy.records)
     print(f"gemini: first request {first - happy.started:.1f}s after start, run {happy.seconds:.1f}s")
 
@@ -146,7 +96,7 @@ def test_unauthorized_fails_fast(gemini_bin, tmp_path):
     assert [r["status"] for r in gen_records(run)] == [401]  # no retries on 401
     last = json.loads(run.stdout.strip().splitlines()[-1])
     assert last["type"] == "result" and last["status"] == "error"
-    assert_key_nowhere(run)
+    run.assert_key_nowhere()
     print(f"gemini 401: exit {run.rc} after {run.seconds:.1f}s")
 
 
