@@ -27,6 +27,7 @@ configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/posttrainbench.smk"
 include: "workflow/rules/cache.smk"
 include: "workflow/rules/images.smk"
 include: "workflow/rules/envs.smk"

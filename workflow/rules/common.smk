@@ -1,5 +1,6 @@
 # Configuration, site and paths, loaded once; every rule input, param and resource comes from a get_* here.
 import inspect
+import json
 import os
 import re
 import time
@@ -12,6 +13,7 @@ from ptflow.cluster import envs, images
 from ptflow.cluster.preflight import PreflightError, ensure_ok
 from ptflow.cluster.runtime import JobRuntime
 from ptflow.config import naming
+from ptflow.config import posttrainbench as ptb
 from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
 from ptflow.config.load import reference_table, resolve, share_config
 from ptflow.config.model import Cell, ConfigError
@@ -399,6 +401,8 @@ def _agent_param(agent, wildcards):
     if not agent.spec.agent_cli:
         return {}
     e = CFG.evals[wildcards.eval]
+    if e.from_checkout:
+        return {"agent": _ptb_agent_param(agent, e, wildcards)}
     return {
         "agent": {
             "id": agent.id,
@@ -464,9 +468,12 @@ def get_evaluate_input(wildcards):
 
 
 def _evaluation_data_input(eval_id):
-    """The toy task's test parquet, or the marker of everything else a task reads from the caches."""
+    """The toy task's test parquet, the PostTrainBench checkout (its code loads its own data), or the marker of
+    everything else a task reads from the caches."""
     if CFG.evals[eval_id].uses_parquet:
         return {"test": L.data(eval_id, "test")}
+    if CFG.evals[eval_id].from_checkout:
+        return get_ptb_input()
     return {"eval_data": L.eval_data_marker(eval_id)}
 
 
@@ -482,7 +489,11 @@ def get_evaluate_params(wildcards):
             if evaluated is not model
             else {}
         ),
-        "call": build_call(e, Provider.from_site(SITE)),
+        "call": (
+            _ptb_eval_call(e)
+            if e.from_checkout
+            else build_call(e, Provider.from_site(SITE))
+        ),
         "model_revision": model.revision,
         "hf_home": HF_HOME,
         "evals_cache": L.evals_cache,
@@ -668,6 +679,17 @@ def get_image_spec(wildcards):
     """The site's spec of the image, with the build arguments its recipe declares (the agent CLIs' pins) only when
     it declares some, so other images' params stay as they were."""
     spec = images.image_spec(RT, get_image_name(wildcards))
+    recipe = str(spec.get("recipe") or "")
+    if recipe.startswith(ptb.RECIPE_PREFIX):  # a recipe of the PostTrainBench checkout (after its checkpoint)
+        rel = recipe[len(ptb.RECIPE_PREFIX) :]
+        marker = json.loads(
+            Path(checkpoints.posttrainbench_checkout.get().output[0]).read_text()
+        )
+        spec = {
+            **spec,
+            "recipe": str(Path(marker["path"], rel)),
+            "recipe_object": marker["objects"][rel],
+        }
     args = images.build_args_for(spec, CFG.image_build_args, workflow.basedir)
     return {**spec, "build_args": args} if args else spec
 
@@ -678,6 +700,9 @@ def get_image_runtime(wildcards):
 
 
 def get_image_recipe(wildcards):
+    raw = images.image_spec(RT, get_image_name(wildcards))
+    if str(raw.get("recipe") or "").startswith(ptb.RECIPE_PREFIX):
+        return [ancient(L.posttrainbench_marker())]
     spec = get_image_spec(wildcards)
     return [str(Path(workflow.basedir) / spec["recipe"])] if spec.get("recipe") else []
 
@@ -740,6 +765,7 @@ def get_judge_jsons():
 
 def get_judge_input(wildcards):
     return {
+        **(get_ptb_input() if CFG.evals[wildcards.eval].from_checkout else {}),
         "manifest": L.manifest(wildcards.model, wildcards.eval, wildcards.agent),
         "eval_json": L.eval_json(wildcards.model, wildcards.eval, wildcards.agent),
         # an agentic judge runs its CLI in the agent's image (a CPU job)
@@ -753,8 +779,15 @@ def get_judge_input(wildcards):
 
 def get_judge_params(wildcards):
     """The judge's config (None: skipped, with a visible mark) and the cell."""
+    e = CFG.evals[wildcards.eval]
     return {
         "judge": CFG.judge,
+        # the checkout's judge prompt for the cells of its evals (only there: other cells' params stay as they were)
+        **(
+            {"posttrainbench": _ptb_judge_param(e)}
+            if e.from_checkout and CFG.judge
+            else {}
+        ),
         "keys": list(
             _agent_of(wildcards).keys
         ),  # names: their values are redacted from trace.md
@@ -776,6 +809,119 @@ def _judge_runtime_param(wildcards):
     if name is None and not (RT.kind == "venv" and RT.venv):
         return {}
     return {"runtime": _job_runtime_dict(name, 0, agent_cell=True)}
+
+
+# ---- PostTrainBench checkout (config key posttrainbench; ptflow.config.posttrainbench) ----
+
+PTB = CFG.posttrainbench
+
+
+def get_ptb_checkout_spec():
+    """What rule posttrainbench_checkout makes: the commit, where, from where, and the paths this run uses."""
+    return {
+        "commit": PTB.commit,
+        "location": PTB.location(L.scratch),
+        "repo": PTB.repo,
+        "paths": sorted(_ptb_used_paths()),
+    }
+
+
+def _ptb_used_paths():
+    paths = set()
+    for c in CFG.cells:
+        e = CFG.evals[c.eval]
+        if not e.from_checkout:
+            continue
+        name = ptb.eval_dir_name(e.task)
+        paths.update(ptb.eval_paths(name))
+        agent = CFG.agent_for(c.agent)
+        if agent.spec.agent_cli:
+            paths.update(ptb.agent_paths(CFG.ptb_agent(agent) or "", name))
+            paths.discard(ptb.AGENT_DIR.format(agent=""))
+            if CFG.judge:
+                paths.update(ptb.judge_paths(name))
+    for spec in RT.images.values() if images.needs_images(RT) else ():
+        recipe = str(spec.get("recipe") or "")
+        if recipe.startswith(ptb.RECIPE_PREFIX):
+            paths.add(recipe[len(ptb.RECIPE_PREFIX) :])
+    return paths
+
+
+def get_ptb_input():
+    """ancient(): a re-made checkout marker (a new commit) reruns only the cells whose paths' ids changed (params)."""
+    return {"checkout": ancient(L.posttrainbench_marker())}
+
+
+def _ptb_objects(paths):
+    """The git object ids of ``paths`` from the checkout's marker (after the checkpoint: until then the params are
+    'to be determined' and Snakemake evaluates them again once the checkout exists)."""
+    marker = checkpoints.posttrainbench_checkout.get().output[0]
+    objects = json.loads(Path(marker).read_text())["objects"]
+    return {p: objects[p] for p in sorted(paths)}
+
+
+def _ptb_eval_call(e):
+    name = ptb.eval_dir_name(e.task)
+    return {
+        "eval_id": e.id,
+        "task": e.task,
+        "retry_max_tokens": list(e.retry_max_new_tokens),
+        **({"limit": e.limit} if e.limit else {}),
+        **({"keys": list(e.keys)} if e.keys else {}),
+        "posttrainbench": {
+            "eval_dir": name,
+            "objects": _ptb_objects(ptb.eval_paths(name)),
+        },
+    }
+
+
+def _ptb_agent_param(agent, e, wildcards):
+    """An agent cell of a checkout eval: run_task.sh's task dir and prompt; the real CLIs run the checkout's
+    agents/<dir>/solve.sh, ptflow's scripted agent and own commands their command."""
+    name = ptb.eval_dir_name(e.task)
+    solve = CFG.ptb_agent(agent)
+    paths = [
+        p
+        for p in ptb.agent_paths(solve or "", name)
+        if p != ptb.AGENT_DIR.format(agent="")
+    ]
+    return {
+        "id": agent.id,
+        "cli": agent.cli,
+        "model": agent.model,
+        "hours": agent.hours,
+        "grace_minutes": agent.grace_minutes,
+        "command": list(agent.command) if agent.command else None,
+        "keys": list(agent.keys),
+        "trace_dir": L.agent_trace_dir(
+            wildcards.model, wildcards.eval, wildcards.agent
+        ),
+        "hf_home": HF_HOME,
+        **({"on_restart": agent.on_restart} if agent.on_restart != "continue" else {}),
+        **(
+            {"sync_minutes": agent.sync_minutes}
+            if agent.sync_minutes is not None
+            else {}
+        ),
+        **(
+            {"cli_version": CFG.cli_versions[agent.cli]}
+            if agent.cli in CFG.cli_versions and not agent.command
+            else {}
+        ),
+        **({"base_url": agent.base_url} if agent.base_url else {}),
+        **({"grader_keys": list(e.grader_keys)} if e.grader_keys else {}),
+        "posttrainbench": {
+            "eval_dir": name,
+            "solve": solve,
+            "num_gpus": max(_request("train", agent).gpus, 1),
+            "objects": _ptb_objects(paths),
+        },
+    }
+
+
+def _ptb_judge_param(e):
+    name = ptb.eval_dir_name(e.task)
+    return {"eval_dir": name, "objects": _ptb_objects(ptb.judge_paths(name))}
 
 
 # Every get_* that rules call per job: its signature stated once (_signed).

@@ -8,7 +8,7 @@ from ptflow.cluster import hfcache
 from ptflow.cluster.runtime import inside_runtime, reexec_in_runtime
 from ptflow.jobenv import rule_log
 from ptflow.stages.checkpoint import verify_checkpoint
-from ptflow.stages.evaluate.run import evaluate_cell, no_model_eval
+from ptflow.stages.evaluate.run import evaluate_cell, evaluate_checkout_cell, no_model_eval
 from ptflow.warmstart import hand_over
 
 hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
@@ -45,18 +45,33 @@ with rule_log(snakemake.log[0]) as log:
             model_path = str(snap)
             kind = "instruct" if "evaluated_model" in job else "base"
             checkpoint = {"path": model_path, "kind": kind, "commit_or_hash": snap.name, "step": None}
-        evaluate_cell(
-            cell=job["cell"],
-            call=job["call"],
-            model_path=model_path,
-            checkpoint=checkpoint,
-            inspect_dir=snakemake.output.inspect,
-            eval_json=snakemake.output.eval_json,
-            hf_home=hf_home,
-            evals_cache=job["evals_cache"],
-            test_parquet=snakemake.input.get("test"),
-            train_seconds=manifest["train_seconds"] if manifest else None,
-            threads=snakemake.threads,
-            agent_run=manifest.get("agent_run") if manifest else None,
-            log=log,
-        )
+        if "checkout" in snakemake.input.keys():  # an eval of the PostTrainBench checkout
+            evaluate_checkout_cell(
+                cell=job["cell"],
+                call=job["call"],
+                checkout=json.loads(Path(snakemake.input.checkout).read_text()),
+                model_path=model_path,
+                checkpoint=checkpoint,
+                inspect_dir=snakemake.output.inspect,
+                eval_json=snakemake.output.eval_json,
+                hf_home=hf_home,
+                train_seconds=manifest["train_seconds"] if manifest else None,
+                agent_run=manifest.get("agent_run") if manifest else None,
+                log=log,
+            )
+        else:
+            evaluate_cell(
+                cell=job["cell"],
+                call=job["call"],
+                model_path=model_path,
+                checkpoint=checkpoint,
+                inspect_dir=snakemake.output.inspect,
+                eval_json=snakemake.output.eval_json,
+                hf_home=hf_home,
+                evals_cache=job["evals_cache"],
+                test_parquet=snakemake.input.get("test"),
+                train_seconds=manifest["train_seconds"] if manifest else None,
+                threads=snakemake.threads,
+                agent_run=manifest.get("agent_run") if manifest else None,
+                log=log,
+            )

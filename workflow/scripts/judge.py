@@ -18,5 +18,10 @@ with rule_log(snakemake.log[0]) as log:
         judge_json=snakemake.output[0],
         keys=job["keys"],
         runtime=job.get("runtime"),
+        checkout=(
+            {**json.loads(Path(snakemake.input.checkout).read_text()), **job["posttrainbench"]}
+            if job.get("posttrainbench")
+            else None
+        ),
         log=log,
     )

@@ -13,6 +13,7 @@ from ptflow.config.kinds import KINDS
 from ptflow.config.sites import Request
 from ptflow.jobenv import package_root, rule_log
 from ptflow.stages.checkpoint import verify_checkpoint
+from ptflow.stages.posttrainbench.agent import with_checkout
 from ptflow.stages.train.cell import train_cell
 from ptflow.warmstart import hand_over
 
@@ -97,7 +98,7 @@ with rule_log(snakemake.log[0]) as log:
             if job.get("supervise")
             else snakemake.threads,
             runtime=job.get("runtime"),
-            agent=job.get("agent"),
+            agent=with_checkout(job.get("agent"), snakemake.input.get("checkout")),
             warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),
             log=log,
         )

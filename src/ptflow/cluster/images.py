@@ -221,7 +221,9 @@ def image_digest(
     if build_args:  # only when there are some: other images keep their digests
         meta["build_args"] = dict(sorted(build_args.items()))
     h.update(json.dumps(meta, sort_keys=True).encode())
-    if spec.get("recipe"):
+    if spec.get("recipe_object"):  # a recipe of the PostTrainBench checkout: its git object id says its bytes
+        h.update(spec["recipe_object"].encode())
+    elif spec.get("recipe"):
         recipe = Path(recipe_root) / spec["recipe"]
         if not recipe.is_file():
             raise ImageError(

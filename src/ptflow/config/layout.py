@@ -38,6 +38,10 @@ class Layout:
         """The extra models and datasets of ``cache_resources`` (PostTrainBench resources.json files)."""
         return f"{self.results}/cache/resources.json"
 
+    def posttrainbench_marker(self) -> str:
+        """Rule posttrainbench_checkout's output: the checkout's commit, place and the object ids of the paths used."""
+        return f"{self.results}/posttrainbench/checkout.json"
+
     def data(self, eval_id: str, split: str) -> str:
         return f"{self.results}/data/{eval_id}/{split}.parquet"
 

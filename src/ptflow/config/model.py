@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ptflow.config import naming, tasks
+from ptflow.config import posttrainbench as ptb
 from ptflow.config.kinds import KINDS, AgentKind
 from ptflow.keys import looks_like_secret
 
@@ -54,6 +55,12 @@ class Eval:
     max_connections: int | None = None
     sampling: str | dict | None = None  # "greedy", {temperature, top_p, seed}, or None: the provider's defaults
     grader: dict | None = None  # {model, keys, model_args, config}: keys are names, values come from the environment
+    keys: tuple[str, ...] = ()  # posttrainbench/<eval>: names of the variables its evaluate.py reads (grader's key)
+
+    @property
+    def from_checkout(self) -> bool:
+        """Evaluated by the PostTrainBench checkout's evaluate.py (``ptflow.config.posttrainbench``)."""
+        return ptb.is_checkout_task(self.task)
 
     @property
     def dataset_name(self) -> str | None:
@@ -65,10 +72,12 @@ class Eval:
 
     @property
     def grader_keys(self) -> tuple[str, ...]:
-        return tuple((self.grader or {}).get("keys", ()))
+        return tuple((self.grader or {}).get("keys", ())) or self.keys
 
     def sources(self) -> list:
         """What its evaluation reads from the caches (``ptflow.config.tasks``): fetched by the cache stage."""
+        if self.from_checkout:  # the checkout's code loads its own data
+            return []
         return tasks.sources_for(self.task, self.task_args, self.grader)
 
 
@@ -88,6 +97,7 @@ class Agent:
     on_restart: str = "continue"  # cli-agent: after a requeue/retry, continue the workspace with the budget left
     sync_minutes: float | None = None  # cli-agent: workspace sync interval (None: agent_cell.DEFAULT_SYNC_MINUTES)
     base_url: str | None = None  # cli-agent: the provider's base URL in the CLI's own variable (None: the CLI's)
+    solve: str | None = None  # cli-agent with posttrainbench: the checkout's agents/<solve>/ (None: agents/<cli>/)
 
     @property
     def spec(self) -> AgentKind:
@@ -125,6 +135,19 @@ class Config:
     evals: dict[str, Eval]
     agents: dict[str, Agent]
     cells: list[Cell]
+    posttrainbench: ptb.Checkout | None = None  # PostTrainBench's pinned checkout (config key posttrainbench)
+
+    def ptb_agent(self, agent: Agent) -> str | None:
+        """The checkout's agents/<dir> a real-CLI agent runs, or None (no checkout, or ptflow's scripted agent or an
+        agent with its own command)."""
+        if (
+            self.posttrainbench is None
+            or not agent.spec.agent_cli
+            or agent.command
+            or agent.cli not in self.cli_versions
+        ):
+            return None
+        return agent.solve or agent.cli
 
     def model_by_id(self, model_id: str) -> Model:
         return self.models[naming.model_to_path(model_id)]
@@ -357,6 +380,16 @@ def _build_evals(entries: list[dict]) -> dict[str, Eval]:
     _unique(entries, "evals")
     evals = {}
     for i, e in enumerate(entries):
+        if ptb.is_checkout_task(e["task"]):
+            evals[e["id"]] = _checkout_eval(i, e)
+            continue
+        if "max_new_tokens" not in e:
+            raise ConfigError(f"config error at evals[{i}]: eval {e['id']!r} needs max_new_tokens (its first budget)")
+        if e.get("keys"):
+            raise ConfigError(
+                f"config error at evals[{i}].keys: only an eval from the PostTrainBench checkout takes keys; "
+                "ptflow's tasks name their grader's keys under grader.keys"
+            )
         ds = e.get("dataset")
         preprocess = e.get("preprocess", "gsm8k" if ds else "none")
         try:
@@ -397,8 +430,37 @@ def _build_evals(entries: list[dict]) -> dict[str, Eval]:
             e.get("max_connections"),
             canonical(e.get("sampling")),
             canonical(e.get("grader")),
+            tuple(e.get("keys", ())),
         )
     return evals
+
+
+# ptflow's own evaluation settings: the checkout's evaluate.py and run_task.sh decide these for a posttrainbench eval.
+_OWN_EVAL_SETTINGS = ("dataset", "preprocess", "task_args", "epochs", "sampling", "grader", "max_new_tokens",
+                      "max_connections")  # fmt: skip
+
+
+def _checkout_eval(i: int, e: dict) -> Eval:
+    """An eval run by the PostTrainBench checkout: its id, the checkout's eval dir, the ladder's lower budgets, a
+    limit, the key names its evaluate.py reads. Mixing in ptflow's own settings is refused (one line)."""
+    where = f"config error at evals[{i}]"
+    try:
+        naming.check_safe_id("eval", e["id"])
+    except naming.NameError_ as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    mixed = [k for k in _OWN_EVAL_SETTINGS if k in e]
+    if mixed:
+        raise ConfigError(
+            f"{where}.{mixed[0]}: eval {e['id']!r} runs the PostTrainBench checkout's evaluate.py "
+            f"({e['task']}), which decides its {mixed[0]}; remove it, or use ptflow's own task for this eval"
+        )
+    name = ptb.eval_dir_name(e["task"])
+    if not name or "/" in name or name.startswith("."):
+        raise ConfigError(f"{where}.task: {e['task']!r}: write posttrainbench/<directory under src/eval/tasks>")
+    lower = list(e.get("retry_max_new_tokens", ()))
+    if lower != sorted(lower, reverse=True) or len(set(lower)) != len(lower):
+        raise ConfigError(f"{where}.retry_max_new_tokens: {lower} must fall (run_task.sh's second, then third budget)")
+    return Eval(e["id"], None, e["task"], None, "none", tuple(lower), {}, e.get("limit"), keys=tuple(e.get("keys", ())))
 
 
 def eval_from_entry(entry: dict) -> Eval:
@@ -498,6 +560,7 @@ def _build_agents(entries: list[dict]) -> dict[str, Agent]:
             a.get("on_restart", "continue"),
             float(a["sync_minutes"]) if "sync_minutes" in a else None,
             a.get("base_url"),
+            a.get("solve"),
         )
         if kind.agent_cli and "command" not in a:
             from ptflow.config.clis import CLIS, SCRIPTED
@@ -613,7 +676,44 @@ def build_config(raw: dict[str, Any]) -> Config:
     agents = _build_agents(raw["agents"])
     cells = _expand(raw, models, evals, agents)
     _check_scoring(raw.get("scoring") or {}, models, {c.eval for c in cells}, agents, cells)
-    return Config(raw, models, evals, agents, cells)
+    try:
+        checkout = ptb.Checkout.from_config(raw.get("posttrainbench"))
+    except ValueError as exc:
+        raise ConfigError(f"config error at {exc}") from None
+    cfg = Config(raw, models, evals, agents, cells, checkout)
+    _check_posttrainbench(cfg)
+    return cfg
+
+
+def _check_posttrainbench(cfg: Config) -> None:
+    """A run is PostTrainBench's or ptflow's per eval, never a mix (docs/posttrainbench.md)."""
+    checkout_evals = sorted(e.id for e in cfg.evals.values() if e.from_checkout)
+    if cfg.posttrainbench is None:
+        if checkout_evals:
+            raise ConfigError(
+                f"config error at evals: {checkout_evals[0]!r} runs PostTrainBench's evaluate.py from a checkout; "
+                "add posttrainbench: {commit: <40 hex>, path: <checkout> | repo: <URL>}"
+            )
+        solving = [a.id for a in cfg.agents.values() if a.solve]
+        if solving:
+            raise ConfigError(
+                f"config error at agents: {solving[0]!r} names a PostTrainBench solve dir; add posttrainbench: "
+                "{commit, path | repo}, or remove solve"
+            )
+        return
+    prompted = {c.eval for c in cfg.cells if cfg.ptb_agent(cfg.agent_for(c.agent))}
+    own = sorted(e for e in prompted if not cfg.evals[e].from_checkout)
+    if own:
+        raise ConfigError(
+            f"config error at evals: {own[0]!r} uses ptflow's task {cfg.evals[own[0]].task} while its agent cells "
+            f"are prompted from the PostTrainBench checkout; use task: posttrainbench/{own[0]}, or drop "
+            "posttrainbench for ptflow's own evaluation"
+        )
+    if (cfg.raw.get("judge") or {}).get("cli"):
+        raise ConfigError(
+            "config error at judge.cli: with posttrainbench the judge is PostTrainBench's (its prompt from the "
+            "checkout, an agent CLI in the cell's task dir); use judge: {agent: codex, model: ..., keys: [...]}"
+        )
 
 
 def _check_scoring(scoring: dict, models: dict, evals_in_matrix: set, agents: dict, cells: list) -> None:

@@ -12,6 +12,7 @@ RULE_STAGES = {
     "cache_eval_data": "cache",
     "cache_resources": "cache",
     "hf_cache": "cache",
+    "posttrainbench_checkout": "cache",  # a clone needs the network, as the cache stage does
     "env": "image",
     # registry imports get the site's `convert` request instead (ptflow.cluster.images.image_stage)
     "image": "image",

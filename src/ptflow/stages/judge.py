@@ -167,9 +167,12 @@ def judge_cell(
     judge_json: str,
     keys=(),
     runtime: dict | None = None,
+    checkout: dict | None = None,
     log=print,
 ) -> dict:
-    """Write trace.md (from the cell's agent trace) and judge.json; returns judge.json's content."""
+    """Write trace.md (from the cell's agent trace) and judge.json; returns judge.json's content. ``checkout``: a
+    cell of a PostTrainBench eval: ``{path, eval_dir}``, its judge prompt comes from the checkout's
+    ``get_judge_prompt.py`` and its verdict files are read as PostTrainBench's aggregation reads them."""
     run = manifest.get("agent_run") or {}
     trace_dir = Path(run.get("trace_dir", ""))
     if not run or not trace_dir.is_dir():
@@ -188,7 +191,7 @@ def judge_cell(
         log(f"{cell}: judge skipped (no judge configured)")
         return data
     if judge.get("agent"):
-        outcome = _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log)
+        outcome = _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checkout)
     else:
         outcome = _stdin_verdict(cell, judge, trace_md)
     if outcome.get("status") == "no_verdict":
@@ -230,15 +233,19 @@ def _stdin_verdict(cell: dict, judge: dict, trace_md: Path) -> dict:
     return parse_verdict(proc.stdout, argv)
 
 
-def read_verdict_files(task_dir: Path) -> dict:
-    """The two verdict files' first lines as booleans, or ``{"status": "no_verdict", "reason": ...}``."""
+def read_verdict_files(task_dir: Path, exact: bool = False) -> dict:
+    """The two verdict files' first lines as booleans, or ``{"status": "no_verdict", "reason": ...}``. ``exact``:
+    as PostTrainBench's scripts/aggregate_contamination.py reads them, the whole file (stripped) is the answer."""
     verdict, reasons = {}, []
     for question, (name, answers) in VERDICT_FILES.items():
         path = task_dir / name
         if not path.is_file():
             return {"status": "no_verdict", "reason": f"the judge wrote no {name}"}
         text = path.read_text(errors="replace").strip()
-        first = text.splitlines()[0].strip().strip(".").lower() if text else ""
+        if exact:
+            first = text
+        else:
+            first = text.splitlines()[0].strip().strip(".").lower() if text else ""
         if first not in answers:
             allowed = " or ".join(repr(a) for a in answers)
             return {"status": "no_verdict", "reason": f"{name} says {first[:80]!r}, not {allowed}"}
@@ -247,7 +254,22 @@ def read_verdict_files(task_dir: Path) -> dict:
     return {**verdict, "reason": "; ".join(reasons)}
 
 
-def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log) -> dict:
+def checkout_judge_prompt(checkout: dict, model_id: str) -> str:
+    """PostTrainBench's judge prompt: its ``get_judge_prompt.py`` run in the checkout with the eval's benchmark name
+    (``benchmark.txt``) and the base model id, as run_task.sh runs it."""
+    from ptflow.config import posttrainbench as ptb
+
+    root = Path(checkout["path"])
+    benchmark = (root / ptb.EVAL_DIR.format(eval=checkout["eval_dir"]) / "benchmark.txt").read_text().strip()
+    argv = [sys.executable, ptb.JUDGE_SCRIPT, "--benchmark", benchmark, "--model", model_id]
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "POST_TRAIN_BENCH_PROMPT")}
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise JudgeError(f"{ptb.JUDGE_SCRIPT} of the checkout exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+    return proc.stdout
+
+
+def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checkout=None) -> dict:
     """PostTrainBench's judge: the agent CLI in a private copy of the cell's workspace writes the verdict files."""
     from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
     from ptflow.jobenv import node_tmp
@@ -264,7 +286,8 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log) -> dic
         for name, _ in VERDICT_FILES.values():  # never the agent's own "verdict"
             (task_dir / name).unlink(missing_ok=True)
         shutil.copyfile(trace_md, task_dir / JUDGE_TRACE)
-        prompt = templates.render(
+        prompt = checkout_judge_prompt(checkout, cell.get("model")) if checkout else None
+        prompt = prompt or templates.render(
             "judge_prompt.md.j2",
             base_model=cell.get("model"),
             eval_id=cell.get("eval"),
@@ -314,7 +337,7 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log) -> dic
         for name, _ in VERDICT_FILES.values():  # kept beside the trace, as PostTrainBench keeps them
             if (task_dir / name).is_file():
                 shutil.copyfile(task_dir / name, trace_dir / name)
-        verdict = read_verdict_files(task_dir)
+        verdict = read_verdict_files(task_dir, exact=checkout is not None)
         if verdict.get("status") == "no_verdict":
             ended = "timed out" if rc is None else f"exited {rc}"
             verdict["reason"] = f"judge {cli.name} {ended}: {verdict['reason']} (see {trace_dir}/judge_trace.md)"

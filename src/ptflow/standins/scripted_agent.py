@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             + (f"continuing its training from step {found[0]}." if found else "it left no training checkpoint."),
         )
     staging = task_dir / "work" / "sft"
-    event("assistant", f"Running SFT for {args.steps} steps on {task['train_data']}.")
+    train_data = task["train_data"] or own_train_data(task_dir)
+    event("assistant", f"Running SFT for {args.steps} steps on {train_data}.")
 
     def log(line: str) -> None:
         event("tool", line)
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = train_sft(
             task["base_model"],
-            task["train_data"],
+            train_data,
             staging,
             steps=args.steps,
             batch_size=args.batch_size,
@@ -113,6 +114,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def own_train_data(task_dir: Path) -> str:
+    """No train split in the task dir (PostTrainBench gives none: agents bring their own data): this stand-in makes
+    the addition problems the tiny test models learn, as an agent would download a dataset."""
+    from ptflow.files import atomic_path
+    from ptflow.stages.data.synthetic import generate_digitwise
+    from ptflow.stages.data.verl_format import to_verl_frame
+
+    out = task_dir / "work" / "own_train.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame = to_verl_frame(generate_digitwise("add", 2, 600, seed=11), "ptflow/arith-add", "train")
+    with atomic_path(out) as tmp:
+        frame.to_parquet(tmp, index=False)
+    event("assistant", f"No train data was given: made {len(frame)} addition problems in {out}.")
+    return str(out)
+
+
 def measure(task_dir: Path, model: Path, limit: int) -> None:
     """One run of the task dir's evaluate.py, as an agent measures a checkpoint (fails loudly when it cannot)."""
     metrics = task_dir / "work" / "metrics.json"
@@ -125,7 +142,8 @@ def measure(task_dir: Path, model: Path, limit: int) -> None:
         event("tool", f"evaluate.py failed (exit {proc.returncode}): {tail[0]}")
         raise SystemExit(f"evaluate.py failed: {tail[0]}")
     m = json.loads(metrics.read_text())
-    event("tool", f"evaluate.py: {m['metric']} {m['accuracy']:.3f} on {m['n']} samples (scorer {m['scorer']})")
+    # (PostTrainBench's evaluate.py writes accuracy and stderr only; ptflow's kit says more)
+    event("tool", f"evaluate.py: {m.get('metric', 'accuracy')} {m['accuracy']:.3f} on {m.get('n', '?')} samples")
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ def evaluation_problems(cfg: Config, site: Site, layout: Layout, env=None, reach
     calls = {}
     for eval_id in sorted({c.eval for c in cfg.cells}):
         ev = cfg.evals[eval_id]
-        if ev.uses_parquet:
-            continue  # the toy task: its data is the workflow's own parquet
+        if ev.uses_parquet or ev.from_checkout:
+            continue  # the toy task: its data is the workflow's own parquet; the checkout's: its own code's
         call = calls[eval_id] = build_call(ev, provider)
         try:
             check_call(call, keys=False)

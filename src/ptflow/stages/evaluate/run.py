@@ -304,7 +304,7 @@ def _now() -> str:
 
 def _write_eval_json(
     eval_json, *, cell, status, call, checkpoint, agent_run, started, seconds, train_seconds,
-    metrics=None, scorer=None, inspect_log=None, max_new_tokens=None, attempts=(),
+    metrics=None, scorer=None, inspect_log=None, max_new_tokens=None, attempts=(), posttrainbench=None,
 ) -> dict:  # fmt: skip
     data = {
         "schema_version": EVAL_JSON_VERSION,
@@ -324,6 +324,7 @@ def _write_eval_json(
         "host": socket.gethostname(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "software": software_versions(),
+        **({"posttrainbench": posttrainbench} if posttrainbench else {}),
     }
     validate_eval_json(data)
     write_json_atomic(eval_json, data)
@@ -399,3 +400,72 @@ def evaluate_cell(
         attempts=out.attempts,
         **common,
     )
+
+
+def evaluate_checkout_cell(
+    *,
+    cell: dict,
+    call: dict,
+    checkout: dict,
+    model_path: str,
+    checkpoint: dict,
+    inspect_dir: str,
+    eval_json: str,
+    hf_home: str,
+    train_seconds: float | None = None,
+    agent_run: dict | None = None,
+    log=print,
+) -> dict:
+    """An eval of the PostTrainBench checkout (``ptflow.stages.posttrainbench.evaluate``): ``scored`` with its
+    metrics.json kept verbatim in ``inspect_dir``, or ``eval_failed`` when every try of its ladder failed."""
+    from ptflow.stages.posttrainbench import evaluate as ptb_eval
+
+    out_dir = Path(inspect_dir)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    started, t0 = _now(), time.time()
+    try:
+        out = ptb_eval.evaluate(
+            checkout=checkout["path"],
+            eval_dir=call["posttrainbench"]["eval_dir"],
+            model_path=model_path,
+            out_dir=out_dir,
+            lower=call.get("retry_max_tokens", ()),
+            limit=call.get("limit"),
+            keys=call.get("keys", ()),
+            hf_home=hf_home,
+            log=log,
+        )
+    except ptb_eval.CheckoutEvalError as exc:
+        raise EvalConfigError(str(exc)) from None
+    common = {"cell": cell, "call": {**call, "provider": "vllm"}, "checkpoint": checkpoint, "agent_run": agent_run,
+              "started": started, "train_seconds": train_seconds, "attempts": out["attempts"]}  # fmt: skip
+    if not out["ok"]:
+        log(f"{cell}: all {len(out['attempts'])} tries of PostTrainBench's ladder failed; eval.json says eval_failed")
+        return _write_eval_json(
+            eval_json, status="eval_failed", seconds=round(time.time() - t0, 3),
+            max_new_tokens=out["attempts"][-1]["max_new_tokens"], **common,
+        )  # fmt: skip
+    kept = out_dir / "metrics.json"
+    os.replace(out["metrics_file"], kept)
+    m = out["metrics"]
+    data = _write_eval_json(
+        eval_json,
+        status="scored",
+        seconds=round(time.time() - t0, 3),
+        metrics={"name": ptb_eval.METRIC, "value": float(m[ptb_eval.METRIC]), "stderr": _stderr(m), "n": None},
+        scorer="posttrainbench",
+        max_new_tokens=out["attempts"][-1]["max_new_tokens"],
+        posttrainbench={
+            "commit": checkout["commit"],
+            "metrics_file": os.path.relpath(kept, Path(eval_json).parent),
+            "argv": [str(a) for a in out["argv"]],
+        },
+        **common,
+    )
+    return data
+
+
+def _stderr(metrics: dict):
+    value = metrics.get("stderr")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None

@@ -51,6 +51,7 @@ from ptflow.jobenv import WARNING_SIGNAL
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
+from ptflow.stages.posttrainbench import agent as ptb_agent
 
 # The agent's argv per cli: the real CLIs' from their modules (``ptflow.config.clis``); an agent's own
 # ``command`` in config replaces it. Placeholders: {model} {task_dir} {hours} {prompt} {prompt_file} {python}. The
@@ -164,7 +165,11 @@ def make_task_dir(
         train_data = task_dir / "data" / "train.parquet"
         shutil.copyfile(train_parquet, train_data)
     call = agent.get("eval_call")
-    if call:
+    hours = agent["hours"] if hours_left is None else hours_left
+    checkout_timer = False
+    if agent.get("posttrainbench"):  # PostTrainBench's task dir from its checkout (run_task.sh's copies)
+        checkout_timer = ptb_agent.fill_task_dir(task_dir, agent, hours)
+    elif call:
         if call["task"] == tasks.TOY_TASK:
             # The toy task's data is the workflow's test parquet (PostTrainBench's evals read theirs from the
             # caches): the agent measures on it, as the final evaluation does, and must not train on it.
@@ -172,25 +177,32 @@ def make_task_dir(
             shutil.copyfile(agent["eval_test_parquet"], task_dir / "eval_data" / "test.parquet")
             call = with_toy_data(call, task_dir / "eval_data" / "test.parquet")
         write_agent_kit(task_dir, call)
-    hours = agent["hours"] if hours_left is None else hours_left
     deadline = started + hours * 3600
     (task_dir / "deadline").write_text(f"{int(deadline)}\n")
-    shutil.copyfile(templates.path("agent_timer.sh"), task_dir / "timer.sh")
-    (task_dir / "timer.sh").chmod(0o755)
-    prompt = templates.render(
-        "agent_prompt.md.j2",
-        model_id=cell["model"],
-        eval_id=cell["eval"],
-        eval_task=agent.get("eval_task", cell["eval"]),
-        max_new_tokens=agent.get("max_new_tokens", "?"),
-        hours_text=_hours_text(hours),
-        deadline_iso=datetime.fromtimestamp(deadline, UTC).isoformat(timespec="seconds"),
-        task_dir=str(task_dir),
-        base_model=base_model,
-        train_data=str(train_data) if train_data else "(none: bring your own data)",
-        earlier=earlier or "",
-        has_final_model=has_weights(task_dir / "final_model"),
-    )
+    if not checkout_timer:
+        shutil.copyfile(templates.path("agent_timer.sh"), task_dir / "timer.sh")
+        (task_dir / "timer.sh").chmod(0o755)
+    if agent.get("posttrainbench"):
+        prompt = ptb_agent.prompt(agent, cell["model"], hours)
+        if earlier:  # (PostTrainBench restarts nothing: ptflow's note for a cell that continues a workspace)
+            prompt += (
+                f"\nNote: {earlier} worked in this directory before; its files are here. {_hours_text(hours)} remain.\n"
+            )
+    else:
+        prompt = templates.render(
+            "agent_prompt.md.j2",
+            model_id=cell["model"],
+            eval_id=cell["eval"],
+            eval_task=agent.get("eval_task", cell["eval"]),
+            max_new_tokens=agent.get("max_new_tokens", "?"),
+            hours_text=_hours_text(hours),
+            deadline_iso=datetime.fromtimestamp(deadline, UTC).isoformat(timespec="seconds"),
+            task_dir=str(task_dir),
+            base_model=base_model,
+            train_data=str(train_data) if train_data else "(none: bring your own data)",
+            earlier=earlier or "",
+            has_final_model=has_weights(task_dir / "final_model"),
+        )
     (task_dir / "prompt.md").write_text(prompt)
     (task_dir / "task.json").write_text(
         json.dumps(
@@ -547,6 +559,14 @@ def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attemp
 def _run_in_home(
     agent, task_dir, host_home, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier
 ):
+    container = runtime is not None and runtime["runtime"].get("kind") == "apptainer"
+    home = AGENT_HOME if container else str(host_home)
+    solve_env = {}
+    if (agent.get("posttrainbench") or {}).get("solve") and not agent.get("command"):
+        # the checkout's agents/<agent>/solve.sh, in the home as run_task.sh puts it, with the variables it reads
+        ptb_agent.install_solve(agent, host_home)
+        agent = {**agent, "command": ["bash", f"{home}/{ptb_agent.SOLVE_NAME}"]}
+        solve_env = ptb_agent.solve_environment(agent, (task_dir / "prompt.md").read_text())
     values = {
         "model": agent["model"],
         "task_dir": str(task_dir),
@@ -555,8 +575,6 @@ def _run_in_home(
         "prompt_file": str(task_dir / "prompt.md"),
         "python": sys.executable,
     }
-    container = runtime is not None and runtime["runtime"].get("kind") == "apptainer"
-    home = AGENT_HOME if container else str(host_home)
     binds = [str(task_dir)] + ([str(view.workdir)] if view else []) + ([] if container else [str(host_home)])
     argv = build_argv(agent, values, runtime, str(host_home), binds, hours=left / 3600, workdir=str(task_dir))
     prompt_copy = "prompt.md" if not earlier else f"prompt-{len(earlier) + 1}.md"
@@ -575,6 +593,7 @@ def _run_in_home(
         "HF_HUB_OFFLINE": "1",
         "PTFLOW_TASK_DIR": str(task_dir),
         "PTFLOW_AGENT_KEYS": ",".join(agent.get("keys", [])),  # names only: the values are in the env already
+        **solve_env,
     }
     if agent.get("evals_cache") and agent.get("hf_home"):  # evaluate.py reads offline from the evaluation's caches
         child_env.update(data_env(agent["hf_home"], agent["evals_cache"]))

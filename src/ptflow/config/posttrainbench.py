@@ -1,0 +1,128 @@
+"""PostTrainBench as an input: a checkout at a pinned commit, and where in it each piece a run uses lives.
+
+ptflow contains none of PostTrainBench's code or prose. With ``posttrainbench: {commit, path | repo}`` in config, the
+evals whose task is ``posttrainbench/<eval>`` run the checkout's ``evaluate.py``, agent cells get the checkout's
+prompt and run its ``agents/<agent>/solve.sh``, and the judge gets its judge prompt (docs/posttrainbench.md).
+
+The checkout is a file target (rule ``posttrainbench_checkout``, a checkpoint): its marker records the commit and
+the git object id of every path the run uses. A cell's params carry the ids of exactly the paths *it* uses, so a new
+commit reruns only the cells whose files changed (an unchanged ``src/eval/tasks/gsm8k`` keeps every gsm8k cell).
+
+The paths below are facts about PostTrainBench's layout, read at commit 9082063 (``src/run_task.sh`` copies them).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+TASK_PREFIX = "posttrainbench/"  # an eval's task: posttrainbench/<dir under src/eval/tasks>
+
+EVAL_DIR = "src/eval/tasks/{eval}"  # evaluate.py, benchmark.txt, evaluation_code/, task_context/
+TEMPLATES_DIR = "src/eval/templates"  # its chat templates (evaluate.py --templates-dir)
+PROMPT_DIR = "src/eval/general"  # get_prompt.py and its prompt texts
+PROMPT_SCRIPT = "src/eval/general/get_prompt.py"
+JUDGE_DIR = "src/disallowed_usage_judge"
+JUDGE_SCRIPT = "src/disallowed_usage_judge/get_judge_prompt.py"
+AGENT_DIR = "agents/{agent}"  # solve.sh (and a trace parser)
+TIMER_SCRIPT = "src/utils/create_timer.sh"
+RECIPE_PREFIX = "posttrainbench:"  # a site image's recipe inside the checkout: posttrainbench:containers/standard.def
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_GIT_TIMEOUT_S = 60
+
+
+class CheckoutError(RuntimeError):
+    """The checkout is missing, elsewhere than its commit, dirty, or lacks a path the run uses (one line)."""
+
+
+@dataclass(frozen=True)
+class Checkout:
+    commit: str
+    path: str | None  # a checkout given on a shared filesystem (verified), or None: cloned by the rule
+    repo: str | None  # the repository URL to clone from (None: path given)
+
+    @classmethod
+    def from_config(cls, raw: dict | None, where: str = "posttrainbench") -> Checkout | None:
+        """The config section, or None; ValueError (one line naming the key) for a bad one."""
+        if not raw:
+            return None
+        commit = str(raw.get("commit", ""))
+        if not _COMMIT.match(commit):
+            raise ValueError(
+                f"{where}.commit: {commit!r} is not a full commit id (40 lowercase hex digits); pin it with "
+                "`git rev-parse <ref>` in the checkout"
+            )
+        if bool(raw.get("path")) == bool(raw.get("repo")):
+            raise ValueError(
+                f"{where}: give exactly one of path (a checkout on the cluster's shared filesystem) or repo "
+                "(its URL, cloned at the commit by the rule posttrainbench_checkout)"
+            )
+        return cls(commit, str(raw["path"]) if raw.get("path") else None, raw.get("repo"))
+
+    def location(self, scratch: str) -> str:
+        """Where the checkout is: the given path, or the rule's clone on scratch (one per commit)."""
+        return str(Path(self.path).resolve()) if self.path else str(Path(scratch, "posttrainbench", self.commit))
+
+
+def is_checkout_task(task: str) -> bool:
+    return task.startswith(TASK_PREFIX)
+
+
+def eval_dir_name(task: str) -> str:
+    return task[len(TASK_PREFIX) :]
+
+
+def eval_paths(eval_dir: str) -> list[str]:
+    """What an evaluation from the checkout reads: the eval's directory and the templates."""
+    return [EVAL_DIR.format(eval=eval_dir), TEMPLATES_DIR]
+
+
+def agent_paths(agent_dir: str, eval_dir: str) -> list[str]:
+    """What an agent cell reads: its task dir's sources (run_task.sh's copies), the prompt, the solve script."""
+    return [*eval_paths(eval_dir), PROMPT_DIR, AGENT_DIR.format(agent=agent_dir), TIMER_SCRIPT]
+
+
+def judge_paths(eval_dir: str) -> list[str]:
+    return [JUDGE_DIR, f"{EVAL_DIR.format(eval=eval_dir)}/benchmark.txt"]
+
+
+def git(checkout: str | Path, *args: str) -> str:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(checkout), *args], capture_output=True, text=True, timeout=_GIT_TIMEOUT_S
+        )
+    except FileNotFoundError:
+        raise CheckoutError("git is not installed here; PostTrainBench's checkout needs it") from None
+    if proc.returncode != 0:
+        raise CheckoutError(
+            f"git -C {checkout} {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}"
+        )
+    return proc.stdout.strip()
+
+
+def object_ids(checkout: str | Path, commit: str, paths: list[str]) -> dict[str, str]:
+    """The git object id of each path at ``commit`` (a tree for a directory, a blob for a file)."""
+    paths = sorted(set(paths))
+    if not paths:
+        return {}
+    try:
+        out = git(checkout, "rev-parse", *[f"{commit}:{p}" for p in paths])
+    except CheckoutError:
+        missing = [p for p in paths if _missing(checkout, commit, p)]
+        if missing:
+            raise CheckoutError(
+                f"the PostTrainBench checkout at {commit[:12]} has no {', '.join(missing)}; check the eval ids "
+                "(posttrainbench/<dir under src/eval/tasks>), agents' solve dirs and image recipes"
+            ) from None
+        raise
+    return dict(zip(paths, out.splitlines(), strict=True))
+
+
+def _missing(checkout, commit: str, path: str) -> bool:
+    proc = subprocess.run(
+        ["git", "-C", str(checkout), "cat-file", "-e", f"{commit}:{path}"], capture_output=True, timeout=_GIT_TIMEOUT_S
+    )
+    return proc.returncode != 0

@@ -1,0 +1,85 @@
+"""Rule posttrainbench_checkout: the checkout at its commit, and a marker of the paths the run uses.
+
+A given ``path`` is verified (at the commit, tracked files unchanged: the cells read the work tree); a ``repo`` is
+cloned at the commit into scratch (a CPU job where the network is reachable), into a staging dir renamed into place,
+so a half-made clone is never taken for a checkout. The marker (written last, atomically) records the commit, where
+the checkout is, and the git object id of each used path (``ptflow.config.posttrainbench.object_ids``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ptflow.config.posttrainbench import CheckoutError, git, object_ids
+from ptflow.files import write_json_atomic
+
+
+def verify(location: str | Path, commit: str) -> None:
+    """The checkout is at ``commit`` and its tracked files are as committed; CheckoutError (one line) else."""
+    where = Path(location)
+    if not (where / ".git").exists():
+        raise CheckoutError(
+            f"{where} is not a git checkout of PostTrainBench (no .git); clone it there or fix the path"
+        )
+    head = git(where, "rev-parse", "HEAD")
+    if head != commit:
+        raise CheckoutError(
+            f"the PostTrainBench checkout {where} is at {head[:12]}, not posttrainbench.commit {commit[:12]}: "
+            f"`git -C {where} checkout {commit}`, or pin the commit it is at"
+        )
+    changed = git(where, "status", "--porcelain", "--untracked-files=no")
+    if changed:
+        first = changed.splitlines()[0].strip()
+        raise CheckoutError(
+            f"the PostTrainBench checkout {where} has local changes ({first} …): the run would not be the commit's; "
+            "commit or stash them"
+        )
+
+
+def clone(repo: str, commit: str, location: str | Path, log=print) -> None:
+    """``git clone`` into a staging dir beside ``location``, ``checkout --detach commit``, then rename into place."""
+    dest = Path(location)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.clone-", dir=dest.parent))
+    try:
+        t0 = time.time()
+        git(staging.parent, "clone", "--quiet", "--no-checkout", "--", repo, str(staging))
+        try:
+            git(staging, "checkout", "--quiet", "--detach", commit)
+        except CheckoutError:
+            raise CheckoutError(
+                f"{repo} has no commit {commit[:12]} (cloned its default refs); check posttrainbench.commit"
+            ) from None
+        if dest.exists():  # a checkout elsewhere than the commit (verified and refused before): replaced whole
+            shutil.rmtree(dest)
+        staging.rename(dest)
+        log(f"cloned {repo} at {commit[:12]} into {dest} in {time.time() - t0:.1f} s")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
+    """spec: ``{commit, location, repo (None: a given path), paths}``. Writes the marker; returns its content."""
+    location, commit = spec["location"], spec["commit"]
+    if spec.get("repo"):
+        try:
+            verify(location, commit)
+            log(f"{location} is already the checkout of {commit[:12]}")
+        except CheckoutError:
+            clone(spec["repo"], commit, location, log)
+    verify(location, commit)
+    objects = object_ids(location, commit, spec["paths"])
+    data = {
+        "commit": commit,
+        "path": str(Path(location).resolve()),
+        "repo": spec.get("repo"),
+        "objects": objects,
+        "checked_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    write_json_atomic(marker, data)
+    log(f"PostTrainBench at {commit[:12]} in {location}: {len(objects)} path(s) used by this run")
+    return data

@@ -1,0 +1,156 @@
+"""A cell evaluated by the PostTrainBench checkout's ``src/eval/tasks/<eval>/evaluate.py``, as ``run_task.sh`` does it.
+
+Each attempt is ``python evaluate.py --model-path <model> --templates-dir <checkout>/src/eval/templates --limit -1
+[<budget flag> N] --json-output-file <attempt>/metrics.json`` in the eval's directory of the checkout (the job runs in
+the site's evaluation image: PostTrainBench's ``vllm_debug``). The ladder is run_task.sh's: 4 tries at evaluate.py's
+own default budget, then 3 at the second budget and 2 at the third (``retry_max_new_tokens``); **any** failure (no
+metrics.json) steps on, as there. Each try runs under a deadline (28,800 s, run_task.sh's), in its own process group,
+which is stopped whole afterwards: a vLLM server an attempt left behind never holds the GPU for the next one.
+
+The budget flag is the one the checkout's evaluate.py declares (``--max-tokens`` for most evals, ``--max-new-tokens``
+for arenahardwriting and healthbench at 9082063): read from its argparse calls, so a checkout that renames it is
+followed. The scored attempt's ``metrics.json`` is kept verbatim beside eval.json's logs; eval.json's metric is its
+``accuracy`` (what PostTrainBench's aggregation reads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ptflow.config import posttrainbench as ptb
+from ptflow.files import write_text_atomic
+from ptflow.keys import looks_like_secret
+
+ATTEMPT_TIMEOUT_S = 28800  # run_task.sh: timeout --signal=TERM --kill-after=60s 28800s per attempt
+KILL_AFTER_S = 60
+TRIES = (4, 3, 2)  # run_task.sh: run_evaluation_with_retry 4 "", then 3 and 2 at the lower budgets
+METRIC = "accuracy"  # scripts/aggregate_methods.py reads metrics.json["accuracy"]
+_FLAG = re.compile(r"""add_argument\(\s*['"](--max(?:-new)?-tokens)['"]""")
+
+
+class CheckoutEvalError(RuntimeError):
+    """The checkout's evaluation cannot run here (one line)."""
+
+
+def budget_flag(evaluate_py: Path) -> str | None:
+    """The budget option the checkout's evaluate.py declares, or None (it takes none: every rung is its default)."""
+    found = _FLAG.findall(evaluate_py.read_text(errors="replace"))
+    return found[0] if found else None
+
+
+def ladder(lower) -> list[int | None]:
+    """None: evaluate.py's default budget (run_task.sh passes no flag on its first rung)."""
+    rungs: list[int | None] = [None, *lower]
+    return [budget for budget, tries in zip(rungs, TRIES, strict=False) for _ in range(tries)]
+
+
+def attempt_argv(checkout: Path, eval_dir: str, model_path, budget: int | None, flag: str | None, metrics, limit):
+    argv = [
+        sys.executable, "evaluate.py", "--model-path", str(model_path),
+        "--templates-dir", str(checkout / ptb.TEMPLATES_DIR), "--limit", str(limit if limit else -1),
+    ]  # fmt: skip
+    if budget is not None and flag:
+        argv += [flag, str(budget)]
+    return [*argv, "--json-output-file", str(metrics)]
+
+
+def eval_environment(env: dict, keys) -> dict:
+    """run_task.sh's evaluation environment: the job's, minus every secret but the eval's own keys (its grader's),
+    plus what it sets (``VLLM_API_KEY=inspectai``, ``PYTHONNOUSERSITE=1``)."""
+    keep = set(keys)
+    out = {k: v for k, v in env.items() if k in keep or not looks_like_secret(k)}
+    return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1"}
+
+
+def _run(argv, cwd, env, stdout: Path, timeout: float) -> int | None:
+    """One attempt in its own process group; None when its deadline passed. The group is stopped afterwards."""
+    with open(stdout, "wb") as out:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=KILL_AFTER_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            rc = None
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # whatever the attempt started (a vLLM engine) goes with it
+    except ProcessLookupError:
+        pass
+    return rc
+
+
+def read_metrics(path: Path) -> dict | None:
+    """metrics.json as PostTrainBench's aggregation reads it: a number under ``accuracy``, else None."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    value = data.get(METRIC) if isinstance(data, dict) else None
+    return data if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def evaluate(
+    *,
+    checkout: str | Path,
+    eval_dir: str,
+    model_path: str | Path,
+    out_dir: str | Path,
+    lower=(),
+    limit: int | None = None,
+    keys=(),
+    hf_home: str | None = None,
+    env: dict | None = None,
+    attempt_timeout: float = ATTEMPT_TIMEOUT_S,
+    log=print,
+) -> dict:
+    """Run the ladder; returns ``{"ok", "metrics", "metrics_file", "argv", "attempts"}`` (ok False: every try
+    failed). Raises CheckoutEvalError when it cannot start at all (no evaluate.py, no model, a missing key)."""
+    checkout = Path(checkout)
+    cwd = checkout / ptb.EVAL_DIR.format(eval=eval_dir)
+    script = cwd / "evaluate.py"
+    if not script.is_file():
+        raise CheckoutEvalError(f"the PostTrainBench checkout {checkout} has no {script.relative_to(checkout)}")
+    if not Path(model_path, "config.json").is_file():
+        raise CheckoutEvalError(f"model {model_path}: no config.json there; point it at an HF model directory")
+    environ = dict(os.environ if env is None else env)
+    missing = [k for k in keys if not environ.get(k)]
+    if missing:
+        raise CheckoutEvalError(f"{eval_dir}: its evaluate.py needs {', '.join(missing)} in the environment")
+    environ = eval_environment(environ, keys)
+    if hf_home:
+        environ["HF_HOME"] = str(hf_home)
+    flag = budget_flag(script)
+    out = Path(out_dir).resolve()
+    attempts: list[dict] = []
+    for n, budget in enumerate(ladder(lower), start=1):
+        attempt_dir = out / "attempts" / str(n)
+        attempt_dir.mkdir(parents=True)
+        metrics_file = attempt_dir / "metrics.json"
+        argv = attempt_argv(checkout, eval_dir, Path(model_path).resolve(), budget, flag, metrics_file, limit)
+        t0 = time.time()
+        rc = _run(argv, cwd, environ, attempt_dir / f"final_eval_{n}.txt", attempt_timeout)
+        metrics = read_metrics(metrics_file)
+        record = {"max_new_tokens": budget, "ok": metrics is not None, "seconds": round(time.time() - t0, 2)}
+        shown = "its default" if budget is None else str(budget)
+        if metrics is not None:
+            attempts.append(record)
+            log(f"{eval_dir}: {METRIC} = {metrics[METRIC]:.4f} (budget {shown}, attempt {n})")
+            return {"ok": True, "metrics": metrics, "metrics_file": metrics_file, "argv": argv, "attempts": attempts}
+        ended = "passed its deadline" if rc is None else f"exited {rc}"
+        tail = (attempt_dir / f"final_eval_{n}.txt").read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        record.update(error=f"evaluate.py {ended} without metrics.json: {tail[0]}"[:500], failure_kind=None)
+        attempts.append(record)
+        log(f"{eval_dir}: attempt {n} (budget {shown}) {ended} without metrics.json; PostTrainBench's ladder goes on")
+    write_text_atomic(out / "attempts" / "exhausted.txt", f"{len(attempts)} attempts, none wrote metrics.json\n")
+    return {"ok": False, "metrics": None, "metrics_file": None, "argv": None, "attempts": attempts}

@@ -1,0 +1,21 @@
+# Stage 0 (config key posttrainbench only): PostTrainBench's checkout at its commit, a file target. A checkpoint:
+# the cells' params carry the git object ids of the paths each one uses, read from its marker once it exists.
+
+
+if PTB:
+
+    checkpoint posttrainbench_checkout:
+        output:
+            L.posttrainbench_marker(),
+        log:
+            L.log("posttrainbench", "checkout"),
+        localrule: is_local("posttrainbench_checkout")
+        conda:
+            CONDA_ENV
+        threads: get_threads("posttrainbench_checkout")
+        resources:
+            **get_resources("posttrainbench_checkout"),
+        params:
+            spec=get_ptb_checkout_spec(),
+        script:
+            "../scripts/posttrainbench_checkout.py"
