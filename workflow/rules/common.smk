@@ -227,8 +227,16 @@ def get_cache_markers():
 
 
 def _evals_with_data():
-    """Evals of the matrix whose task reads data of its own (every task but the toy one, which reads the parquet)."""
-    return sorted({c.eval for c in CFG.cells if not CFG.evals[c.eval].uses_parquet})
+    """Evals of the matrix whose task reads data of its own (every task but the toy one, which reads the parquet,
+    and the PostTrainBench checkout's, whose code loads its own as PostTrainBench's run does).
+    """
+    return sorted(
+        {
+            c.eval
+            for c in CFG.cells
+            if not (CFG.evals[c.eval].uses_parquet or CFG.evals[c.eval].from_checkout)
+        }
+    )
 
 
 def get_data_markers():
@@ -678,9 +686,11 @@ def get_image_name(wildcards):
 def get_image_spec(wildcards):
     """The site's spec of the image, with the build arguments its recipe declares (the agent CLIs' pins) only when
     it declares some, so other images' params stay as they were."""
-    spec = images.image_spec(RT, get_image_name(wildcards))
+    spec = _site_image_spec(get_image_name(wildcards))
     recipe = str(spec.get("recipe") or "")
-    if recipe.startswith(ptb.RECIPE_PREFIX):  # a recipe of the PostTrainBench checkout (after its checkpoint)
+    if recipe.startswith(
+        ptb.RECIPE_PREFIX
+    ):  # a recipe of the PostTrainBench checkout (after its checkpoint)
         rel = recipe[len(ptb.RECIPE_PREFIX) :]
         marker = json.loads(
             Path(checkpoints.posttrainbench_checkout.get().output[0]).read_text()
@@ -689,6 +699,7 @@ def get_image_spec(wildcards):
             **spec,
             "recipe": str(Path(marker["path"], rel)),
             "recipe_object": marker["objects"][rel],
+            "build_dir": marker["path"],
         }
     args = images.build_args_for(spec, CFG.image_build_args, workflow.basedir)
     return {**spec, "build_args": args} if args else spec
@@ -700,7 +711,7 @@ def get_image_runtime(wildcards):
 
 
 def get_image_recipe(wildcards):
-    raw = images.image_spec(RT, get_image_name(wildcards))
+    raw = _site_image_spec(get_image_name(wildcards))
     if str(raw.get("recipe") or "").startswith(ptb.RECIPE_PREFIX):
         return [ancient(L.posttrainbench_marker())]
     spec = get_image_spec(wildcards)
@@ -817,7 +828,10 @@ PTB = CFG.posttrainbench
 
 
 def get_ptb_checkout_spec():
-    """What rule posttrainbench_checkout makes: the commit, where, from where, and the paths this run uses."""
+    """What the checkout checkpoint makes - the commit, where, from where, and the paths this run uses (nothing
+    without posttrainbench: then no job asks for it)."""
+    if not PTB:
+        return {}
     return {
         "commit": PTB.commit,
         "location": PTB.location(L.scratch),
@@ -840,11 +854,28 @@ def _ptb_used_paths():
             paths.discard(ptb.AGENT_DIR.format(agent=""))
             if CFG.judge:
                 paths.update(ptb.judge_paths(name))
-    for spec in RT.images.values() if images.needs_images(RT) else ():
-        recipe = str(spec.get("recipe") or "")
+    for name in RT.images if images.needs_images(RT) else ():
+        recipe = str(_site_image_spec(name).get("recipe") or "")
         if recipe.startswith(ptb.RECIPE_PREFIX):
             paths.add(recipe[len(ptb.RECIPE_PREFIX) :])
     return paths
+
+
+def _site_image_spec(name):
+    """The site's spec of an image, or PostTrainBench's recipe for the images the checkout builds
+    (posttrainbench.images)."""
+    spec = images.image_spec(RT, name)
+    recipe = PTB.recipe(name) if PTB else None
+    if recipe is None:
+        return spec
+    if RT.kind != "apptainer":
+        raise WorkflowError(
+            f"posttrainbench.images: site {RT.site} builds {RT.kind} images; PostTrainBench's recipes are apptainer "
+            ".def files (remove images there, or use an apptainer site)"
+        )
+    return {k: v for k, v in spec.items() if k not in ("source", "context")} | {
+        "recipe": recipe
+    }
 
 
 def get_ptb_input():

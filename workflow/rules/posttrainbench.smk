@@ -2,20 +2,18 @@
 # the cells' params carry the git object ids of the paths each one uses, read from its marker once it exists.
 
 
-if PTB:
-
-    checkpoint posttrainbench_checkout:
-        output:
-            L.posttrainbench_marker(),
-        log:
-            L.log("posttrainbench", "checkout"),
-        localrule: is_local("posttrainbench_checkout")
-        conda:
-            CONDA_ENV
-        threads: get_threads("posttrainbench_checkout")
-        resources:
-            **get_resources("posttrainbench_checkout"),
-        params:
-            spec=get_ptb_checkout_spec(),
-        script:
-            "../scripts/posttrainbench_checkout.py"
+checkpoint posttrainbench_checkout:
+    output:
+        L.posttrainbench_marker(),
+    log:
+        L.log("posttrainbench", "checkout"),
+    localrule: is_local("posttrainbench_checkout")
+    conda:
+        CONDA_ENV
+    threads: get_threads("posttrainbench_checkout")
+    resources:
+        **get_resources("posttrainbench_checkout"),
+    params:
+        spec=get_ptb_checkout_spec(),
+    script:
+        "../scripts/posttrainbench_checkout.py"

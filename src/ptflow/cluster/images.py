@@ -343,7 +343,8 @@ def plan_build(
             tmp,
             [argv],
             tools={"apptainer": _why(rt, kind_setting)},
-            cwd=str(recipe_root),
+            # a checkout's recipe names its files relative to the checkout's root (%files containers/...)
+            cwd=str(spec.get("build_dir") or recipe_root),
             import_timeout=timeout,
             source=spec.get("source"),
         )

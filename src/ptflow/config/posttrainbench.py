@@ -43,6 +43,7 @@ class Checkout:
     commit: str
     path: str | None  # a checkout given on a shared filesystem (verified), or None: cloned by the rule
     repo: str | None  # the repository URL to clone from (None: path given)
+    images: tuple[str, ...] = ()  # site images built from the checkout's containers/<name>.def
 
     @classmethod
     def from_config(cls, raw: dict | None, where: str = "posttrainbench") -> Checkout | None:
@@ -60,7 +61,13 @@ class Checkout:
                 f"{where}: give exactly one of path (a checkout on the cluster's shared filesystem) or repo "
                 "(its URL, cloned at the commit by the rule posttrainbench_checkout)"
             )
-        return cls(commit, str(raw["path"]) if raw.get("path") else None, raw.get("repo"))
+        return cls(
+            commit, str(raw["path"]) if raw.get("path") else None, raw.get("repo"), tuple(raw.get("images", ()))
+        )
+
+    def recipe(self, image: str) -> str | None:
+        """``posttrainbench:containers/<image>.def`` for an image the checkout builds, else None."""
+        return f"{RECIPE_PREFIX}containers/{image}.def" if image in self.images else None
 
     def location(self, scratch: str) -> str:
         """Where the checkout is: the given path, or the rule's clone on scratch (one per commit)."""
