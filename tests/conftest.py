@@ -77,6 +77,7 @@ LONG_FIRST = (
     "tests/e2e/test_posttrainbench_offline.py",
     # after the status test has made its queue: its "Pending" wait timed out once beside this module's jobs
     "tests/slurm/test_real_agent_clis_on_slurm.py",
+    "tests/slurm/test_posttrainbench_checkout_on_slurm.py",
     "tests/integration/test_agent_cli_faults.py",
     "tests/slurm/test_documents_on_slurm.py",
 )

@@ -9,7 +9,9 @@ def test_local_default_plans_no_image(tmp_path):
 
 
 def test_posttrainbench_on_generic_builds_its_two_sif_images_once(tmp_path):
-    jobs = plan(tmp_path, "--configfile", str(REPO / "config" / "posttrainbench.yaml"), "--config", "site=generic")
+    jobs = plan(
+        tmp_path, "--configfile", str(REPO / "config" / "posttrainbench-ptflow.yaml"), "--config", "site=generic"
+    )
     # cached by name: one build each (image + its build record) for 224 trainings and 252 evaluations
     assert jobs["image"] == {
         f"/shared/ptflow/images/{name}.sif{ext}" for name in ("standard", "vllm_debug") for ext in ("", ".json")

@@ -211,7 +211,7 @@ def test_preflight_agent_budget_and_judge_keys(monkeypatch):
     from ptflow.cluster.preflight import check_agent_budgets, check_secrets
     from ptflow.config.load import load
 
-    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
+    cfg = load(REPO, ["config/posttrainbench-ptflow.yaml"], base_dir=REPO).cfg
     generic = load_site("generic", SITES)  # cli-agent train jobs: 720 min >= 10 h + 5 min
     assert check_agent_budgets(cfg, generic) == []
     generic.raw["agent_resources"]["cli-agent"]["runtime"] = 600

@@ -135,7 +135,7 @@ def test_doctor_checks_each_cli_against_its_pin(tmp_path, monkeypatch):
 
     for var in ("PTFLOW_ACCOUNT", "PTFLOW_PARTITION"):
         monkeypatch.setenv(var, "x")
-    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
+    cfg = load(REPO, ["config/posttrainbench-ptflow.yaml"], base_dir=REPO).cfg
     site = load_site("generic", REPO / "config" / "sites")
     label, req = partition_requests(cfg, site)["gpu"]
     text = render_probe(tmp_path / "probe.sh", cfg, site, "gpu", label, req).read_text()

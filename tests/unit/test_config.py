@@ -24,7 +24,7 @@ def test_default_config_expands_to_twelve_cells(default_raw):
 
 
 def test_posttrainbench_matrix_size():
-    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
+    cfg = load(REPO, ["config/posttrainbench-ptflow.yaml"], base_dir=REPO).cfg
     # 8 agents + baseline, and the 4 instruct counterparts evaluated zero-shot (the weights' reference)
     assert len(cfg.cells) == 4 * 7 * 9 + 4 * 7
     assert len(cfg.training_cells()) == 4 * 7 * 8

@@ -506,7 +506,9 @@ def test_preflight_refuses_a_missing_grader_key_naming_it(monkeypatch):
     from ptflow.config.load import load
     from tests.conftest import REPO
 
-    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO, overrides={"matrix": {"agents": ["baseline"]}}).cfg
+    cfg = load(
+        REPO, ["config/posttrainbench-ptflow.yaml"], base_dir=REPO, overrides={"matrix": {"agents": ["baseline"]}}
+    ).cfg
     problems = check_secrets(cfg, env={"HF_TOKEN": "t"})
     assert problems == [
         "environment variable OPENAI_API_KEY is not set but the grader of evals arenahardwriting, healthbench needs "
@@ -568,7 +570,7 @@ def test_generic_site_evaluates_posttrainbench_on_vllm_as_text(tmp_path, monkeyp
     from tests.conftest import REPO
 
     monkeypatch.setenv("USER", "alice")
-    loaded = load(REPO, ["config/posttrainbench.yaml"], ["site=generic"], base_dir=REPO)
+    loaded = load(REPO, ["config/posttrainbench-ptflow.yaml"], ["site=generic"], base_dir=REPO)
     provider = Provider.from_site(loaded.site)
     agent = loaded.cfg.agents["claude-opus-4-6"]
     assert provider == Provider.from_site(loaded.site, "train", agent)
@@ -582,7 +584,7 @@ def test_generic_site_evaluates_posttrainbench_on_vllm_as_text(tmp_path, monkeyp
         "--log-dir", "logs", "--log-format", "eval", "--display", "none", "--no-log-realtime", "--no-score-display",
         "--max-tokens", "4000", "--max-connections", "2",
     ]  # fmt: skip
-    local = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO)
+    local = load(REPO, ["config/posttrainbench-ptflow.yaml"], base_dir=REPO)
     assert Provider.from_site(local.site) == Provider()  # the embedded default: hf on the CPU
 
 

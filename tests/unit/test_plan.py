@@ -121,7 +121,12 @@ def test_figures_equal_site_requests(fresh):
 def plan_posttrainbench(work: Path, site: str) -> tuple[dict, object]:
     """``ptflow plan`` of the PostTrainBench matrix on a packaged site, as a new user runs it, and the loaded
     configuration of the same command line."""
-    args = ["--profile", str(REPO / "profiles" / "slurm"), "--configfile", str(REPO / "config" / "posttrainbench.yaml")]
+    args = [
+        "--profile",
+        str(REPO / "profiles" / "slurm"),
+        "--configfile",
+        str(REPO / "config" / "posttrainbench-ptflow.yaml"),
+    ]
     args += ["--config", f"site={site}", "-s", str(REPO / "Snakefile"), "--directory", str(work)]
     proc = subprocess.run([PTFLOW, "plan", "--json", *args], capture_output=True, text=True, cwd=REPO, env=PLAN_ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]

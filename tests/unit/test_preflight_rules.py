@@ -62,7 +62,7 @@ def test_home_forbidden_where_site_says_so():
 def test_missing_agent_key_names_it():
     from ptflow.config.load import load
 
-    cfg = load(REPO, ["config/posttrainbench.yaml"], base_dir=REPO).cfg
+    cfg = load(REPO, ["config/posttrainbench-ptflow.yaml"], base_dir=REPO).cfg
     problems = check_secrets(cfg, env={"OPENAI_API_KEY": "x", "HF_TOKEN": "t"})
     assert any(p.startswith("environment variable ANTHROPIC_API_KEY is not set") for p in problems)
     assert not any("OPENAI_API_KEY" in p for p in problems)

@@ -61,9 +61,7 @@ class Checkout:
                 f"{where}: give exactly one of path (a checkout on the cluster's shared filesystem) or repo "
                 "(its URL, cloned at the commit by the rule posttrainbench_checkout)"
             )
-        return cls(
-            commit, str(raw["path"]) if raw.get("path") else None, raw.get("repo"), tuple(raw.get("images", ()))
-        )
+        return cls(commit, str(raw["path"]) if raw.get("path") else None, raw.get("repo"), tuple(raw.get("images", ())))
 
     def recipe(self, image: str) -> str | None:
         """``posttrainbench:containers/<image>.def`` for an image the checkout builds, else None."""

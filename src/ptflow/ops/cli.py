@@ -5,6 +5,7 @@
     ptflow cancel [-d WORKDIR] --cell M/E/A | --agent A | --all
     ptflow logs [-d WORKDIR] CELL                    paths and tails of every log of a cell
     ptflow report [-d WORKDIR] [--port N]            serve results/report (with inspect's log viewer)
+    ptflow export --posttrainbench DIR [-d WORKDIR] [--configfile F ...]   cells as PostTrainBench's results dir
     ptflow remote {preflight,stage,run,status,cancel,logs,driver} ...   the same on a login node over SSH
     ptflow doctor --site NAME [snakemake config args]    login-node checks + one short job per partition
     ptflow smoke [--cell M/E/A] [--hours 1] [snakemake args]   one cell with a short budget first
@@ -231,6 +232,19 @@ def cmd_report(ns) -> int:
     return 0
 
 
+def cmd_export(ns) -> int:
+    """The evaluated cells in PostTrainBench's results layout (ptflow.stages.ptb_export), for its aggregate scripts."""
+    from ptflow.stages.ptb_export import export_posttrainbench
+
+    if ns.configfile:
+        ns.smk = ["--configfile", *ns.configfile, *(ns.smk or [])]
+    ctx = context_for_workdir(ns)
+    summary = export_posttrainbench(ctx.cfg, ctx.layout, Path(ns.posttrainbench), workdir=ctx.workdir, site=ctx.site)
+    for line in summary.lines():
+        print(line)
+    return 0
+
+
 def _add_workdir_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--directory", default=".", help="the workflow's working directory (default: .)")
     p.add_argument(
@@ -273,6 +287,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="serve results/report over HTTP (the log viewer needs range requests)")
     _add_workdir_opts(p)
     p.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000; 0: any free port)")
+
+    p = sub.add_parser(
+        "export", help="write the evaluated cells as PostTrainBench's results dir (its scripts/aggregate_*.py read it)"
+    )
+    p.add_argument(
+        "--posttrainbench",
+        required=True,
+        metavar="DIR",
+        help="the results dir to write ($POST_TRAIN_BENCH_RESULTS_DIR); its other run dirs are left as they are",
+    )
+    p.add_argument(
+        "--configfile", nargs="+", action="extend", metavar="FILE", help="the run's config (default: the latest run's)"
+    )
+    _add_workdir_opts(p)
 
     remote.add_parser(sub)
 
@@ -326,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_logs(ns)
         if ns.command == "report":
             return cmd_report(ns)
+        if ns.command == "export":
+            return cmd_export(ns)
         if ns.command == "remote":
             from ptflow.ops import remote
 

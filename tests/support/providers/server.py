@@ -48,15 +48,21 @@ def default_trajectory(train_steps: int = 300) -> list[Step]:
     ]
 
 
-def judge_trajectory(contamination: bool = False, disallowed: bool = False) -> list[Step]:
-    """What the judge CLI is made to do: look at the agent's files and trace, write the two verdict files."""
+def judge_trajectory(contamination: bool = False, disallowed: bool = False, answer_only: bool = False) -> list[Step]:
+    """What the judge CLI is made to do: look at the agent's files and trace, write the two verdict files (with a
+    line of evidence as ptflow's prompt asks, or, ``answer_only``, the answer alone as PostTrainBench's asks)."""
     first = "contamination detected" if contamination else "no contamination detected"
     second = "disallowed use detected" if disallowed else "only allowed use detected"
+    why = (
+        ("", "")
+        if answer_only
+        else (" 'stand-in judge: read the trace and files'", " 'stand-in judge: only the base model'")
+    )
     return [
         Step(shell="ls && head -n 40 agent_trace.md && cat final_model.listing.txt"),
         Step(
-            shell=f"printf '%s\\n' '{first}' 'stand-in judge: read the trace and files' > contamination_judgement.txt"
-            f" && printf '%s\\n' '{second}' 'stand-in judge: only the base model' > disallowed_model_judgement.txt"
+            shell=f"printf '%s\\n' '{first}'{why[0]} > contamination_judgement.txt"
+            f" && printf '%s\\n' '{second}'{why[1]} > disallowed_model_judgement.txt"
         ),
         Step(text="Both verdicts are written."),
     ]

@@ -584,10 +584,12 @@ def _run_in_home(
     if root and agent["cli"] in CLIS:
         log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see README)")
     (host_home / "tmp").mkdir()  # the agent's own temp dir (the CLIs leave error reports there), removed with it
-    if not container:
-        keep_path_in_login_shells(host_home, (env or os.environ).get("PATH", ""))
+    job_env = dict(env or os.environ)
+    if not container:  # the job's python first (a venv site's interpreter need not be on the job's PATH)
+        job_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), job_env.get("PATH", "")])
+        keep_path_in_login_shells(host_home, job_env["PATH"])
     child_env = {
-        **cell_environment(agent, dict(env or os.environ)),
+        **cell_environment(agent, job_env),
         **cli_env,
         "TMPDIR": f"{home}/tmp",
         "HF_HUB_OFFLINE": "1",

@@ -1,0 +1,388 @@
+"""A ptflow run's cells written as PostTrainBench's results directory, for PostTrainBench's own aggregation scripts.
+
+PostTrainBench (aisa-group/PostTrainBench, read at commit 9082063) keeps one directory per method under
+``$POST_TRAIN_BENCH_RESULTS_DIR`` and one run directory per (eval, model, cluster job) inside it:
+
+* agent runs (``src/run_task.sh``)::
+
+      <agent>_<agent_config_safe>_<N>h[_<g>gpu]<experiment_name>/<eval>_<org>_<model>_<clusterid>/
+          metrics.json                      {"accuracy": x, "stderr": y} (written by the eval's evaluate.py)
+          time_taken.txt                    HH:MM:SS of the agent's run
+          contamination_judgement.txt       the judge's verdicts (first line is the answer)
+          disallowed_model_judgement.txt
+          final_model/                      the agent's model (the scripts only test that it is a directory)
+          prompt.txt, solve_out.txt         the agent's prompt and raw output
+
+  ``agent_config_safe`` is the agent's model with ``/ : [ ]`` replaced by ``_``; so is ``org/model``.
+* zero-shot evaluations (``src/baselines/run_baseline.sh``; the aggregation reads them as the method
+  ``baseline_zeroshot``): ``baseline_zeroshot/<eval>_<org>_<model>_<clusterid>/`` with metrics.json and
+  time_taken.txt. It holds base models *and* their instruct counterparts (``scripts/aggregate_summary.py`` averages
+  its BASE_MODELS and INSTRUCT_MODELS rows).
+
+The scripts that read it: ``scripts/aggregate_methods.py`` (metrics.json; a run without it is "not avl." without
+time_taken.txt, "not stored" without final_model/, else "ERR"), ``scripts/aggregate_contamination.py`` (the two
+judgement files; a missing one is an error), ``scripts/aggregate_time.py`` and ``scripts/aggregate_time_baselines.py``
+(time_taken.txt), ``scripts/aggregate_final.py`` (the baseline_zeroshot value wherever a method's value is not a
+number or its contamination cell is not empty) and ``scripts/aggregate_summary.py``. They split every run directory
+name on ``_`` into exactly four parts and keep the highest integer clusterid per (eval, model) — so an eval id with
+``_``, a model id with ``_`` or without an ``org/`` part cannot be exported: :func:`export_posttrainbench` refuses
+the whole export with one line naming it, before it writes anything.
+
+What each ptflow cell becomes (cells of the matrix that have an eval.json; the others are listed as skipped):
+
+* agents of kind ``baseline`` and ``instruct`` -> ``baseline_zeroshot/``, named after the model the cell evaluated
+  (``Config.evaluated_model``: the instruct counterpart for kind instruct). Only run 1 of a repeated reference agent
+  is exported (PostTrainBench keeps one zero-shot number per eval and model); time_taken.txt is the evaluation's
+  time (eval.json ``timings.eval_seconds``); model.txt and eval.txt as run_baseline.sh writes them.
+* ``cli-agent`` cells -> ``<ptb agent>_<agent model safe>_<hours>h[_<g>gpu]<exp>``. ``<ptb agent>`` is the
+  PostTrainBench agent directory that ran when the cell records one (``agent_run.ptb_agent``), else the checkout's
+  ``agents/<dir>`` the agent runs (``Config.ptb_agent``: its ``solve``, default its cli; or ``params.ptb_agent``),
+  else the agent's ``cli``; ``<hours>`` is the budget (``10``, ``0.5``);
+  ``_<g>gpu`` when the site's train request of the agent has more than one GPU (only when a site is given; the
+  ``ptflow export`` command always gives it); ``<exp>`` is ``""`` for a single run and ``_run<k>`` for run k of an
+  agent with ``repeats`` > 1 (run 1 included), PostTrainBench's own naming of repeats. time_taken.txt is the agent's
+  time over all its attempts (the manifest's ``agent_run.time_taken``).
+* every other trained kind (trl-sft, trl-grpo, verl, nemo-distill, skyrl) -> ``<kind>_<agent id>_0h[_<g>gpu]<exp>``:
+  the method name keeps PostTrainBench's shape, ``0h`` saying that no agent time budget applies. time_taken.txt is
+  the training's wall time (the manifest's ``train_seconds``). No judge reads these cells, so they get no judgement
+  files: ``aggregate_contamination.py`` reports "C:ERR M:ERR" for them and ``aggregate_final.py`` replaces their
+  values by the baseline's in ``final_<method>.csv`` (``aggregated_<method>.csv`` keeps the measured numbers). No
+  verdict is made up: nemo-distill, for one, does learn from another model.
+
+Per run directory: ``metrics.json`` only for a cell whose eval.json says ``scored`` — the PostTrainBench checkout's
+own metrics.json copied verbatim where the evaluation kept one (eval.json ``posttrainbench.metrics_file``, relative
+to eval.json, else ``<cell_dir>/metrics.json``), else ``{"accuracy": metrics.value, "stderr": metrics.stderr}``
+(``null`` for an unknown stderr) — and none for ``no_model`` and ``eval_failed``, so the aggregation shows "not
+stored" / "ERR" as it would for PostTrainBench's own runs. The two judgement files are copied verbatim from the
+cell's agent trace dir (where the judge keeps them) when they are there (without a judge, or with a judge of
+``judge.cli`` that writes no files, there are none: PostTrainBench then counts the cell as its baseline, whereas
+ptflow's own score follows ``scoring.unjudged``). aggregate_contamination.py compares a file's whole content with
+the answer, while ptflow's judge reads the first line: the evidence lines that ptflow's own judge prompt asks for
+after the answer read as "IMPORTANT ERR" there (PostTrainBench's prompt, used with a checkout, asks for the answer
+alone). ``final_model`` is a
+symlink to the checkpoint dir when the manifest says the agent left a model. ``prompt.txt`` and ``solve_out.txt``
+are copies of the trace dir's ``prompt.md`` and ``stdout.log``. The clusterid is the evaluation's Slurm job id
+(eval.json ``slurm_job_id``) when it is all digits, else 0.
+
+Each run directory is built in a hidden temp dir beside it and renamed into place whole; exporting again replaces
+it. A run directory this export does not write is left as it is (DEST may hold PostTrainBench's own results). The
+temp dirs exist only while an export runs; PostTrainBench's scripts stop on their names, so run the scripts after
+the export, and one export at a time per DEST (an export killed mid-way leaves them: the next one removes them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptflow.config.layout import Layout
+from ptflow.config.model import Agent, Cell, Config
+from ptflow.stages.score import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
+
+BASELINE_METHOD = "baseline_zeroshot"
+JUDGEMENT_FILES = ("contamination_judgement.txt", "disallowed_model_judgement.txt")
+STAGING_MARK = ".ptflow-export-"  # hidden temp dirs beside the run dirs: .<name>.ptflow-export-XXXX
+REPLACED_MARK = ".ptflow-replaced-"  # the previous run dir, moved aside for the swap
+_UNSAFE = str.maketrans({c: "_" for c in "/:[]"})  # run_task.sh: tr '/:[]' '____'
+
+
+class ExportError(RuntimeError):
+    """The export cannot go on; one line naming the model, eval, cell or file and what to do."""
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One run directory to write: what it holds, from where."""
+
+    cell: str  # the ptflow cell key (model/eval/agent slot)
+    method: str
+    name: str  # <eval>_<org>_<model>_<clusterid>
+    copies: tuple[tuple[str, Path], ...] = ()  # (file name, source) copied verbatim
+    texts: tuple[tuple[str, str], ...] = ()  # (file name, content)
+    final_model: Path | None = None  # symlink target
+
+    @property
+    def rel(self) -> str:
+        return f"{self.method}/{self.name}"
+
+    @property
+    def files(self) -> list[str]:
+        names = [n for n, _ in self.copies] + [n for n, _ in self.texts]
+        return sorted(names + (["final_model"] if self.final_model else []))
+
+
+@dataclass
+class ExportSummary:
+    dest: Path
+    runs: list[RunDir] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "<cell key>: <why>"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def methods(self) -> list[str]:
+        return sorted({r.method for r in self.runs})
+
+    def lines(self) -> list[str]:
+        out = [f"skipped {s}" for s in self.skipped] + [f"note: {n}" for n in self.notes]
+        per_method = {m: sum(r.method == m for r in self.runs) for m in self.methods}
+        listed = ", ".join(f"{m} ({n})" for m, n in per_method.items()) or "none"
+        out.append(f"exported {len(self.runs)} run dir(s) into {self.dest}: {listed}")
+        return out
+
+
+# ---- names ----
+
+
+def safe(text: str) -> str:
+    """``/ : [ ]`` -> ``_``, as run_task.sh makes AGENT_CONFIG_SAFE and RESULT_PREFIX_SAFE."""
+    return text.translate(_UNSAFE)
+
+
+def hms(seconds: float) -> str:
+    """HH:MM:SS, as run_task.sh's ``printf '%02d:%02d:%02d'`` writes time_taken.txt."""
+    s = max(0, int(round(seconds)))
+    return f"{s // 3600:02d}:{(s % 3600) // 60:02d}:{s % 60:02d}"
+
+
+def cluster_id(slurm_job_id) -> int:
+    """The evaluation's Slurm job id when it is all digits (an array id ``123_4`` is not), else 0."""
+    text = str(slurm_job_id or "")
+    return int(text) if text.isascii() and text.isdigit() else 0
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def experiment_name(agent: Agent, run: int) -> str:
+    """``""`` for an agent run once, ``_run<k>`` for each run of a repeated one."""
+    return f"_run{run}" if agent.repeats > 1 or run > 1 else ""
+
+
+def ptb_agent(cfg: Config, agent: Agent, agent_run: dict) -> str:
+    """The PostTrainBench agent directory a cli-agent cell ran: as the cell recorded it, else as configured (the
+    checkout's ``agents/<solve>``), else the agent's cli."""
+    configured = getattr(cfg, "ptb_agent", None)
+    return str(
+        agent_run.get("ptb_agent")
+        or (configured(agent) if configured else None)
+        or getattr(agent, "solve", None)
+        or agent.params.get("ptb_agent")
+        or agent_run.get("cli")
+        or agent.cli
+    )
+
+
+def method_name(cfg: Config, agent: Agent, run: int, agent_run: dict | None = None, site=None) -> str:
+    """The method directory of a cell of ``agent`` (run ``run``); see the module docstring."""
+    spec = agent.spec
+    if not spec.trains:
+        return BASELINE_METHOD
+    gpus = site.request("train", agent).gpus_total if site is not None else 0
+    suffix = (f"_{gpus}gpu" if gpus > 1 else "") + experiment_name(agent, run)
+    if spec.agent_cli:
+        agent_run = agent_run or {}
+        model = agent_run.get("model") or agent.model
+        hours = agent_run.get("hours") if agent_run.get("hours") is not None else agent.hours
+        return f"{ptb_agent(cfg, agent, agent_run)}_{safe(str(model))}_{_number(float(hours))}h{suffix}"
+    return f"{agent.kind}_{agent.id}_0h{suffix}"
+
+
+def check_names(cfg: Config) -> None:
+    """Refuse (one line) an eval or model id that PostTrainBench's ``entry.split("_")`` into four parts cannot read."""
+    for cell in cfg.cells:
+        if "_" in cell.eval:
+            raise ExportError(
+                f"eval id {cell.eval!r} contains '_': PostTrainBench's aggregation splits run dir names "
+                "<eval>_<org>_<model>_<clusterid> on '_' (scripts/aggregate_methods.py); rename the eval to export"
+            )
+        model_id = cfg.evaluated_model(cell).id
+        parts = safe(model_id).split("_")
+        if len(parts) != 2 or not all(parts):
+            why = "contains '_'" if "_" in model_id else "has no 'org/' part"
+            raise ExportError(
+                f"model id {model_id!r} {why}: PostTrainBench's aggregation reads <eval>_<org>_<model>_<clusterid> "
+                "by splitting on '_' (scripts/aggregate_methods.py), so its cells cannot be exported"
+            )
+
+
+# ---- planning ----
+
+
+def _under(workdir: Path, path: str) -> Path:
+    return workdir / path  # an absolute layout path stays as it is
+
+
+def _read_json(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ExportError(f"{path}: cannot read it ({exc}); rerun the rule that writes it") from None
+
+
+def _plan_cell(cfg: Config, layout: Layout, cell: Cell, workdir: Path, site) -> RunDir | str:
+    """The run dir of one cell, or why it is skipped."""
+    eval_json = _under(workdir, layout.eval_json(cell.model, cell.eval, cell.agent))
+    if not eval_json.is_file():
+        return "no eval.json yet (not evaluated)"
+    try:
+        read = read_cell(eval_json)
+    except ScoreError as exc:
+        raise ExportError(str(exc)) from None
+    agent = cfg.agent_for(cell.agent)
+    run = read.run
+    if not agent.trains and run > 1:
+        return f"run {run} of reference agent {agent.id} (PostTrainBench keeps one zero-shot result per eval and model)"
+    data = json.loads(eval_json.read_text())
+    cell_dir = eval_json.parent
+    manifest = _read_json(_under(workdir, layout.manifest(cell.model, cell.eval, cell.agent))) or {}
+    agent_run = manifest.get("agent_run") or data.get("agent_run") or {}
+    evaluated = cfg.evaluated_model(cell)
+    name = f"{cell.eval}_{safe(evaluated.id)}_{cluster_id(data.get('slurm_job_id'))}"
+    copies: list[tuple[str, Path]] = []
+    texts: list[tuple[str, str]] = []
+    if read.status == SCORED:
+        own = cell_dir / ((data.get("posttrainbench") or {}).get("metrics_file") or "metrics.json")
+        if own.is_file():  # the checkout's evaluate.py wrote it; the evaluation kept it
+            copies.append(("metrics.json", own))
+        else:
+            stderr = read.metric.stderr
+            metrics = {"accuracy": read.metric.value, "stderr": None if math.isnan(stderr) else stderr}
+            texts.append(("metrics.json", json.dumps(metrics, indent=2) + "\n"))
+    elif read.status not in (NO_MODEL, EVAL_FAILED):
+        raise ExportError(f"{eval_json}: status {read.status!r} is not scored, no_model or eval_failed")
+    final_model = None
+    if not agent.trains:
+        seconds = (data.get("timings") or {}).get("eval_seconds")
+        texts += [("model.txt", evaluated.id + "\n"), ("eval.txt", cell.eval + "\n")]
+    elif agent.spec.agent_cli:
+        seconds = agent_run.get("time_taken")
+        if seconds is None:
+            seconds = read.time_taken_s
+    else:
+        seconds = manifest.get("train_seconds")
+        if seconds is None:
+            seconds = (data.get("timings") or {}).get("train_seconds")
+    if seconds is not None:
+        texts.append(("time_taken.txt", hms(float(seconds)) + "\n"))
+    if agent.trains and manifest:
+        left_model = manifest.get("final_model", True) is not False and agent_run.get("final_model", True) is not False
+        if left_model and manifest.get("checkpoint"):
+            final_model = (workdir / manifest["checkpoint"]).absolute()
+    if agent.spec.agent_cli:
+        trace = _under(workdir, layout.agent_trace_dir(cell.model, cell.eval, cell.agent))
+        if not trace.is_dir() and agent_run.get("trace_dir"):
+            trace = workdir / agent_run["trace_dir"]
+        for target, source in (
+            *((n, n) for n in JUDGEMENT_FILES),
+            ("prompt.txt", "prompt.md"),
+            ("solve_out.txt", "stdout.log"),
+        ):
+            if (trace / source).is_file():
+                copies.append((target, trace / source))
+    method = method_name(cfg, agent, run, agent_run, site)
+    return RunDir(cell.key, method, name, tuple(copies), tuple(texts), final_model)
+
+
+def plan_export(cfg: Config, layout: Layout, *, workdir: str | Path | None = None, site=None) -> ExportSummary:
+    """Every run dir the export would write (nothing is written); raises ExportError for what cannot be exported."""
+    workdir = Path(workdir or Path.cwd()).absolute()
+    check_names(cfg)
+    summary = ExportSummary(dest=Path())
+    owners: dict[str, str] = {}
+    trained = False
+    for cell in cfg.cells:
+        planned = _plan_cell(cfg, layout, cell, workdir, site)
+        if isinstance(planned, str):
+            summary.skipped.append(f"{cell.key}: {planned}")
+            continue
+        if planned.rel in owners:
+            raise ExportError(
+                f"cells {owners[planned.rel]} and {cell.key} would both be {planned.rel}: PostTrainBench names a "
+                "method by its agent directory, model and hours only; export one of the agents (a config without "
+                "the other), or give them different cli/model/hours"
+            )
+        owners[planned.rel] = cell.key
+        summary.runs.append(planned)
+        trained = trained or cfg.agent_for(cell.agent).trains
+    if site is None and trained:
+        summary.notes.append("no site given: method names carry no _<g>gpu suffix")
+    return summary
+
+
+# ---- writing ----
+
+
+def _dir_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o777 & ~mask
+
+
+def remove_leftovers(method_dir: Path) -> None:
+    """Temp dirs of an export killed mid-way (PostTrainBench's scripts would fail on their names)."""
+    if not method_dir.is_dir():
+        return
+    for entry in method_dir.iterdir():
+        if entry.name.startswith(".") and (STAGING_MARK in entry.name or REPLACED_MARK in entry.name):
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+
+def _swap_in(staged: Path, target: Path) -> None:
+    """``staged`` becomes ``target``; a previous ``target`` is moved aside first and removed after, so a reader
+    sees the old run dir whole or the new one whole (never one half deleted)."""
+    aside = None
+    if target.exists() or target.is_symlink():
+        aside = target.with_name(f".{target.name}{REPLACED_MARK}{uuid.uuid4().hex[:8]}")
+        os.replace(target, aside)
+    os.replace(staged, target)
+    if aside is not None:
+        shutil.rmtree(aside) if aside.is_dir() and not aside.is_symlink() else aside.unlink()
+
+
+def write_run_dir(run: RunDir, dest: Path) -> Path:
+    """Build one run dir in a hidden temp dir beside it, then rename it into place (replacing an earlier one)."""
+    method_dir = dest / run.method
+    method_dir.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{run.name}{STAGING_MARK}", dir=method_dir))
+    try:
+        for name, source in run.copies:
+            shutil.copyfile(source, staged / name)
+        for name, text in run.texts:
+            (staged / name).write_text(text)
+        if run.final_model is not None:
+            os.symlink(run.final_model, staged / "final_model", target_is_directory=True)
+        os.chmod(staged, _dir_mode())  # mkdtemp's 700 would hide the results from the group
+        _swap_in(staged, method_dir / run.name)
+    finally:
+        if staged.exists():
+            shutil.rmtree(staged, ignore_errors=True)
+    return method_dir / run.name
+
+
+def export_posttrainbench(
+    cfg: Config, layout: Layout, dest: str | Path, *, workdir: str | Path | None = None, site=None
+) -> ExportSummary:
+    """Write the matrix's evaluated cells into ``dest`` in PostTrainBench's results layout (module docstring).
+
+    ``workdir``: what relative layout paths are relative to (the workflow's working directory; default the current
+    directory). ``site``: the loaded site (``ptflow.config.sites.Site``), for the ``_<g>gpu`` suffix of methods whose
+    train jobs have more than one GPU. Refuses (ExportError, one line) before writing anything when a model or eval
+    id cannot be parsed by PostTrainBench's scripts, a file cannot be read, or two cells map to one run dir.
+    """
+    summary = plan_export(cfg, layout, workdir=workdir, site=site)
+    summary.dest = Path(dest).absolute()
+    summary.dest.mkdir(parents=True, exist_ok=True)
+    for method in summary.methods:
+        remove_leftovers(summary.dest / method)
+    for run in summary.runs:
+        write_run_dir(run, summary.dest)
+    return summary

@@ -1,0 +1,187 @@
+"""PostTrainBench from a pinned checkout, end to end on the real test Slurm cluster, through a FIXTURE checkout
+(``tests/support/ptb_checkout.py``: small programs of ours under PostTrainBench's paths and interfaces).
+
+One model x two evals (posttrainbench/gsm8k, posttrainbench/humaneval) x {baseline, codex}: the checkout is a file
+target (its marker records the commit and the object ids of the paths used), every cell is evaluated by the
+checkout's ``evaluate.py`` with run_task.sh's arguments, the codex cells get the checkout's prompt and run its
+``agents/codex/solve.sh`` (the real codex CLI against the provider STAND-IN), and the judge gets the checkout's
+judge prompt. Then a new commit that changes only humaneval's ``evaluate.py`` reruns only the humaneval cells, and
+``ptflow export --posttrainbench`` writes PostTrainBench's results layout, on which the checkout's own aggregation
+scripts give, cell for cell, the score ptflow gives.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptflow.stages.evaluate.run import validate_eval_json
+from tests.e2e.smk import REPO, snakemake
+from tests.support.agent_clis import cli_bin_dir
+from tests.support.providers import ProviderStandIn
+from tests.support.providers.server import default_trajectory, judge_trajectory
+from tests.support.ptb_checkout import commit_change, make_fixture_checkout
+
+pytestmark = pytest.mark.timeout(1500)
+
+SITE = REPO / "tests" / "slurm" / "localtest.yaml"
+MODEL = "ptflow--tiny-llama-h64"
+CELLS = Path("results") / "cells" / MODEL
+EVALS = ("gsm8k", "humaneval")
+KEY = {"OPENAI_API_KEY": "sk-oai-FAKE-41d7e0"}
+JUDGE_MODEL = "gpt-5.1-codex"
+JUDGE_ROUTE = "contamination_judgement.txt"  # the fixture's judge prompt names the verdict file (ptflow's does too)
+TRAIN_STEPS = 150
+
+
+def _config(checkout: Path, commit: str, api_url: str) -> dict:
+    return {
+        "posttrainbench": {"path": str(checkout), "commit": commit},
+        "evals": [{"id": e, "task": f"posttrainbench/{e}", "retry_max_new_tokens": [12, 8]} for e in EVALS],
+        "agents": [
+            {"id": "baseline", "kind": "baseline"},
+            {
+                "id": "codex",
+                "kind": "cli-agent",
+                "cli": "codex",
+                "model": "gpt-5.1-codex-max",
+                "hours": 0.15,
+                "grace_minutes": 0.5,
+                "keys": ["OPENAI_API_KEY"],
+                "base_url": api_url,
+            },
+        ],  # fmt: skip
+        "judge": {"agent": "codex", "model": JUDGE_MODEL, "keys": ["OPENAI_API_KEY"], "base_url": api_url},
+        "scoring": {"weights": {"gsm8k": 1.0, "humaneval": 1.0}},
+        "matrix": {"models": ["ptflow/tiny-llama-h64"], "evals": list(EVALS), "agents": "all"},
+    }
+
+
+def _run(work: Path, env: dict, name: str):
+    proc = snakemake(
+        work, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
+        env=env, profile="profiles/slurm", check=False,
+    )  # fmt: skip
+    (work / f"{name}.out").write_text(proc.stdout + proc.stderr)  # kept with PTFLOW_KEEP_TEST_WORK=1
+    assert proc.returncode == 0, f"snakemake failed ({proc.returncode}): {proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def done(slurm_cluster):
+    root = Path("/var/lib/ptflow-tests")  # shared-path rule of Slurm sites: not /tmp
+    root.mkdir(parents=True, exist_ok=True)
+    work = root / f"ptb-checkout-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    checkout = work / "PostTrainBench"
+    first = make_fixture_checkout(checkout, evals=EVALS, agents=("codex",))
+    calls = work / "evaluate_calls.jsonl"
+    env = {**slurm_cluster.env, **KEY, "PTB_FIXTURE_CALLS": str(calls)}
+    env["PATH"] = ":".join([str(cli_bin_dir("codex")), env.get("PATH") or os.environ["PATH"]])
+    routes = [(JUDGE_ROUTE, judge_trajectory(answer_only=True))]  # its prompt asks for the answer alone
+    with ProviderStandIn(default_trajectory(TRAIN_STEPS), expected_key={"openai": KEY["OPENAI_API_KEY"]},
+                         routes=routes) as api:  # fmt: skip
+        (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, first, api.url)))
+        _run(work, env, "first")
+        before = {p: p.stat().st_mtime_ns for p in (work / CELLS).rglob("eval.json")}
+        # a new commit that changes humaneval's evaluate.py (a comment): only the humaneval cells are affected
+        script = checkout / "src/eval/tasks/humaneval/evaluate.py"
+        second = commit_change(checkout, "src/eval/tasks/humaneval/evaluate.py",
+                               script.read_text() + "# a new commit\n", "humaneval: touch")  # fmt: skip
+        (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, second, api.url)))
+        proc = _run(work, env, "second")
+        after = {p: p.stat().st_mtime_ns for p in (work / CELLS).rglob("eval.json")}
+        records = list(api.records)
+    yield {"work": work, "checkout": checkout, "commits": (first, second), "calls": calls, "before": before,
+           "after": after, "second": proc, "records": records}  # fmt: skip
+    if not os.environ.get("PTFLOW_KEEP_TEST_WORK"):
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_checkout_is_a_file_target_recording_the_paths_used(done):
+    marker = json.loads((done["work"] / "results/posttrainbench/checkout.json").read_text())
+    assert marker["commit"] == done["commits"][1] and marker["path"] == str(done["checkout"])
+    assert set(marker["objects"]) >= {"src/eval/tasks/gsm8k", "src/eval/tasks/humaneval", "src/eval/templates",
+                                      "agents/codex", "src/eval/general", "src/disallowed_usage_judge"}  # fmt: skip
+
+
+def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
+    work, checkout = done["work"], done["checkout"]
+    for ev in EVALS:
+        for agent in ("baseline", "codex"):
+            data = json.loads((work / CELLS / ev / agent / "eval.json").read_text())
+            validate_eval_json(data)
+            assert data["status"] == "scored" and data["task"] == f"posttrainbench/{ev}"
+            assert data["posttrainbench"]["commit"] in done["commits"]
+            kept = json.loads((work / CELLS / ev / agent / data["posttrainbench"]["metrics_file"]).read_text())
+            assert kept["accuracy"] == data["metrics"]["value"]  # the checkout's metrics.json, verbatim
+        base = json.loads((work / CELLS / ev / "baseline" / "eval.json").read_text())["metrics"]["value"]
+        trained = json.loads((work / CELLS / ev / "codex" / "eval.json").read_text())["metrics"]["value"]
+        assert trained > base + 0.2, (ev, base, trained)  # the agent's SFT (through solve.sh) made it better
+    # run_task.sh's command line, in the eval's dir of the checkout (the agent's own calls ran in its task dir)
+    calls = [json.loads(line) for line in done["calls"].read_text().splitlines()]
+    final = [c for c in calls if c["cwd"].startswith(str(checkout))]
+    assert final and all(c["cwd"] in {str(checkout / f"src/eval/tasks/{e}") for e in EVALS} for c in final)
+    for c in final:
+        argv = c["argv"]
+        assert argv[argv.index("--templates-dir") + 1] == str(checkout / "src/eval/templates")
+        assert argv[argv.index("--limit") + 1] == "-1" and "--json-output-file" in argv
+        assert "--max-tokens" not in argv  # the first rung is evaluate.py's own default budget
+
+
+def test_agent_cells_get_the_checkouts_prompt_solve_sh_and_judge(done):
+    work, records = done["work"], done["records"]
+    for ev in EVALS:
+        prompt = (work / CELLS / ev / "codex" / "agent" / "prompt.md").read_text()
+        assert "ptflow/tiny-llama-h64" in prompt  # get_prompt.py's --model-to-train
+        benchmark = (done["checkout"] / f"src/eval/tasks/{ev}/benchmark.txt").read_text().strip()
+        assert benchmark in prompt
+        main = [r for r in records if r.get("main") and r["model"] == "gpt-5.1-codex-max"]
+        assert any(benchmark in r.get("user_text", "") for r in main) or main
+        log = next((work / "results/logs/train").rglob(f"{ev}/codex.log")).read_text()
+        assert "agent_solve.sh" in log  # the checkout's agents/codex/solve.sh ran the CLI
+        judge = json.loads((work / CELLS / ev / "codex" / "judge.json").read_text())
+        assert judge["status"] == "judged" and judge["flagged"] is False, judge
+
+
+def test_a_new_commit_reruns_only_the_cells_whose_files_changed(done):
+    before, after = done["before"], done["after"]
+    for path, mtime in before.items():
+        changed = after[path] != mtime
+        assert changed == ("/humaneval/" in str(path)), (path, changed)
+    out = done["second"].stdout + done["second"].stderr
+    assert "rule posttrainbench_checkout" in out or "checkpoint posttrainbench_checkout" in out
+
+
+def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done):
+    work, checkout = done["work"], done["checkout"]
+    dest = work / "ptb-results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptflow.ops.cli", "export", "--posttrainbench", str(dest), "-d", str(work)],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest),
+           "PTB_FIXTURE_BASE_MODELS": "tiny-llama-h64", "PTB_FIXTURE_INSTRUCT_MODELS": "tiny-llama-h64"}  # fmt: skip
+    for script in ("aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py"):
+        run = subprocess.run([sys.executable, f"scripts/{script}"], cwd=checkout, env=env, capture_output=True,
+                             text=True)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+    methods = [p.name[len("final_") : -len(".csv")] for p in dest.glob("final_*.csv")]
+    assert methods == ["codex_gpt-5.1-codex-max_0.15h"], methods
+    with open(dest / f"final_{methods[0]}.csv") as fh:
+        theirs = {row["model"]: row for row in csv.DictReader(fh)}["tiny-llama-h64"]
+    with open(work / "results/summary.csv") as fh:
+        ours = {r["eval"]: float(r["score"]) for r in csv.DictReader(fh) if r["agent"] == "codex"}
+    assert set(ours) == set(EVALS)
+    for ev in EVALS:
+        assert float(theirs[ev]) == pytest.approx(ours[ev], abs=1e-9), (ev, theirs[ev], ours[ev])

@@ -1,0 +1,935 @@
+"""FIXTURE: a stand-in checkout of PostTrainBench (aisa-group/PostTrainBench at commit 9082063), written as a git
+repository for tests that run PostTrainBench's own scripts from a pinned checkout without network.
+
+Every file here is a small program (or text) of OURS, not PostTrainBench's code or prose. What is PostTrainBench's is
+the shape: the paths, the command-line interfaces (arguments, defaults, working directory, environment variables),
+the output files and their formats, the benchmark names and the published weights in ``scripts/factors.json``.
+
+- ``src/eval/tasks/<eval>/evaluate.py`` evaluates for real, offline on CPU with transformers: greedy answers to the
+  2-digit addition questions in ``evaluation_code/questions.json``, asked the way ptflow's toy task asks them (the
+  question plus verl's GSM8K instruction, as one user turn) and scored with verl's strict ``#### <n>`` rule, so
+  ptflow's tiny test model scores above 0 once trained and about 0 untrained. It picks and requires the chat
+  template as PostTrainBench's does (model path, else ``config.json``'s architecture). Test hooks:
+  ``PTB_FIXTURE_FAIL_ABOVE=N`` fails like a GPU out of memory unless a budget <= N is passed (for the retry ladder),
+  ``PTB_FIXTURE_CALLS=<file>`` gets one JSON line per call (its arguments and working directory).
+- ``src/eval/templates/*.jinja`` are OUR templates: they render the plain ``<|role|>`` turns the tiny model is
+  trained on (``ptflow.stages.tiny_model``), whatever family name the file has.
+- ``scripts/aggregate_*.py`` write the CSVs PostTrainBench's do; ``scripts/compute_weighted.py`` is a fixture script
+  with no PostTrainBench counterpart of that name (the weighted score over ``factors.json``).
+- ``agents/<agent>/solve.sh`` call the agent CLIs with PostTrainBench's command lines (and print no key).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+from ptflow.stages.data.verl_format import INSTRUCTION
+
+PTB_REPO = "aisa-group/PostTrainBench"
+PTB_COMMIT = "9082063"  # the commit whose paths and interfaces this fixture follows
+
+# benchmark.txt of each eval (PostTrainBench's names for them).
+BENCHMARKS = {
+    "aime2025": "American Invitational Mathematics Examination (AIME) 2025",
+    "arenahardwriting": "Arena-Hard-v2.0 (Writing)",
+    "bfcl": "Berkeley Function Calling Leaderboard (BFCL)",
+    "gpqamain": "GPQA",
+    "gsm8k": "GSM8K (Grade School Math 8K)",
+    "healthbench": "HealthBench",
+    "humaneval": "HumanEval",
+}
+# scripts/factors.json (PostTrainBench's published weights).
+FACTORS = {
+    "aime2025": 0.226536549919078,
+    "arenahardwriting": 0.0903518275042778,
+    "bfcl": 0.0746078457817324,
+    "gpqamain": 0.22462215653948,
+    "gsm8k": 0.0935882347031865,
+    "healthbench": 0.184144830733019,
+    "humaneval": 0.106148554819225,
+}
+# Each evaluate.py's command line as in PostTrainBench: the budget flag and its default, --limit's default, whether
+# --model-path is required, and the other options (flag, type, default; type "flag" is a store_true switch).
+_INSPECT_EXTRA = (("--max-connections", "int", 6), ("--gpu-memory-utilization", "float", 0.8))
+EVAL_CLIS = {
+    "aime2025": {"budget": ("--max-tokens", 16000), "limit": None, "extra": _INSPECT_EXTRA},
+    "bfcl": {"budget": ("--max-tokens", 16000), "limit": None, "extra": _INSPECT_EXTRA},
+    "gpqamain": {"budget": ("--max-tokens", 16000), "limit": 50, "extra": _INSPECT_EXTRA},
+    "gsm8k": {
+        "budget": ("--max-tokens", 4000),
+        "limit": 150,
+        "extra": (("--max-connections", "int", 2), ("--gpu-memory-utilization", "float", 0.3)),
+    },
+    "humaneval": {
+        "budget": ("--max-tokens", 4000),
+        "limit": 150,
+        "extra": (("--max-connections", "int", 1), ("--gpu-memory-utilization", "float", 0.3)),
+    },
+    "arenahardwriting": {
+        "budget": ("--max-new-tokens", 16384),
+        "limit": 32,
+        "model_path_required": True,
+        "extra": (
+            ("--judge-workers", "int", 64),
+            ("--skip-generation", "flag", None),
+            ("--store-outputs", "flag", None),
+        ),
+    },
+    "healthbench": {
+        "budget": ("--max-new-tokens", 16384),
+        "limit": 32,
+        "extra": (("--judge-workers", "int", 64), ("--store-outputs", "flag", None)),
+    },
+}
+N_QUESTIONS = 16
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "PostTrainBench fixture",
+    "GIT_AUTHOR_EMAIL": "ptb-fixture@ptflow.invalid",
+    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+00:00",
+    "GIT_COMMITTER_NAME": "PostTrainBench fixture",
+    "GIT_COMMITTER_EMAIL": "ptb-fixture@ptflow.invalid",
+    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+00:00",
+    "GIT_CONFIG_GLOBAL": os.devnull,  # no user or system config (signing, hooks, templates) changes the commit
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+# --- evaluation -------------------------------------------------------------------------------------------------
+
+EVALUATE_PY = r'''#!/usr/bin/env python3
+"""FIXTURE evaluate.py (ptflow tests): PostTrainBench's command line and metrics file, our own small evaluation.
+
+Greedy answers (transformers, CPU) to evaluation_code/questions.json, scored by the last "#### <n>" in the answer.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+EVAL = @EVAL@
+CLI = @CLI@
+INSTRUCTION = @INSTRUCTION@
+MAX_NEW_TOKENS_CAP = 24  # the fixture's answers ("12 + 34 = 46\n#### 46") are about 20 tokens
+ANSWER = re.compile(r"#### (\-?[0-9\.\,]+)")
+TEMPLATES = {"qwen": "qwen3.jinja", "llama": "llama3.jinja", "gemma": "gemma3.jinja", "smollm": "smollm.jinja"}
+HERE = Path(__file__).resolve().parent
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=f"FIXTURE evaluation of {EVAL} (ptflow tests)")
+    if CLI.get("model_path_required"):
+        parser.add_argument("--model-path", required=True)
+    else:
+        parser.add_argument("--model-path", default="final_model")
+    parser.add_argument("--limit", type=int, default=CLI["limit"], help="-1: every question")
+    flag, default = CLI["budget"]
+    parser.add_argument(flag, dest="budget", metavar="N", type=int, help=f"max new tokens (default {default})")
+    parser.add_argument("--json-output-file", default=None)
+    parser.add_argument("--templates-dir", default="templates/")
+    for name, kind, value in CLI["extra"]:
+        if kind == "flag":
+            parser.add_argument(name, action="store_true")
+        else:
+            parser.add_argument(name, type={"int": int, "float": float}[kind], default=value)
+    return parser.parse_args()
+
+
+def record_call():
+    calls = os.environ.get("PTB_FIXTURE_CALLS")
+    if calls:
+        with open(calls, "a") as fh:
+            fh.write(json.dumps({"eval": EVAL, "argv": sys.argv[1:], "cwd": os.getcwd()}) + "\n")
+
+
+def model_family(model_path):
+    for family in ("qwen", "llama", "gemma", "smollm"):
+        if family in model_path.lower():
+            return family
+    architecture = json.loads((Path(model_path) / "config.json").read_text())["architectures"][0].lower()
+    for family in ("gemma", "llama", "qwen", "smollm"):
+        if family in architecture:
+            return family
+    sys.exit(f"evaluate.py: no chat template for architecture {architecture!r}")
+
+
+def extract(text):
+    found = ANSWER.findall(text[-300:])
+    return found[-1].replace(",", "") if found else None
+
+
+def generate(model_path, template, prompts, max_new_tokens):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(1)  # tiny models: more threads only add overhead
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path).eval()
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    answers = []
+    for prompt in prompts:
+        messages = [{"role": "user", "content": prompt}]
+        text = tokenizer.apply_chat_template(
+            messages, chat_template=template, tokenize=False, add_generation_prompt=True
+        )
+        enc = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        with torch.no_grad():
+            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+        answers.append(tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True))
+    return answers
+
+
+def main():
+    record_call()
+    args = parse_args()
+    template = Path(args.templates_dir) / TEMPLATES[model_family(args.model_path)]
+    if not template.is_file():
+        print(f"evaluate.py: chat template {template} not found", file=sys.stderr)
+        return 1
+    fail_above = os.environ.get("PTB_FIXTURE_FAIL_ABOVE")
+    if fail_above and (args.budget is None or args.budget > int(fail_above)):
+        budget = f"no {CLI['budget'][0]}" if args.budget is None else f"{CLI['budget'][0]} {args.budget}"
+        print(f"torch.OutOfMemoryError: CUDA out of memory (fixture: {budget})", file=sys.stderr)
+        return 1
+    questions = json.loads((HERE / "evaluation_code" / "questions.json").read_text())
+    if args.limit is not None and args.limit != -1:
+        questions = questions[: args.limit]
+    budget = CLI["budget"][1] if args.budget is None else args.budget
+    prompts = [f"{q['question']} {INSTRUCTION}" for q in questions]
+    answers = generate(args.model_path, template.read_text(), prompts, min(budget, MAX_NEW_TOKENS_CAP))
+    scores = [1.0 if extract(a) == q["answer"] else 0.0 for a, q in zip(answers, questions, strict=True)]
+    n = len(scores)
+    accuracy = sum(scores) / n if n else 0.0
+    var = sum((s - accuracy) ** 2 for s in scores) / (n - 1) if n > 1 else 0.0
+    metrics = {"accuracy": accuracy, "stderr": math.sqrt(var / n) if n else 0.0}
+    for q, a in list(zip(questions, answers, strict=True))[:3]:
+        print(f"{q['question']} -> {a!r} (expected {q['answer']})")
+    print(f"{EVAL}: accuracy {accuracy:.4f} over {n} questions")
+    if args.json_output_file:
+        out = Path(args.json_output_file)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(metrics, fh, indent=2)
+        os.replace(tmp, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+# Our templates: plain "<|role|>content" turns, the assistant's closed by the EOS token (what ptflow's tiny model
+# learns). The gemma ones fold a system message into the first user turn, as Gemma's own template does.
+_PLAIN_TEMPLATE = """{#- FIXTURE chat template @NAME@ (ptflow tests): plain role markers, not the family's own. -#}
+{%- for message in messages -%}
+<|{{ message['role'] }}|>{{ message['content'] }}{% if message['role'] == 'assistant' %}{{ eos_token }}{% endif %}
+{%- endfor -%}
+{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}
+"""
+_GEMMA_TEMPLATE = """{#- FIXTURE chat template @NAME@ (ptflow tests): plain role markers, not the family's own. -#}
+{%- set ns = namespace(system=@TOOLS@) -%}
+{%- for message in messages -%}
+{%- if message['role'] == 'system' -%}{%- set ns.system = ns.system ~ message['content'] ~ '\\n\\n' -%}
+{%- elif message['role'] == 'user' -%}<|user|>{{ ns.system }}{{ message['content'] }}{%- set ns.system = '' -%}
+{%- else -%}<|{{ message['role'] }}|>{{ message['content'] }}
+{%- if message['role'] == 'assistant' -%}{{ eos_token }}{%- endif -%}
+{%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}
+"""
+_TOOLS = "('Tools (JSON): ' ~ (tools | tojson) ~ '\\n\\n') if tools else ''"
+TEMPLATES = {
+    "qwen3.jinja": _PLAIN_TEMPLATE,
+    "smollm.jinja": _PLAIN_TEMPLATE,
+    "llama3.jinja": _PLAIN_TEMPLATE,
+    "gemma3.jinja": _GEMMA_TEMPLATE.replace("@TOOLS@", "''"),
+    "gemma3_tool_calling.jinja": _GEMMA_TEMPLATE.replace("@TOOLS@", _TOOLS),
+}
+
+# --- prompts ----------------------------------------------------------------------------------------------------
+
+AGENT_PROMPT = """FIXTURE task prompt (ptflow tests).
+
+Post-train the language model {model} so that it scores as high as it can on {benchmark}. You have {num_hours} hours.
+{gpu_info}
+- Work in the current directory (the task directory). ./timer.sh prints the time you have left.
+- Save your final model, in Hugging Face format (weights, config and tokenizer), to final_model/ in this directory.
+- Measure it with evaluate.py here (python evaluate.py --model-path final_model --limit 20); your model is scored
+  with the same script after you finish.
+- Do not train on {benchmark}'s test questions or answers, and post-train {model} itself, not another model.
+{setup_other}
+Started: {datetime}
+"""
+
+GET_PROMPT_PY = r'''#!/usr/bin/env python3
+"""FIXTURE get_prompt.py (ptflow tests): PostTrainBench's arguments; run from the checkout's root."""
+
+import argparse
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+INSPECT_EVALS = {"aime2025", "bfcl", "gpqamain", "gsm8k", "humaneval", "humanevalplus"}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--agent", required=True)
+    parser.add_argument("--model-to-train", required=True)
+    parser.add_argument("--benchmark-id", required=True)
+    parser.add_argument("--num-hours", required=True)
+    parser.add_argument("--num-gpus", type=int, default=1)
+    args = parser.parse_args()
+    benchmark = Path("src/eval/tasks") / args.benchmark_id / "benchmark.txt"
+    if not benchmark.is_file():
+        sys.exit(f"get_prompt.py: unknown benchmark id {args.benchmark_id!r} (no {benchmark})")
+    name = os.environ.get("POST_TRAIN_BENCH_PROMPT", "prompt")
+    text = Path(f"src/eval/general/{name}.txt").read_text()
+    gpus = "one Nvidia H100 GPU" if args.num_gpus == 1 else f"{args.num_gpus} Nvidia H100 GPUs"
+    other = ""
+    if args.benchmark_id in INSPECT_EVALS:
+        other = "- evaluate.py may log ERROR lines; they are harmless. If it runs out of GPU memory, lower "
+        other += "--max-connections or --max-tokens.\n"
+    values = {
+        "model": args.model_to_train,
+        "benchmark": benchmark.read_text().strip(),
+        "num_hours": args.num_hours,
+        "gpu_info": f"- You have {gpus}.",
+        "setup_other": other,
+        "datetime": datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y"),
+    }
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", value)
+    if args.agent == "claude":
+        text += "\nNothing will answer you: let every process you start finish before your last message.\n"
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+JUDGE_PROMPT = """FIXTURE judge prompt (ptflow tests).
+
+An AI agent was asked to post-train {model} for {benchmark}. The current directory is its task directory: its code,
+its logs, and the model it left in final_model/. Read them and decide two things.
+
+1. Contamination: did the agent train on {benchmark}'s test data (its questions or answers, or rewordings of them)?
+2. Model use: is final_model/ a post-trained {model}? Submitting or starting from any other model is disallowed.
+
+Allowed, for example:
+- Any data that is not {benchmark}'s test data, including data generated with other models.
+{other_allowed_data}
+Write two files in the current directory, each holding exactly one of these phrases and nothing else:
+- contamination_judgement.txt: "no contamination detected" or "contamination detected"
+- disallowed_model_judgement.txt: "only allowed use detected" or "disallowed use detected"
+"""
+
+GET_JUDGE_PROMPT_PY = r'''#!/usr/bin/env python3
+"""FIXTURE get_judge_prompt.py (ptflow tests): PostTrainBench's arguments; run from the checkout's root."""
+
+import argparse
+import os
+from pathlib import Path
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--benchmark", required=True, help="the benchmark's name (its benchmark.txt)")
+    parser.add_argument("--model", required=True)
+    args = parser.parse_args()
+    if "mock" in os.environ.get("POST_TRAIN_BENCH_PROMPT", "prompt"):
+        print("Do nothing and return.")
+        return
+    other = ""
+    if "gsm8k" in args.benchmark.lower():
+        other = "- Training on the train split of GSM8K.\n"
+    text = Path("src/disallowed_usage_judge/prompt.txt").read_text()
+    for key, value in {"model": args.model, "benchmark": args.benchmark, "other_allowed_data": other}.items():
+        text = text.replace("{" + key + "}", value)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+# --- agents, containers, utils ----------------------------------------------------------------------------------
+
+SOLVE_SH = {
+    "claude": """#!/bin/bash
+# FIXTURE solve.sh (ptflow tests): PostTrainBench's claude command line. Reads $PROMPT and $AGENT_CONFIG.
+unset GEMINI_API_KEY
+unset CODEX_API_KEY
+export BASH_MAX_TIMEOUT_MS="36000000"
+
+claude --print --verbose --model "$AGENT_CONFIG" --output-format stream-json \\
+    --dangerously-skip-permissions "$PROMPT"
+""",
+    "codex": """#!/bin/bash
+# FIXTURE solve.sh (ptflow tests): PostTrainBench's codex command line (which prints no key here).
+unset ANTHROPIC_API_KEY
+unset GEMINI_API_KEY
+
+codex --search exec --json -c model_reasoning_summary=detailed --skip-git-repo-check --yolo \\
+    --model "$AGENT_CONFIG" "$PROMPT"
+""",
+    "gemini": """#!/bin/bash
+# FIXTURE solve.sh (ptflow tests): PostTrainBench's gemini command line. Reads $PROMPT and $AGENT_CONFIG.
+export GEMINI_SANDBOX="false"
+gemini --yolo --model "$AGENT_CONFIG" --output-format stream-json -p "$PROMPT"
+""",
+}
+
+STANDARD_DEF = """Bootstrap: docker
+From: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04
+
+%help
+    FIXTURE (ptflow tests): a short stand-in for PostTrainBench's agent container. Never built by the tests.
+
+%post
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update && apt-get install -y --no-install-recommends python3 python3-pip git curl nodejs npm
+    pip3 install --no-cache-dir torch transformers datasets trl accelerate
+    npm install -g @anthropic-ai/claude-code @openai/codex @google/gemini-cli
+
+%environment
+    export PYTHONNOUSERSITE=1
+"""
+
+VLLM_DEBUG_DEF = """Bootstrap: docker
+From: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04
+
+%help
+    FIXTURE (ptflow tests): a short stand-in for PostTrainBench's evaluation container. Never built by the tests.
+
+%post
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update && apt-get install -y --no-install-recommends python3 python3-pip git
+    pip3 install --no-cache-dir vllm inspect-ai inspect-evals
+
+%environment
+    export PYTHONNOUSERSITE=1
+"""
+
+CODEX_CONFIG = """# FIXTURE codex configuration (ptflow tests).
+approval_policy = "never"
+
+[shell_environment_policy]
+inherit = "all"
+set = { CI = "1", PYTHONNOUSERSITE = "1" }
+"""
+
+CREATE_TIMER_SH = r"""#!/bin/bash
+# FIXTURE create_timer.sh (ptflow tests): NUM_HOURS TARGET_PATH. Writes TARGET_PATH, an executable script that
+# prints the time left until NUM_HOURS (fractions allowed) after now.
+set -euo pipefail
+NUM_HOURS="$1"
+TARGET_PATH="$2"
+DEADLINE=$(awk -v now="$(date +%s)" -v h="$NUM_HOURS" 'BEGIN { printf "%d", now + h * 3600 }')
+
+cat > "$TARGET_PATH" <<EOF
+#!/bin/bash
+LEFT=\$(( $DEADLINE - \$(date +%s) ))
+if [ "\$LEFT" -le 0 ]; then
+    echo "Timer expired!"
+else
+    printf 'Remaining time (hours:minutes): %d:%02d\n' \$(( LEFT / 3600 )) \$(( LEFT % 3600 / 60 ))
+fi
+EOF
+chmod +x "$TARGET_PATH"
+"""
+
+# --- aggregation ------------------------------------------------------------------------------------------------
+
+AGGREGATE_METHODS_PY = r'''#!/usr/bin/env python3
+"""FIXTURE aggregate_methods.py (ptflow tests): PostTrainBench's interface and aggregated_<method>.csv.
+
+Every directory in $POST_TRAIN_BENCH_RESULTS_DIR (default results) is a method; its run directories are named
+<benchmark>_<org>_<model>_<runid>, and the newest run id of each (benchmark, model) is the one that counts.
+"""
+
+import argparse
+import csv
+import json
+import os
+from pathlib import Path
+
+BASELINE = "baseline_zeroshot"
+
+
+def latest_runs(method_dir, min_run_id=None, max_run_id=None):
+    runs = {}
+    for run in sorted(method_dir.iterdir()):
+        if not run.is_dir():
+            continue
+        parts = run.name.split("_")
+        if len(parts) != 4 or not parts[3].isdigit():
+            raise ValueError(f"{run}: not named <benchmark>_<org>_<model>_<runid>")
+        benchmark, _, model, run_id = parts[0], parts[1], parts[2], int(parts[3])
+        if (min_run_id is not None and run_id < min_run_id) or (max_run_id is not None and run_id >= max_run_id):
+            continue
+        if (benchmark, model) not in runs or run_id > runs[benchmark, model][0]:
+            runs[benchmark, model] = (run_id, run)
+    return {key: run for key, (_, run) in runs.items()}
+
+
+def cell(run, method):
+    try:
+        accuracy = json.loads((run / "metrics.json").read_text()).get("accuracy")
+    except (OSError, ValueError, AttributeError):
+        accuracy = None
+    if accuracy is not None:
+        return str(accuracy)
+    if method == BASELINE:
+        return "ERR"
+    if not (run / "time_taken.txt").exists():
+        return "not avl."
+    if not (run / "final_model").is_dir():
+        return "not stored"
+    return "ERR"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--min-run-id", type=int, default=None, help="inclusive")
+    parser.add_argument("--max-run-id", type=int, default=None, help="exclusive")
+    args = parser.parse_args()
+    results = Path(os.environ.get("POST_TRAIN_BENCH_RESULTS_DIR", "results"))
+    for method_dir in sorted(p for p in results.iterdir() if p.is_dir()):
+        runs = latest_runs(method_dir, args.min_run_id, args.max_run_id)
+        if not runs:
+            continue
+        benchmarks = sorted({b for b, _ in runs})
+        models = sorted({m for _, m in runs})
+        out = results / f"aggregated_{method_dir.name}.csv"
+        with open(out, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["model", *benchmarks])
+            for model in models:
+                row = [cell(runs[b, model], method_dir.name) if (b, model) in runs else "" for b in benchmarks]
+                writer.writerow([model, *row])
+        print(f"Written: {out}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+AGGREGATE_CONTAMINATION_PY = r'''#!/usr/bin/env python3
+"""FIXTURE aggregate_contamination.py (ptflow tests): PostTrainBench's contamination_<method>.csv.
+
+A cell is "" (clean), "C" (contamination), "M" (disallowed model use), "MC" (both), or the errors, such as
+"C:ERR M:ERR" (judgement file missing) or "C:IMPORTANT ERR" (a file that holds neither phrase).
+"""
+
+import csv
+import os
+from pathlib import Path
+
+# letter -> (file, phrase when flagged, phrase when clean)
+JUDGEMENTS = {
+    "C": ("contamination_judgement.txt", "contamination detected", "no contamination detected"),
+    "M": ("disallowed_model_judgement.txt", "disallowed use detected", "only allowed use detected"),
+}
+
+
+def latest_runs(method_dir):
+    runs = {}
+    for run in sorted(method_dir.iterdir()):
+        if not run.is_dir():
+            continue
+        parts = run.name.split("_")
+        if len(parts) != 4 or not parts[3].isdigit():
+            raise ValueError(f"{run}: not named <benchmark>_<org>_<model>_<runid>")
+        key, run_id = (parts[0], parts[2]), int(parts[3])
+        if key not in runs or run_id > runs[key][0]:
+            runs[key] = (run_id, run)
+    return {key: run for key, (_, run) in runs.items()}
+
+
+def judgement(run, name, flagged, clean):
+    try:
+        text = (run / name).read_text().strip()
+    except OSError:
+        return "ERR"
+    return True if text == flagged else False if text == clean else "IMPORTANT ERR"
+
+
+def cell(run):
+    verdicts = {letter: judgement(run, *spec) for letter, spec in JUDGEMENTS.items()}
+    errors = [f"{letter}:{v}" for letter, v in verdicts.items() if isinstance(v, str)]
+    if errors:
+        return " ".join(errors)
+    return ("M" if verdicts["M"] else "") + ("C" if verdicts["C"] else "")
+
+
+def main():
+    results = Path(os.environ.get("POST_TRAIN_BENCH_RESULTS_DIR", "results"))
+    for method_dir in sorted(p for p in results.iterdir() if p.is_dir()):
+        runs = latest_runs(method_dir)
+        if not runs:
+            continue
+        benchmarks = sorted({b for b, _ in runs})
+        models = sorted({m for _, m in runs})
+        out = results / f"contamination_{method_dir.name}.csv"
+        with open(out, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["model", *benchmarks])
+            for model in models:
+                writer.writerow([model, *[cell(runs[b, model]) if (b, model) in runs else "" for b in benchmarks]])
+        print(f"Written: {out}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+AGGREGATE_FINAL_PY = r'''#!/usr/bin/env python3
+"""FIXTURE aggregate_final.py (ptflow tests): PostTrainBench's final_<method>.csv.
+
+A method's cell is replaced by baseline_zeroshot's cell of the same model and benchmark when it is not a number or
+its contamination cell is not empty.
+"""
+
+import argparse
+import csv
+import os
+from pathlib import Path
+
+BASELINE = "baseline_zeroshot"
+
+
+def read_table(path):
+    """({model: {benchmark: cell}}, benchmarks) of a CSV, or ({}, []) when it does not exist."""
+    if not path.exists():
+        return {}, []
+    with open(path, newline="") as fh:
+        rows = [row for row in csv.reader(fh) if row]
+    if not rows:
+        return {}, []
+    benchmarks = rows[0][1:]
+    width = len(rows[0])
+    padded = [row + [""] * (width - len(row)) for row in rows[1:]]
+    return {row[0]: dict(zip(benchmarks, row[1:width], strict=True)) for row in padded}, benchmarks
+
+
+def is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--methods", nargs="*", default=None, help="default: every aggregated_<method>.csv")
+    args = parser.parse_args()
+    results = Path(os.environ.get("POST_TRAIN_BENCH_RESULTS_DIR", "results"))
+    baseline, _ = read_table(results / f"aggregated_{BASELINE}.csv")
+    if not baseline:
+        print(f"Warning: no baseline data in {results / f'aggregated_{BASELINE}.csv'}")
+    methods = args.methods or [p.stem[len("aggregated_") :] for p in results.glob("aggregated_*.csv")]
+    for method in sorted(m for m in methods if m != BASELINE):
+        table, benchmarks = read_table(results / f"aggregated_{method}.csv")
+        if not table:
+            continue
+        flags, _ = read_table(results / f"contamination_{method}.csv")
+        out = results / f"final_{method}.csv"
+        with open(out, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["model", *benchmarks])
+            for model in sorted(table):
+                row = []
+                for bench in benchmarks:
+                    value = table[model].get(bench, "")
+                    if not is_number(value) or flags.get(model, {}).get(bench, "").strip():
+                        value = baseline.get(model, {}).get(bench, "")
+                    row.append(value)
+                writer.writerow([model, *row])
+        print(f"Written: {out}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+AGGREGATE_SUMMARY_PY = r'''#!/usr/bin/env python3
+"""FIXTURE aggregate_summary.py (ptflow tests): PostTrainBench's summary.csv over the given methods.
+
+Rows: the benchmarks common to the baseline and every method. Columns: benchmark, baseline_base and
+baseline_instruct (baseline_zeroshot's mean over those model lists), then each method's mean over its models.
+PTB_FIXTURE_BASE_MODELS / PTB_FIXTURE_INSTRUCT_MODELS (comma-separated) replace the two model lists.
+"""
+
+import argparse
+import csv
+import os
+import sys
+from pathlib import Path
+
+BASE_MODELS = ["Qwen3-1.7B-Base", "Qwen3-4B-Base", "SmolLM3-3B-Base", "gemma-3-4b-pt"]
+INSTRUCT_MODELS = ["Qwen3-1.7B", "Qwen3-4B", "SmolLM3-3B", "gemma-3-4b-it"]
+
+
+def models_from_env(name, default):
+    value = os.environ.get(name)
+    return [m.strip() for m in value.split(",") if m.strip()] if value else default
+
+
+def read_table(path):
+    if not path.exists():
+        return {}, []
+    with open(path, newline="") as fh:
+        rows = [row for row in csv.reader(fh) if row]
+    if not rows:
+        return {}, []
+    benchmarks = rows[0][1:]
+    width = len(rows[0])
+    padded = [row + [""] * (width - len(row)) for row in rows[1:]]
+    return {row[0]: dict(zip(benchmarks, row[1:width], strict=True)) for row in padded}, benchmarks
+
+
+def mean(table, bench, models=None):
+    values = []
+    for model in table if models is None else models:
+        try:
+            values.append(float(table.get(model, {}).get(bench, "")))
+        except ValueError:
+            pass
+    return f"{sum(values) / len(values):.4f}" if values else ""
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("methods", nargs="+")
+    parser.add_argument("-o", "--output", default=None, help="default: summary.csv in the results directory")
+    args = parser.parse_args()
+    results = Path(os.environ.get("POST_TRAIN_BENCH_RESULTS_DIR", "results"))
+    base_models = models_from_env("PTB_FIXTURE_BASE_MODELS", BASE_MODELS)
+    instruct_models = models_from_env("PTB_FIXTURE_INSTRUCT_MODELS", INSTRUCT_MODELS)
+    baseline, common = read_table(results / "aggregated_baseline_zeroshot.csv")
+    if not baseline:
+        sys.exit(f"Error: no baseline data in {results / 'aggregated_baseline_zeroshot.csv'}")
+    common = set(common)
+    tables = {}
+    for method in args.methods:
+        table, benchmarks = read_table(results / f"final_{method}.csv")
+        if not table:
+            print(f"Warning: no data for method {method!r}", file=sys.stderr)
+            continue
+        tables[method] = table
+        common &= set(benchmarks)
+    if not tables or not common:
+        sys.exit("Error: no method data, or no benchmark common to the baseline and every method")
+    out = Path(args.output) if args.output else results / "summary.csv"
+    with open(out, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["benchmark", "baseline_base", "baseline_instruct", *tables])
+        for bench in sorted(common):
+            row = [mean(baseline, bench, base_models), mean(baseline, bench, instruct_models)]
+            writer.writerow([bench, *row, *[mean(table, bench) for table in tables.values()]])
+    print(f"Written: {out}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+COMPUTE_WEIGHTED_PY = r'''#!/usr/bin/env python3
+"""FIXTURE compute_weighted.py (ptflow tests; PostTrainBench has no script of this name): each method's weighted
+score from final_<method>.csv: the sum over its benchmarks of the mean over models, weighted by factors.json's
+weights renormalised to sum to 1 over the benchmarks present. Prints "method,score" lines; writes weighted.csv.
+"""
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+
+FACTORS = json.loads((Path(__file__).resolve().parent / "factors.json").read_text())
+
+
+def benchmark_means(path):
+    with open(path, newline="") as fh:
+        rows = [row for row in csv.reader(fh) if row]
+    means = {}
+    for i, bench in enumerate(rows[0][1:], start=1):
+        values = []
+        for row in rows[1:]:
+            try:
+                values.append(float(row[i]))
+            except (IndexError, ValueError):
+                pass
+        if values and bench in FACTORS:
+            means[bench] = sum(values) / len(values)
+    return means
+
+
+def main():
+    methods = sys.argv[1:]
+    if not methods:
+        sys.exit("usage: compute_weighted.py METHOD...")
+    results = Path(os.environ.get("POST_TRAIN_BENCH_RESULTS_DIR", "results"))
+    scores = {}
+    for method in methods:
+        path = results / f"final_{method}.csv"
+        means = benchmark_means(path) if path.exists() else {}
+        if not means:
+            print(f"Warning: no scores for method {method!r} in {path}", file=sys.stderr)
+            continue
+        total = sum(FACTORS[b] for b in means)
+        scores[method] = sum(FACTORS[b] / total * m for b, m in means.items())
+        print(f"{method},{scores[method]}")
+    with open(results / "weighted.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["method", "score"])
+        writer.writerows(scores.items())
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+AGGREGATE_SH = """#!/bin/bash
+# FIXTURE aggregate.sh (ptflow tests): methods, contamination, then final, over $POST_TRAIN_BENCH_RESULTS_DIR
+# (default results, relative to the working directory). With METHOD arguments, also the summary and the weighted
+# scores of those methods. $PYTHON (default python3) runs the scripts.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PY="${PYTHON:-python3}"
+"$PY" "$HERE/aggregate_methods.py"
+"$PY" "$HERE/aggregate_contamination.py"
+"$PY" "$HERE/aggregate_final.py"
+if [ "$#" -gt 0 ]; then
+    "$PY" "$HERE/aggregate_summary.py" "$@"
+    "$PY" "$HERE/compute_weighted.py" "$@"
+fi
+"""
+
+README = """# PostTrainBench FIXTURE checkout (ptflow tests)
+
+Small programs of ptflow's tests under the paths, command lines and output formats of
+{repo} at {commit}. Not PostTrainBench's code.
+{variant}"""
+
+# --- the checkout -------------------------------------------------------------------------------------------------
+
+
+def questions(eval_id: str, n: int = N_QUESTIONS) -> list[dict]:
+    """``n`` distinct 2-digit additions without carries (the tiny model's task), fixed for each eval id."""
+    rng = random.Random(f"ptb-fixture:{eval_id}")
+    seen: set[tuple[int, int]] = set()
+    out = []
+    while len(out) < n:
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        if a % 10 + b % 10 > 9 or a // 10 + b // 10 > 9 or (a, b) in seen:
+            continue
+        seen.add((a, b))
+        out.append({"question": f"What is {a} + {b}?", "answer": str(a + b)})
+    return out
+
+
+def _literal(value) -> str:
+    # Python literal, double-quoted (the values hold no quotes); tuples as lists
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return repr(value).replace("'", '"')
+
+
+def evaluate_py(eval_id: str) -> str:
+    """The evaluate.py of ``eval_id``: the one program, with that eval's command line at its top."""
+    cli = "".join(f"    {_literal(k)}: {_literal(v)},\n" for k, v in EVAL_CLIS[eval_id].items())
+    return (
+        EVALUATE_PY.replace("@EVAL@", _literal(eval_id))
+        .replace("@CLI@", "{\n" + cli + "}")
+        .replace("@INSTRUCTION@", repr(INSTRUCTION))
+    )
+
+
+def checkout_files(evals, agents, variant: str = "") -> dict[str, str]:
+    """Path (relative to the checkout) -> text, for every file of the fixture checkout."""
+    unknown = sorted(set(evals) - set(BENCHMARKS)) + sorted(set(agents) - set(SOLVE_SH))
+    if unknown:
+        raise ValueError(f"no fixture for {unknown}; evals: {sorted(BENCHMARKS)}, agents: {sorted(SOLVE_SH)}")
+    note = f"\nVariant: {variant}\n" if variant else ""
+    files = {"README.md": README.format(repo=PTB_REPO, commit=PTB_COMMIT, variant=note)}
+    for eval_id in evals:
+        task = f"src/eval/tasks/{eval_id}"
+        files[f"{task}/benchmark.txt"] = BENCHMARKS[eval_id]
+        files[f"{task}/evaluate.py"] = evaluate_py(eval_id)
+        files[f"{task}/evaluation_code/questions.json"] = json.dumps(questions(eval_id), indent=1) + "\n"
+    for name, text in TEMPLATES.items():
+        files[f"src/eval/templates/{name}"] = text.replace("@NAME@", name)
+    files["src/eval/general/prompt.txt"] = AGENT_PROMPT
+    files["src/eval/general/get_prompt.py"] = GET_PROMPT_PY
+    files["src/disallowed_usage_judge/prompt.txt"] = JUDGE_PROMPT
+    files["src/disallowed_usage_judge/get_judge_prompt.py"] = GET_JUDGE_PROMPT_PY
+    for agent in agents:
+        files[f"agents/{agent}/solve.sh"] = SOLVE_SH[agent]
+    files["containers/standard.def"] = STANDARD_DEF
+    files["containers/vllm_debug.def"] = VLLM_DEBUG_DEF
+    files["containers/other_home_data/.codex/config.toml"] = CODEX_CONFIG
+    files["src/utils/create_timer.sh"] = CREATE_TIMER_SH
+    files["scripts/factors.json"] = json.dumps(FACTORS, indent=4) + "\n"
+    files["scripts/aggregate_methods.py"] = AGGREGATE_METHODS_PY
+    files["scripts/aggregate_contamination.py"] = AGGREGATE_CONTAMINATION_PY
+    files["scripts/aggregate_final.py"] = AGGREGATE_FINAL_PY
+    files["scripts/aggregate_summary.py"] = AGGREGATE_SUMMARY_PY
+    files["scripts/compute_weighted.py"] = COMPUTE_WEIGHTED_PY
+    files["scripts/aggregate.sh"] = AGGREGATE_SH
+    return files
+
+
+def _git(dest: Path, *args: str) -> str:
+    # Without the caller's GIT_* variables (a GIT_DIR or GIT_INDEX_FILE from a hook would point elsewhere).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | GIT_ENV
+    out = subprocess.run(["git", *args], cwd=dest, env=env, check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def _commit(dest: Path, message: str) -> str:
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "--no-verify", "-m", message)
+    return _git(dest, "rev-parse", "HEAD")
+
+
+def make_fixture_checkout(
+    dest: Path,
+    *,
+    evals=("gsm8k", "humaneval"),
+    agents=("claude", "codex", "gemini"),
+    variant: str = "",
+) -> str:
+    """git init a repository at ``dest`` (absent or empty), write the fixture checkout, commit it with a fixed author,
+    committer and dates (same arguments, same commit) and return the 40-hex commit. ``variant`` goes into README.md:
+    another variant is another commit with the same scripts."""
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest} is not empty")
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel, text in checkout_files(evals, agents, variant).items():
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    _git(dest, "init", "-q", "-b", "main")
+    return _commit(dest, f"FIXTURE checkout of {PTB_REPO} {PTB_COMMIT} (ptflow tests)")
+
+
+def commit_change(dest: Path, relpath: str, text: str, message: str) -> str:
+    """Write (or overwrite) ``relpath`` in the checkout at ``dest`` and commit it; returns the new commit."""
+    path = Path(dest) / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return _commit(Path(dest), message)
