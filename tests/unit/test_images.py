@@ -178,3 +178,25 @@ def test_image_runtime_holds_only_what_defines_the_image():
     other = dataclasses.replace(rt, mounts=("/elsewhere",), hf_view="copy", images={**rt.images, "x": {"source": "a"}})
     assert images.image_runtime(other, "standard") == base
     assert base.images == {"standard": rt.images["standard"]} and base.kind == "apptainer"
+
+
+def test_a_recipe_of_the_posttrainbench_checkout_builds_there(tmp_path):
+    """posttrainbench.images: the site's standard image from the checkout's containers/standard.def, built in the
+    checkout's root (its %files name paths from there), its digest the recipe's git object id (the command as text:
+    apptainer cannot run here)."""
+    from tests.support.ptb_checkout import make_fixture_checkout
+
+    checkout = tmp_path / "PostTrainBench"
+    make_fixture_checkout(checkout, evals=("gsm8k",), agents=("codex",))
+    rt = site("generic")
+    recipe = checkout / "containers/standard.def"
+    spec = {"recipe": str(recipe), "recipe_object": "a" * 40, "build_dir": str(checkout)}
+    rt_checkout = images.image_runtime(rt, "standard", spec)
+    plan = images.plan_build(
+        rt_checkout, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, euid=0
+    )
+    assert plan.steps == [["apptainer", "build", str(plan.tmp_output), str(recipe)]] and plan.cwd == str(checkout)
+    digest = images.image_digest(rt, "standard", spec, REPO)
+    assert digest != images.image_digest(rt, "standard", {**spec, "recipe_object": "b" * 40}, REPO)
+    recipe.write_text("changed in the work tree, not in the commit\n")  # the object id, not the bytes, decides
+    assert digest == images.image_digest(rt, "standard", spec, REPO)

@@ -707,7 +707,8 @@ def get_image_spec(wildcards):
 
 def get_image_runtime(wildcards):
     """The part of the site's runtime that defines this image (so unrelated site edits do not rebuild it)."""
-    return images.image_runtime(RT, get_image_name(wildcards)).to_dict()
+    spec = {k: v for k, v in get_image_spec(wildcards).items() if k != "build_args"}
+    return images.image_runtime(RT, get_image_name(wildcards), spec).to_dict()
 
 
 def get_image_recipe(wildcards):

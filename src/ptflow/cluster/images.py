@@ -109,10 +109,12 @@ def image_stage(rt: RuntimeSpec, stem: str) -> str:
     return "convert" if image_spec(rt, name_of(rt, stem)).get("source") else "image"
 
 
-def image_runtime(rt: RuntimeSpec, name: str) -> RuntimeSpec:
+def image_runtime(rt: RuntimeSpec, name: str, spec: dict | None = None) -> RuntimeSpec:
     """What defines image ``name`` on a site (its spec, the runtime kind, arch and build settings) and nothing else,
-    so an unrelated edit of the site file does not rebuild it."""
-    return RuntimeSpec(site=rt.site, kind=rt.kind, arch=rt.arch, build=rt.build, images={name: image_spec(rt, name)})
+    so an unrelated edit of the site file does not rebuild it. ``spec``: the image's spec where the workflow resolves
+    it otherwise (a recipe of the PostTrainBench checkout)."""
+    spec = image_spec(rt, name) if spec is None else spec
+    return RuntimeSpec(site=rt.site, kind=rt.kind, arch=rt.arch, build=rt.build, images={name: spec})
 
 
 def image_for(rt: RuntimeSpec, stage: str, agent=None) -> str | None:

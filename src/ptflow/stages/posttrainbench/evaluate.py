@@ -33,15 +33,27 @@ KILL_AFTER_S = 60
 TRIES = (4, 3, 2)  # run_task.sh: run_evaluation_with_retry 4 "", then 3 and 2 at the lower budgets
 METRIC = "accuracy"  # scripts/aggregate_methods.py reads metrics.json["accuracy"]
 _FLAG = re.compile(r"""add_argument\(\s*['"](--max(?:-new)?-tokens)['"]""")
+_HELP_FLAG = re.compile(r"(?<![\w-])(--max(?:-new)?-tokens)(?![\w-])")
+HELP_TIMEOUT_S = 600  # its imports (inspect, vLLM) on a cold node
 
 
 class CheckoutEvalError(RuntimeError):
     """The checkout's evaluation cannot run here (one line)."""
 
 
-def budget_flag(evaluate_py: Path) -> str | None:
-    """The budget option the checkout's evaluate.py declares, or None (it takes none: every rung is its default)."""
-    found = _FLAG.findall(evaluate_py.read_text(errors="replace"))
+def budget_flag(evaluate_py: Path, env: dict | None = None) -> str | None:
+    """The budget option the checkout's evaluate.py declares, or None (it takes none: every rung is its default).
+    Asked of the script itself (its argparse ``--help``, in its directory), so a checkout that renames or builds its
+    options differently is followed; read from its text when ``--help`` fails."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, evaluate_py.name, "--help"], cwd=evaluate_py.parent, env=env, capture_output=True,
+            text=True, timeout=HELP_TIMEOUT_S,
+        )  # fmt: skip
+        text = proc.stdout if proc.returncode == 0 else ""
+    except subprocess.TimeoutExpired:
+        text = ""
+    found = _HELP_FLAG.findall(text) or _FLAG.findall(evaluate_py.read_text(errors="replace"))
     return found[0] if found else None
 
 
@@ -130,7 +142,7 @@ def evaluate(
     environ = eval_environment(environ, keys)
     if hf_home:
         environ["HF_HOME"] = str(hf_home)
-    flag = budget_flag(script)
+    flag = budget_flag(script, environ) if lower else None  # only the lower rungs pass a budget
     out = Path(out_dir).resolve()
     attempts: list[dict] = []
     for n, budget in enumerate(ladder(lower), start=1):

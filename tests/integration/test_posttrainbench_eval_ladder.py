@@ -1,0 +1,75 @@
+"""A cell evaluated by the PostTrainBench checkout's evaluate.py (ptflow.stages.evaluate.run.evaluate_checkout_cell)
+through run_task.sh's ladder, on the FIXTURE checkout (tests/support/ptb_checkout.py) and a tiny random model: a try
+that leaves no metrics.json steps on (any failure, as run_task.sh), the budget flag is the one the checkout's
+evaluate.py declares, metrics.json is kept verbatim and becomes eval.json's metric; a ladder with no success is
+eval_failed, not a failed job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ptflow.stages.evaluate.run import evaluate_checkout_cell, validate_eval_json
+from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
+from tests.support.ptb_checkout import make_fixture_checkout
+
+CELL = {"model": "ptflow/tiny-llama-h64", "model_name": "ptflow--tiny-llama-h64", "eval": "humaneval",
+        "agent": "baseline"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ptb-ladder")
+    checkout = root / "PostTrainBench"
+    commit = make_fixture_checkout(checkout, evals=("humaneval",), agents=("codex",))
+    model = root / "tiny-llama"
+    create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
+    return {"checkout": {"path": str(checkout), "commit": commit}, "model": model, "root": root}
+
+
+def _call(lower):
+    return {"eval_id": "humaneval", "task": "posttrainbench/humaneval", "retry_max_tokens": lower, "limit": 2,
+            "posttrainbench": {"eval_dir": "humaneval", "objects": {}}}  # fmt: skip
+
+
+def _evaluate(setup, name, lower, monkeypatch, fail_above=None):
+    calls = setup["root"] / f"{name}.calls.jsonl"
+    monkeypatch.setenv("PTB_FIXTURE_CALLS", str(calls))
+    if fail_above is not None:
+        monkeypatch.setenv("PTB_FIXTURE_FAIL_ABOVE", str(fail_above))
+    out = setup["root"] / name
+    data = evaluate_checkout_cell(
+        cell=CELL, call=_call(lower), checkout=setup["checkout"], model_path=str(setup["model"]),
+        checkpoint={"path": str(setup["model"]), "kind": "base", "commit_or_hash": "fixture", "step": None},
+        inspect_dir=str(out / "inspect"), eval_json=str(out / "eval.json"), hf_home=str(setup["root"]),
+        log=lambda *_: None,
+    )  # fmt: skip
+    records = [json.loads(line) for line in calls.read_text().splitlines()]
+    helps = [r for r in records if r["argv"] == ["--help"]]  # how ptflow reads the budget flag it declares
+    assert len(helps) <= 1
+    return data, [r for r in records if r not in helps], out
+
+
+def test_any_failure_steps_down_to_the_next_budget(setup, monkeypatch):
+    data, calls, out = _evaluate(setup, "ok", [12, 8], monkeypatch, fail_above=12)
+    validate_eval_json(data)
+    assert data["status"] == "scored" and data["metrics"]["name"] == "accuracy"
+    assert [a["max_new_tokens"] for a in data["attempts"]] == [None] * 4 + [12]
+    assert [a["ok"] for a in data["attempts"]] == [False] * 4 + [True]
+    argvs = [c["argv"] for c in calls]
+    assert all("--max-tokens" not in a for a in argvs[:4])  # evaluate.py's own default first, as run_task.sh
+    assert argvs[4][argvs[4].index("--max-tokens") + 1] == "12" and argvs[4][argvs[4].index("--limit") + 1] == "2"
+    assert {c["cwd"] for c in calls} == {str(Path(setup["checkout"]["path"]) / "src/eval/tasks/humaneval")}
+    kept = json.loads((out / data["posttrainbench"]["metrics_file"]).read_text())
+    assert (
+        kept["accuracy"] == data["metrics"]["value"] and data["posttrainbench"]["commit"] == setup["checkout"]["commit"]
+    )
+
+
+def test_a_ladder_with_no_metrics_is_eval_failed(setup, monkeypatch):
+    data, calls, _ = _evaluate(setup, "failed", [12, 8], monkeypatch, fail_above=4)
+    validate_eval_json(data)
+    assert data["status"] == "eval_failed" and data["metrics"] is None
+    assert len(calls) == 4 + 3 + 2 and [a["max_new_tokens"] for a in data["attempts"]][-2:] == [8, 8]
