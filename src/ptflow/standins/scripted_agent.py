@@ -143,7 +143,10 @@ def measure(task_dir: Path, model: Path, limit: int) -> None:
         raise SystemExit(f"evaluate.py failed: {tail[0]}")
     m = json.loads(metrics.read_text())
     # (PostTrainBench's evaluate.py writes accuracy and stderr only; ptflow's kit says more)
-    event("tool", f"evaluate.py: {m.get('metric', 'accuracy')} {m['accuracy']:.3f} on {m.get('n', '?')} samples")
+    scorer = f" (scorer {m['scorer']})" if "scorer" in m else ""
+    event(
+        "tool", f"evaluate.py: {m.get('metric', 'accuracy')} {m['accuracy']:.3f} on {m.get('n', '?')} samples{scorer}"
+    )
 
 
 if __name__ == "__main__":
