@@ -28,6 +28,7 @@ import subprocess
 from pathlib import Path
 
 from ptflow.stages.data.verl_format import INSTRUCTION
+from tests.support.posttrainbench import FACTORS
 
 PTB_REPO = "aisa-group/PostTrainBench"
 PTB_COMMIT = "9082063"  # the commit whose paths and interfaces this fixture follows
@@ -42,16 +43,7 @@ BENCHMARKS = {
     "healthbench": "HealthBench",
     "humaneval": "HumanEval",
 }
-# scripts/factors.json (PostTrainBench's published weights).
-FACTORS = {
-    "aime2025": 0.226536549919078,
-    "arenahardwriting": 0.0903518275042778,
-    "bfcl": 0.0746078457817324,
-    "gpqamain": 0.22462215653948,
-    "gsm8k": 0.0935882347031865,
-    "healthbench": 0.184144830733019,
-    "humaneval": 0.106148554819225,
-}
+# scripts/factors.json: PostTrainBench's published weights, one copy for the tests (tests/support/posttrainbench.py)
 # Each evaluate.py's command line as in PostTrainBench: the budget flag and its default, --limit's default, whether
 # --model-path is required, and the other options (flag, type, default; type "flag" is a store_true switch).
 _INSPECT_EXTRA = (("--max-connections", "int", 6), ("--gpu-memory-utilization", "float", 0.8))

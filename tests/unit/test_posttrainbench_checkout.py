@@ -8,19 +8,12 @@ from pathlib import Path
 import pytest
 
 from ptflow.config import posttrainbench as ptb
-from ptflow.config.model import ConfigError, build_config
+from ptflow.config.model import build_config
 from ptflow.stages.posttrainbench import evaluate as ptb_eval
 from ptflow.stages.posttrainbench.checkout import make_checkout, verify
+from tests.unit.test_config import error_of
 
 COMMIT = "9082063a" + "0" * 32
-
-
-def error_of(raw) -> str:
-    with pytest.raises(ConfigError) as info:
-        build_config(raw)
-    msg = str(info.value)
-    assert "\n" not in msg, "config errors are one line"
-    return msg
 
 
 def checkout_raw(default_raw, **section):
@@ -31,8 +24,7 @@ def checkout_raw(default_raw, **section):
         {"id": "codex", "kind": "cli-agent", "cli": "codex", "model": "gpt-5.1-codex-max", "hours": 1,
          "keys": ["OPENAI_API_KEY"]},
     ]  # fmt: skip
-    default_raw["scoring"] = {"weights": {"gsm8k": 1.0}} if "scoring" in default_raw else default_raw.get("scoring")
-    default_raw.pop("scoring", None)
+    default_raw.pop("scoring", None)  # one eval: its weight is 1
     return default_raw
 
 
