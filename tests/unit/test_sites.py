@@ -53,6 +53,8 @@ def test_slurm_translation(tmp_path):
         "slurm_partition": "gpu",
         "gres": "gpu:h100:1",
         "slurm_extra": "--tmp=400000M",
+        "cpus_total": 2,
+        "gpus_total": 1,
     }
     multi = site.request("train", Agent("v", "verl")).snakemake_resources()
     assert multi["nodes"] == 2 and multi["tasks"] == 2 and multi["mpi"] == "srun" and multi["gres"] == "gpu:h100:4"

@@ -34,6 +34,44 @@ CFG, SITE, L = _LOADED.cfg, _LOADED.site, _LOADED.layout
 share_config(config)  # for `ptflow plan` (only where it asks)
 RT = SITE.runtime
 apply_site_env(SITE.process_env)
+
+
+def _keep_under_limits():
+    """The driver (not a job, not another site) keeps under the user's QOS/association caps: --jobs at most the
+    submit cap, gpus_total/cpus_total at most the GPU/CPU caps (ptflow.cluster.limits).
+    """
+    if SITE.scheduler != "slurm" or not workflow.is_main_process:
+        return None
+    from snakemake.logging import logger
+
+    from ptflow.cluster import limits as cluster_limits
+    from ptflow.cluster.preflight import requests_in_use
+    from ptflow.cluster.slurm import SlurmUnavailable
+    from ptflow.jobenv import user_name
+
+    requests = [req for _label, req in requests_in_use(CFG, SITE)]
+    try:
+        found = cluster_limits.read_limits(SITE, requests, user_name())
+    except cluster_limits.LimitsError as exc:
+        raise WorkflowError(str(exc)) from None
+    except SlurmUnavailable as exc:
+        logger.warning(
+            f"ptflow: could not read the cluster's limits ({exc}); the site's stated ones only"
+        )
+        found = cluster_limits.merge_stated(SITE, {}, f"not read: {exc}")
+    caps = cluster_limits.driver_caps(found, workflow.nodes)
+    cluster_limits.apply(workflow, caps)
+    if found.any:
+        shown = ", ".join(
+            f"{k.replace('_nodes', '--jobs')}={v}" for k, v in caps.items()
+        )
+        logger.info(
+            f"ptflow: cluster limits: {'; '.join(found.lines())}; the run keeps under them ({shown})"
+        )
+    return found
+
+
+LIMITS = _keep_under_limits()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")
 HF_HOME = L.hf_home
@@ -189,6 +227,27 @@ def get_resources(rule, agents=None):
         )
 
     return {key: tables[0][key] if constant(key) else value_of(key) for key in keys}
+
+
+def get_supervised_held(rule):
+    """gpus_total/cpus_total of the Slurm jobs a supervisor rule submits itself (its own and its agent kind's helper
+    jobs): they count against the run's caps like the plugin's jobs (ptflow.cluster.limits).
+    """
+    if SITE.scheduler != "slurm":
+        return {}
+    _stage_of(rule)
+
+    def held(key):
+        @_signed
+        def value(wildcards):
+            agent = _agent_of(wildcards)
+            own = _request("train", agent)
+            helpers = [_request(s) for s in agent.spec.site_requests]
+            return sum(r.snakemake_resources().get(key, 0) for r in (own, *helpers))
+
+        return value
+
+    return {"gpus_total": held("gpus_total"), "cpus_total": held("cpus_total")}
 
 
 # ---- cache ----
@@ -559,9 +618,22 @@ def get_final_outputs():
 # ---- driver start: before anything is submitted (Snakemake runs onstart only for real runs, not in jobs) ----
 
 
+def _limits_problems(cfg, site, layout):
+    """Jobs that could never start under the caps read at load time (more GPUs/CPUs than the user may hold)."""
+    from ptflow.cluster.limits import request_problems
+    from ptflow.cluster.preflight import requests_in_use
+
+    return request_problems(LIMITS, requests_in_use(cfg, site), site) if LIMITS else []
+
+
 def run_preflight():
     try:
-        ensure_ok(CFG, SITE, L, extra_checks=[check_ray_launchers, evaluation_problems])
+        ensure_ok(
+            CFG,
+            SITE,
+            L,
+            extra_checks=[check_ray_launchers, evaluation_problems, _limits_problems],
+        )
     except PreflightError as exc:
         raise WorkflowError(str(exc)) from None
 

@@ -44,6 +44,7 @@ rule train_supervised:
     # submits gets the site's CPUs (its request, in params)
     threads: 1
     resources:
+        **get_supervised_held("train_supervised"),
         # the supervisor scales the job it submits by the rule's attempt, which scripts see only here
         attempt=get_attempt,
     params:

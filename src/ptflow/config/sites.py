@@ -181,6 +181,12 @@ class Request:
                 # The plugin turns `tasks` of a GPU job into --ntasks-per-gpu unless tasks_per_gpu is set; 0 keeps
                 # it out, so 2 nodes x 4 GPUs stays one task per node (plugin 2.8.0, submit_string.py).
                 out["tasks_per_gpu"] = 0
+        # What the job holds while it runs, as integers Snakemake sums over its running jobs against the caps it is
+        # given (ptflow.cluster.limits registers gpus_total/cpus_total from the QOS and association limits, as
+        # `--resources` would). The plugin reads neither name.
+        out["cpus_total"] = int(req.get("threads", 1)) * int(out.get("tasks", 1))
+        if req.get("gpus"):
+            out["gpus_total"] = int(req["gpus"]) * int(req.get("nodes", 1))
         return out
 
     def sbatch_options(self, *, job_name: str, output: str, attempt: int = 1, extra: tuple[str, ...] = ()) -> list[str]:
