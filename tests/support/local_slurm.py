@@ -696,6 +696,28 @@ class LocalSlurmCluster:
             time.sleep(0.25)
         raise SlurmClusterError(f"nodes not idle in time (states {states})\n{self.logs_tail()}")
 
+    # ---------------------------------------------------------------- a maintenance restart, for tests
+    def stop_controller(self) -> None:
+        """Stop slurmctld (SIGTERM: it saves its state, as in a maintenance restart); jobs and slurmd stay."""
+        entry = self._read_state().get("procs", {}).get("slurmctld")
+        if not self._alive(entry):
+            raise SlurmClusterError("slurmctld is not running (or was not started by this cluster object's workdir)")
+        os.kill(entry[0], signal.SIGTERM)
+        self._wait_dead({"slurmctld": entry}, 30)
+        proc = self._procs.pop("slurmctld", None)
+        if proc is not None:
+            proc.wait(timeout=5)
+
+    def start_controller(self, timeout: float = 60) -> None:
+        """Start slurmctld again on its saved state (-R would forget the queue: not used); wait until it answers."""
+        self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf_path)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.run(["scontrol", "ping"], timeout=15).returncode == 0:
+                return
+            time.sleep(0.5)
+        raise SlurmClusterError(f"slurmctld did not answer within {timeout:.0f} s\n{self.logs_tail()}")
+
     def _cancel_all_jobs(self) -> None:
         jobs = self.run(["squeue", "-h", "-o", "%i"], timeout=15).stdout.split()
         if jobs:

@@ -71,6 +71,19 @@ def _keep_under_limits():
     return found
 
 
+def _patient_slurm_clients():
+    """The driver's Slurm commands, and its jobs' srun, wait out an absent controller and a full submit cap
+    (ptflow.cluster.patience); jobs inherit the PATH."""
+    if SITE.scheduler != "slurm" or not workflow.is_main_process:
+        return
+    from ptflow.cluster import patience
+
+    patience.install(
+        SITE.controller_wait_seconds, Path(".snakemake", "ptflow", "slurm").resolve()
+    )
+
+
+_patient_slurm_clients()
 LIMITS = _keep_under_limits()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")

@@ -142,6 +142,104 @@ def adopt(
     return result
 
 
+# ---- while the run goes on: never silent while Slurm keeps it waiting; SIGTERM stops it as Ctrl-C does ----
+
+WATCH_SECONDS = 5.0  # how often the waits of the patient Slurm commands are read
+REPEAT_SECONDS = 60.0  # how often a wait that goes on is said again
+
+_WHY = {
+    "controller": "slurmctld does not answer",
+    "submit cap": "the submit cap is full",
+    "transient": "sbatch failed but the job is valid",
+}
+
+
+def read_waits(state_dir: Path) -> list[dict]:
+    """What the patient Slurm commands (ptflow.cluster.patience) are waiting for now; a vanished file is skipped."""
+    import json
+
+    out = []
+    for path in sorted(Path(state_dir).glob("*.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def describe_waits(waits: list[dict], now: float) -> str:
+    """One line: per reason, for how long and which commands wait."""
+    by_why: dict[str, list[dict]] = {}
+    for w in waits:
+        by_why.setdefault(w.get("why", "?"), []).append(w)
+    parts = []
+    for why, group in sorted(by_why.items()):
+        since = min(w.get("since", now) for w in group)
+        names = sorted({w.get("command", "?") for w in group})
+        detail = sorted({w.get("detail", "") for w in group} - {""})
+        parts.append(
+            f"{_WHY.get(why, why)} for {now - since:.0f} s ({', '.join(detail)}); waiting: "
+            + ", ".join(f"{n} x{sum(w.get('command') == n for w in group)}" for n in names)
+        )
+    return "ptflow: waiting on Slurm: " + "; ".join(parts)
+
+
+class SlurmWatch:
+    """A daemon thread that says what the run waits on Slurm for, when it starts, every minute while it lasts, and
+    when Slurm answers again."""
+
+    def __init__(self, state_dir: Path, log=print, every: float = WATCH_SECONDS, repeat: float = REPEAT_SECONDS):
+        import threading
+
+        self.state_dir, self.log, self.every, self.repeat = Path(state_dir), log, every, repeat
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ptflow-slurm-watch", daemon=True)
+
+    def start(self) -> SlurmWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        said_kinds: frozenset = frozenset()
+        said_at = 0.0
+        began: float | None = None
+        while not self._stop.wait(self.every):
+            now = time.time()
+            waits = read_waits(self.state_dir)
+            kinds = frozenset(w.get("why") for w in waits)
+            if waits:
+                began = began or min(w.get("since", now) for w in waits)
+                if kinds != said_kinds or now - said_at >= self.repeat:
+                    self.log(describe_waits(waits, now))
+                    said_kinds, said_at = kinds, now
+            elif said_kinds:
+                self.log(f"ptflow: Slurm answers again; the run goes on (it waited {now - (began or now):.0f} s)")
+                said_kinds, began = frozenset(), None
+
+
+def stop_on_sigterm(log=print) -> None:
+    """SIGTERM stops the driver as Ctrl-C does. Snakemake's own handler only marks a graceful stop and waits for every
+    running job to end (hours of training), which looks like SIGTERM ignored; Ctrl-C (KeyboardInterrupt) makes it
+    cancel the run's jobs and exit."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, frame):
+        log("ptflow: SIGTERM: stopping as on Ctrl-C (the run's Slurm jobs are cancelled)")
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+WATCH: SlurmWatch | None = None
+
+
 def on_start(workflow, *, scheduler: str, earlier_jobs: str = "wait", log=print, preflight=lambda: None) -> None:
     """The driver's start (``onstart``): take the directory, run the preflight, adopt earlier runs' jobs, re-run if
     they did work."""
@@ -158,6 +256,13 @@ def on_start(workflow, *, scheduler: str, earlier_jobs: str = "wait", log=print,
         log(f"ptflow: planning again after adopting earlier jobs ({os.environ[READOPT_ENV]})")
     if scheduler != "slurm":
         return
+    stop_on_sigterm(log)
+    from ptflow.cluster import patience
+
+    global WATCH
+    state = os.environ.get(patience.STATE_ENV)
+    if state and WATCH is None:
+        WATCH = SlurmWatch(Path(state), log).start()
 
     def outputs_exist(job) -> bool:
         return all(Path(str(f)).exists() for f in job.output)
@@ -190,4 +295,6 @@ def on_start(workflow, *, scheduler: str, earlier_jobs: str = "wait", log=print,
 
 def on_end() -> None:
     """``onsuccess``/``onerror``: give the directory back."""
+    if WATCH is not None:
+        WATCH.stop()
     ownership.DriverLock(Path.cwd()).release()
