@@ -83,10 +83,16 @@ LONG_FIRST = (
 )
 
 
+# Modules that take the whole Slurm cluster (EXCLUSIVE_CLUSTER, tests/slurm/conftest.py) go last: they wait for the
+# other Slurm modules to end, and at the end of the suite that wait is short while the other workers finish theirs.
+LAST = ("tests/slurm/test_controller_outage_on_slurm.py",)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """LONG_FIRST's modules first, in its order; every other test keeps its place (a stable sort)."""
+    """LONG_FIRST's modules first, in its order, LAST's last; every other test keeps its place (a stable sort)."""
     rank = {path: i for i, path in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    rank.update({path: len(LONG_FIRST) + 1 + i for i, path in enumerate(LAST)})
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(LONG_FIRST)))
 
 
 def pytest_xdist_make_scheduler(config, log):

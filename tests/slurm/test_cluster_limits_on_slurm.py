@@ -1,0 +1,216 @@
+"""A matrix under a QOS that caps the user's queue at 4 jobs and its GPUs at 2, on the real test cluster (it keeps
+accounting and enforces limits): the driver reads the caps from sacctmgr, keeps under them, nothing is refused, and
+``ptflow plan`` said beforehand how long it would take. A second driver of the same user shares the cap: refusals
+then happen, and are waited out.
+
+The QOS and its account are the test's own (``ptflowcap``): other tests' jobs use account ``ptflow`` and are not
+capped, so the suite's other modules run beside this one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.smk import REPO, command, default_agents, job_env
+
+pytestmark = pytest.mark.timeout(2400)
+PTFLOW = str(Path(sys.executable).with_name("ptflow"))
+WORK_ROOT = Path("/var/lib/ptflow-tests")
+QOS = ACCOUNT = "ptflowcap"
+MAX_SUBMIT, MAX_GPUS = 4, 2
+REFUSAL = "QOSMaxSubmitJobPerUserLimit"  # what slurmctld logs for each sbatch past the cap
+# What the tiny jobs take on the test cluster (sacct Elapsed, 2026-11-24: cache and preprocess 7-12 s, train and
+# evaluate 18-25 s): ptflow plan's estimate counts on these.
+EXPECTED = {"cache": 0.2, "preprocess": 0.2, "train": 0.4, "evaluate": 0.4, "aggregate": 0.3}
+
+
+def sacctmgr(cluster, *args: str) -> None:
+    cluster.run(["sacctmgr", "-i", *args], timeout=30)
+
+
+@pytest.fixture(scope="module")
+def capped(slurm_cluster):
+    """QOS ptflowcap (MaxSubmitJobsPerUser=4, GrpTRES=gres/gpu=2), the default QOS of user root in account ptflowcap."""
+    if not slurm_cluster.accounting:
+        pytest.skip("the cluster keeps no accounting: no QOS to cap with")
+    user = slurm_cluster.run(["id", "-un"]).stdout.strip()
+    sacctmgr(slurm_cluster, "add", "qos", QOS)
+    sacctmgr(slurm_cluster, "modify", "qos", QOS, "set", f"MaxSubmitJobsPerUser={MAX_SUBMIT}",
+             f"GrpTRES=gres/gpu={MAX_GPUS}")  # fmt: skip
+    sacctmgr(slurm_cluster, "add", "account", ACCOUNT)
+    sacctmgr(slurm_cluster, "add", "user", user, f"account={ACCOUNT}", f"qos={QOS}", f"defaultqos={QOS}")
+    shown = slurm_cluster.run(["sacctmgr", "-nP", "show", "qos", QOS, "format=MaxSubmitJobsPU,GrpTRES"]).stdout
+    assert shown.split() == [f"{MAX_SUBMIT}|gres/gpu={MAX_GPUS}"], shown
+    return slurm_cluster
+
+
+def make_work(name: str, evals: list[str]) -> Path:
+    WORK_ROOT.mkdir(parents=True, exist_ok=True)
+    work = WORK_ROOT / f"{name}-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    model = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"][0]["id"]
+    agents = [a for a in default_agents(sft_steps=150) if a["id"] in ("baseline", "sft")]
+    (work / "matrix.yaml").write_text(yaml.safe_dump({"agents": agents, "matrix": {"models": [model], "evals": evals}}))
+    site = yaml.safe_load((REPO / "tests" / "slurm" / "localtest.yaml").read_text())
+    site["account"] = ACCOUNT
+    for stage, minutes in EXPECTED.items():
+        site["resources"].setdefault(stage, {})["expected_runtime"] = minutes
+    (work / "site.yaml").write_text(yaml.safe_dump(site))
+    return work
+
+
+def args(work: Path) -> list[str]:
+    return ["--configfile", str(work / "matrix.yaml"), "--config", f"site={work / 'site.yaml'}"]
+
+
+def start_driver(cluster, work: Path) -> subprocess.Popen:
+    cmd = command(work, *args(work), profile="profiles/slurm")
+    log = open(work / "driver.log", "w")  # noqa: SIM115 - the child's
+    return subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, env=job_env(cluster.env))
+
+
+class Sampler:
+    """Every 0.5 s: the account's jobs in the queue, and the GPUs of those running (squeue's gres column)."""
+
+    def __init__(self, cluster):
+        self.cluster, self.max_queued, self.max_gpus, self.samples = cluster, 0, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            out = self.cluster.run(["squeue", "-h", "-A", ACCOUNT, "-o", "%T|%b"], timeout=30)
+            if out.returncode == 0:
+                rows = [line.split("|") for line in out.stdout.splitlines() if "|" in line]
+                gpus = sum(int(m.group(1)) for state, gres in rows if state == "RUNNING"
+                           for m in [re.search(r"gpu(?::\w+)?:(\d+)", gres)] if m)  # fmt: skip
+                self.max_queued, self.max_gpus = max(self.max_queued, len(rows)), max(self.max_gpus, gpus)
+                self.samples += 1
+            self._stop.wait(0.5)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def refusals(cluster) -> int:
+    return (cluster.workdir / "log" / "slurmctld.log").read_text(errors="replace").count(REFUSAL)
+
+
+def eval_jsons(work: Path) -> list[Path]:
+    return sorted((work / "results" / "cells").rglob("eval.json"))
+
+
+def test_matrix_under_qos_caps_completes_unrefused_in_the_planned_time(capped):
+    work = make_work("caps", ["add", "sub"])
+    plan = subprocess.run(
+        [PTFLOW, "plan", "--json", "-d", str(work), "--profile", str(REPO / "profiles" / "slurm"), *args(work)],
+        capture_output=True, text=True, env=job_env(capped.env), timeout=300,
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    planned = json.loads(plan.stdout)
+    limits = planned["limits"]
+    assert limits["max_submit_jobs"]["value"] == MAX_SUBMIT and QOS in limits["max_submit_jobs"]["source"]
+    assert limits["max_gpus"]["value"] == MAX_GPUS and QOS in limits["max_gpus"]["source"]
+    estimate_min = planned["estimate"]["minutes"]
+    jobs = planned["totals"]["jobs"]
+    assert jobs > 12, f"the matrix must be more than 12 jobs, it is {jobs}"
+
+    before = refusals(capped)
+    t0 = time.monotonic()
+    with Sampler(capped) as sampler:
+        driver = start_driver(capped, work)
+        rc = driver.wait(timeout=1800)
+    took_min = (time.monotonic() - t0) / 60
+    log = (work / "driver.log").read_text()
+    assert rc == 0, log[-6000:]
+    assert len(eval_jsons(work)) == 4, log[-3000:]
+    assert "ptflow: cluster limits" in log and "--jobs=4" in log
+    assert sampler.samples > 50
+    assert sampler.max_queued <= MAX_SUBMIT, f"{sampler.max_queued} jobs queued at once"
+    assert sampler.max_gpus <= MAX_GPUS, f"{sampler.max_gpus} GPUs in use at once"
+    assert sampler.max_gpus == MAX_GPUS, "the GPU cap was never reached: the test would not see a breach"
+    assert refusals(capped) == before, "slurmctld refused an sbatch of a driver that knew the cap"
+    assert estimate_min / 2 <= took_min <= estimate_min * 2, f"planned {estimate_min:.1f} min, took {took_min:.1f}"
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_two_drivers_of_one_user_share_the_cap(capped):
+    """Each driver keeps under the cap alone; together they pass it, and the refusals are waited out."""
+    works = [make_work(f"caps2-{i}", ["add"]) for i in (1, 2)]
+    before = refusals(capped)
+    with Sampler(capped) as sampler:
+        drivers = [start_driver(capped, w) for w in works]
+        codes = [d.wait(timeout=1800) for d in drivers]
+    logs = [(w / "driver.log").read_text() for w in works]
+    for work, code, log in zip(works, codes, logs, strict=True):
+        assert code == 0, log[-6000:]
+        assert len(eval_jsons(work)) == 2, log[-3000:]
+        assert "Error in rule" not in log, "a refused submission counted as a job's failure"
+    assert sampler.max_queued <= MAX_SUBMIT
+    refused = refusals(capped) - before
+    waited = sum(log.count("the submit cap is full") for log in logs)
+    # Slurm refused some of the second driver's submissions (the cap is shared); each was waited out and said.
+    assert refused == 0 or waited > 0, f"{refused} refusals, but no driver said it waited for a slot"
+    for work in works:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_site_limit_above_sacctmgr_is_refused_in_one_line(capped):
+    work = make_work("caps-bad", ["add"])
+    site = yaml.safe_load((work / "site.yaml").read_text())
+    site["limits"] = {"max_submit_jobs": MAX_SUBMIT + 1}
+    (work / "site.yaml").write_text(yaml.safe_dump(site))
+    proc = subprocess.run(
+        command(work, *args(work), profile="profiles/slurm"), cwd=work, capture_output=True, text=True,
+        env=job_env(capped.env), timeout=300,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    line = f"limits.max_submit_jobs: {MAX_SUBMIT + 1} is above the cluster's cap of {MAX_SUBMIT} (QOS {QOS}"
+    assert line in out, out[-3000:]
+    assert "Traceback" not in out
+    assert not (work / "results" / "cells").exists(), "nothing may run on a refused site"
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_sigterm_stops_the_driver_as_ctrl_c_does(capped):
+    """Snakemake alone marks a graceful stop on SIGTERM and waits for every running job (hours of training); the
+    driver stops at once instead, and its jobs are cancelled, as on Ctrl-C."""
+    work = make_work("sigterm", ["add"])
+    driver = start_driver(capped, work)
+    log_path = work / "driver.log"
+    deadline = time.monotonic() + 600
+    run_id = None
+    while True:
+        assert driver.poll() is None, log_path.read_text()[-4000:]
+        assert time.monotonic() < deadline, "no job of the run started"
+        m = re.search(r"SLURM run ID: (\S+)", log_path.read_text())
+        run_id = m.group(1) if m else None
+        if run_id and "RUNNING" in capped.run(["squeue", "-h", "-n", run_id, "-o", "%T"]).stdout.split():
+            break
+        time.sleep(0.5)
+    driver.send_signal(signal.SIGTERM)
+    rc = driver.wait(timeout=120)
+    text = log_path.read_text()
+    assert rc != 0, text[-3000:]
+    assert "ptflow: SIGTERM: stopping as on Ctrl-C" in text
+    left = capped.run(["squeue", "-h", "-n", run_id, "-t", "PENDING,RUNNING", "-o", "%i"]).stdout.split()
+    assert left == [], f"jobs of the stopped run still queued or running: {left}"
+    shutil.rmtree(work, ignore_errors=True)

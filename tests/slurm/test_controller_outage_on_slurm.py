@@ -1,0 +1,96 @@
+"""A maintenance restart in the middle of a run, on the real test cluster: slurmctld is stopped for 90 s while the
+run's jobs run and are queued, then started again. The run completes, no cell fails, no job is submitted or run twice,
+and the driver says what it waits for meanwhile (ptflow.cluster.patience, ptflow.ops.driver.SlurmWatch).
+
+It stops the whole cluster's controller, so it takes the cluster for itself (EXCLUSIVE_CLUSTER) and runs last.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.smk import REPO, command, default_agents, job_env
+
+pytestmark = pytest.mark.timeout(2400)
+EXCLUSIVE_CLUSTER = True
+WORK_ROOT = Path("/var/lib/ptflow-tests")
+# Jobs past 2 running stay PENDING (QOSMaxJobsPerUserLimit), so the outage finds jobs both running and queued.
+QOS = ACCOUNT = "ptflowtwo"
+OUTAGE_SECONDS = 90
+
+
+def test_run_survives_a_controller_restart(slurm_cluster):
+    cluster = slurm_cluster
+    if cluster.external:
+        pytest.skip("only the session's own cluster may have its controller stopped")
+    if not cluster.accounting:
+        pytest.skip("needs accounting (a QOS that keeps jobs pending, sacct to count steps)")
+    user = cluster.run(["id", "-un"]).stdout.strip()
+    for argv in (
+        ["add", "qos", QOS],
+        ["modify", "qos", QOS, "set", "MaxJobsPerUser=2"],
+        ["add", "account", ACCOUNT],
+        ["add", "user", user, f"account={ACCOUNT}", f"qos={QOS}", f"defaultqos={QOS}"],
+    ):
+        cluster.run(["sacctmgr", "-i", *argv], timeout=30)
+
+    WORK_ROOT.mkdir(parents=True, exist_ok=True)
+    work = WORK_ROOT / f"outage-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    model = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["models"][0]["id"]
+    agents = [a for a in default_agents(sft_steps=150) if a["id"] in ("baseline", "sft")]
+    matrix = {"agents": agents, "matrix": {"models": [model], "evals": ["add"]}}
+    (work / "matrix.yaml").write_text(yaml.safe_dump(matrix))
+    site = yaml.safe_load((REPO / "tests" / "slurm" / "localtest.yaml").read_text())
+    site.update(account=ACCOUNT, controller_wait_minutes=10)
+    (work / "site.yaml").write_text(yaml.safe_dump(site))
+    cmd = command(work, "--configfile", str(work / "matrix.yaml"), "--config", f"site={work / 'site.yaml'}",
+                  profile="profiles/slurm")  # fmt: skip
+    log_path = work / "driver.log"
+    started = time.strftime("%Y-%m-%dT%H:%M:%S")
+    with open(log_path, "w") as log:
+        driver = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, env=job_env(cluster.env))
+
+    def states() -> list[str]:
+        out = cluster.run(["squeue", "-h", "-A", ACCOUNT, "-o", "%T"], timeout=30)
+        return out.stdout.split() if out.returncode == 0 else []
+
+    deadline = time.monotonic() + 600
+    while not ({"RUNNING", "PENDING"} <= set(states())):
+        assert driver.poll() is None, log_path.read_text()[-4000:]
+        assert time.monotonic() < deadline, "no moment with jobs both running and pending"
+        time.sleep(0.5)
+    cluster.stop_controller()
+    try:
+        time.sleep(OUTAGE_SECONDS)
+    finally:
+        cluster.start_controller()
+    rc = driver.wait(timeout=1800)
+    text = log_path.read_text()
+    assert rc == 0, text[-6000:]
+    assert len(list((work / "results" / "cells").rglob("eval.json"))) == 2, text[-3000:]
+    assert "Error in rule" not in text, "a job failed during the outage"
+    assert "ptflow: waiting on Slurm: slurmctld does not answer" in text, "the driver was silent during the outage"
+    assert "ptflow: Slurm answers again" in text
+
+    # No job submitted twice: one Slurm job per Snakemake job, and Slurm knows no more jobs of the account than the
+    # driver submitted. No job ran twice: each job has one step (a step restarted by srun would be a second one).
+    submitted = [line for line in text.splitlines() if "has been submitted with SLURM jobid" in line]
+    snakemake_ids = [line.split("Job ", 1)[1].split()[0] for line in submitted]
+    assert len(snakemake_ids) == len(set(snakemake_ids)), submitted
+    sacct = cluster.run(["sacct", "-n", "-P", "-a", "-A", ACCOUNT, "-S", started, "-o", "JobID,State"], timeout=60)
+    rows = [line.split("|") for line in sacct.stdout.splitlines() if "|" in line]
+    ours = {line.rsplit("jobid ", 1)[1].split()[0].rstrip(".") for line in submitted}
+    jobs = {jid for jid, _ in rows if "." not in jid}  # the account is this test's: every job of it is the run's
+    assert jobs == ours, f"Slurm has {sorted(jobs)}, the driver submitted {sorted(ours)}"
+    steps = [jid for jid, _ in rows if "." in jid and jid.split(".")[0] in ours and jid.split(".")[1].isdigit()]
+    per_job = {j: sum(s.split(".")[0] == j for s in steps) for j in ours}
+    assert all(n == 1 for n in per_job.values()), f"steps per job: {per_job}"
+    shutil.rmtree(work, ignore_errors=True)
