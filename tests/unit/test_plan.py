@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 import yaml
 
 from ptflow.cluster import images
-from ptflow.config.model import build_config
+from ptflow.cluster.limits import Cap, Limits, merge_stated
+from ptflow.config.model import ConfigError, build_config
 from ptflow.config.sites import load_site
 from ptflow.ops import plan as planning
 from ptflow.ops.context import load_context, parse_smk_args
@@ -181,6 +183,9 @@ def test_supervised_trainings_keep_their_gpu_job_on_pyxis(posttrainbench_pyxis):
     assert_figures(out, expected_requests(out, ctx.site, ctx.cfg), "(default)")
     # 224 trainings x 4 GPUs x 4 h + 280 evaluations x 1 x 4 h
     assert out["totals"]["gpu_hours"] == pytest.approx(224 * 4 * 4 + 280 * 4)
+    # the supervisor's GPU jobs are Slurm jobs the estimate schedules under the caps like the plugin's
+    assert out["estimate"]["jobs"] == out["totals"]["jobs"] == sum(w["jobs"] for w in out["waves"])
+    assert out["estimate"]["minutes"] > 0 and out["estimate"]["peak_gpus"] > 0
 
 
 def test_multinode_counts_gres_and_cpus_per_node(tmp_path):
@@ -239,3 +244,212 @@ def test_a_finished_workflow_plans_no_job_and_each_cell_by_its_eval_json(tmp_pat
     assert plan.jobs == [] and plan.stats == {} and plan.requests == []
     assert plan.cell_counts() == {"done": 1, "to run": len(ctx.cfg.cells) - 1, "failed before": 0, "stale": 0}
     assert plan.cells[done.key]["state"] == "done"
+
+
+# ---- the wall-clock estimate under the cluster's caps ----
+
+OVERHEAD_MIN = planning.JOB_OVERHEAD_S / 60
+
+
+def site_file(tmp_path: Path, *, limits: dict | None = None, **requests: dict) -> Path:
+    """localtest.yaml with stated ``limits`` and changes to its requests (stage -> keys)."""
+    raw = yaml.safe_load(SITE.read_text())
+    if limits:
+        raw["limits"] = limits
+    for stage, keys in requests.items():
+        raw["resources"][stage] = {**raw["resources"].get(stage, {}), **keys}
+    path = tmp_path / "localtest.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def evaluate_dry_run(n: int) -> str:
+    """A dry-run's text of ``n`` evaluations of different cells, as Snakemake 9 prints them (no dependencies)."""
+    blocks = []
+    for i in range(n):
+        cell = f"results/cells/m{i}/add/baseline"
+        blocks.append(
+            f"[Tue Nov 24 21:13:52 2026]\nrule evaluate:\n    input: results/data/add/test.parquet\n"
+            f"    output: {cell}/eval.json, {cell}/inspect\n    jobid: {i + 1}\n"
+            f"    reason: Missing output files: {cell}/eval.json\n    wildcards: model=m{i}, eval=add, agent=baseline\n"
+            "    resources: tmpdir=<TBD>, gres=gpu:h100:1, runtime=30\nShell command: None\n"
+        )
+    return "\n".join(blocks)
+
+
+def test_twelve_one_gpu_jobs_under_a_gpu_cap_of_two_take_six_waves(tmp_path):
+    """12 evaluations of one GPU, expected 10 min, max_gpus 2: 2 at once (the profile's 250 jobs is no lower), six
+    waves of 10 min; the simulation adds the per-job latency to each wave."""
+    path = site_file(tmp_path, limits={"max_gpus": 2}, evaluate={"expected_runtime": 10})
+    ctx = load_context(parse_smk_args(["--config", f"site={path}", "-s", str(REPO / "Snakefile")], run_dir=REPO))
+    limits = merge_stated(ctx.site, {}, "not read from Slurm")
+    jobs = planning.profile_jobs(REPO)
+    plan = planning.make_plan(ctx.cfg, ctx.site, ctx.layout, tmp_path, evaluate_dry_run(12), limits, jobs)
+    assert plan.caps == planning.Caps(250, "profile jobs", 2, "max_gpus", None, "")
+    (row,) = plan.waves
+    assert row == planning.Waves("gpu", "evaluate", 1, 1, 10.0, "expected_runtime", 12, 2, "max_gpus")
+    assert (row.waves, row.hours) == (6, 1.0)
+    assert plan.estimate == planning.Estimate(6 * (10 + OVERHEAD_MIN), 12, 2, 2, 2)  # 61.5 min
+    text = planning.render(plan)
+    assert (
+        "Cluster limits (not read from Slurm)\n  max_gpus = 2 (GPUs in use at once; site localtest limits.max_gpus)\n"
+        in text
+    )
+    assert (
+        "\n  gpu          evaluate          12    1    1       2 (max_gpus)            6   10 min expected_runtime"
+        in text
+    )
+    assert "\nWall-clock estimate under the caps: 1 h 2 min (12 jobs, at most 2 at once, 2 GPUs at once)\n" in text
+    out = plan.to_json()
+    assert out["waves"][0]["waves"] == 6 and out["waves"][0]["hours"] == 1.0
+    assert out["estimate"]["minutes"] == 61.5 and out["limits"]["max_gpus"] == {
+        "value": 2,
+        "source": "site localtest limits.max_gpus",
+    }
+    # without expected_runtime a wave is the time limit, and the rows say so
+    plain = planning.make_plan(ctx.cfg, load_site(str(SITE), REPO), ctx.layout, tmp_path, evaluate_dry_run(12),
+                               limits, jobs)  # fmt: skip
+    assert [(w.minutes, w.minutes_from) for w in plain.waves] == [(30.0, "runtime")]
+    assert plain.estimate.minutes == 6 * (30 + OVERHEAD_MIN)
+
+
+def request(stage: str, gpus: int, minutes: int, runtime: int = 60, by: str = "plugin") -> planning.JobRequest:
+    return planning.JobRequest(stage, "gpu", "a", 1, gpus, 1, None, runtime, by, minutes)
+
+
+def test_the_simulation_follows_the_dag_and_shares_the_caps():
+    """4 trainings (20 min) each followed by its evaluation (10 min), and `all` after them: with nothing capping, one
+    chain's length; with 2 GPUs, 4 x 1 GPU x 30 min of work in pairs; with a submit cap of 1, one job at a time."""
+    train, evaluate = [request("train", 1, 20)], [request("evaluate", 1, 10)]
+    jobs = [planning.PlannedJob("train", f"t{i}", outputs=[f"ckpt{i}"], requests=train) for i in range(4)]
+    jobs += [planning.PlannedJob("evaluate", f"e{i}", inputs=[f"ckpt{i}"], outputs=[f"eval{i}"], requests=evaluate)
+             for i in range(4)]  # fmt: skip
+    jobs.append(planning.PlannedJob("all", "all", inputs=[f"eval{i}" for i in range(4)]))
+    free = planning.simulate(jobs, planning.Caps())
+    assert free == planning.Estimate(20 + 10 + 2 * OVERHEAD_MIN, 8, 4, 4, 4)
+    gpus = planning.simulate(jobs, planning.Caps.of(Limits(max_gpus=Cap(2, "q")), 250))
+    assert gpus == planning.Estimate(2 * (20 + 10) + 4 * OVERHEAD_MIN, 8, 2, 2, 2)
+    serial = planning.simulate(jobs, planning.Caps.of(Limits(max_submit_jobs=Cap(1, "q")), 250))
+    assert serial == planning.Estimate(4 * (20 + 10) + 8 * OVERHEAD_MIN, 8, 1, 1, 1)
+    # a job that needs fewer GPUs passes one that waits for more (Snakemake starts any ready job that fits)
+    wide = [planning.PlannedJob("train", "w", requests=[request("train", 2, 20)])]
+    narrow = [planning.PlannedJob("train", f"n{i}", requests=train) for i in range(2)]
+    caps = planning.Caps(gpus=2, gpus_by="max_gpus")
+    assert planning.simulate([narrow[0], *wide, narrow[1]], caps).minutes == 2 * (20 + OVERHEAD_MIN)
+
+
+def test_a_supervisors_jobs_count_and_run_together():
+    """A supervised training holds its GPU job and its helper (SkyRL's runtime server) at once, both counted against
+    the job cap: under a cap of 3 jobs two such trainings (2 jobs each) run one after the other."""
+    own = request("train", 4, 30, by="supervisor")
+    helper = planning.JobRequest("runtime_server", "cpu", "a", 2, 0, 1, None, 60, "supervisor")
+    jobs = [planning.PlannedJob("train_supervised", f"s{i}", requests=[own, helper]) for i in range(2)]
+    caps = planning.Caps.of(Limits(max_jobs=Cap(3, "QOS q MaxJobsPU")), 250)
+    assert planning.simulate(jobs, caps) == planning.Estimate(2 * (30 + OVERHEAD_MIN), 4, 2, 4, 3)
+    assert [(w.stage, w.jobs, w.slots, w.slots_by, w.waves, w.minutes_from) for w in planning.waves(jobs, caps)] == [
+        ("runtime_server", 2, 3, "max_jobs", 1, "runtime"),
+        ("train", 2, 3, "max_jobs", 1, "expected_runtime"),
+    ]
+
+
+def test_a_job_above_a_cap_never_starts_and_gets_no_estimate():
+    jobs = [planning.PlannedJob("train", "t", requests=[request("train", 2, 20)])]
+    caps = planning.Caps.of(Limits(max_gpus=Cap(1, "q")), 250)
+    assert planning.simulate(jobs, caps) == planning.Estimate(
+        None, 1, problem="one planned job holds 2 GPUs, above max_gpus = 1"
+    )
+    (row,) = planning.waves(jobs, caps)
+    assert (row.slots, row.waves, row.hours) == (0, None, None)
+
+
+def test_the_job_cap_is_the_smallest_of_the_limits_and_the_profiles_jobs(tmp_path):
+    assert planning.profile_jobs(REPO) == yaml.safe_load((REPO / planning.SLURM_PROFILE).read_text())["jobs"] == 250
+    assert planning.profile_jobs(tmp_path) is None  # a workflow without ptflow's Slurm profile
+    assert planning.Caps.of(None, 250).jobs == 250 and planning.Caps.of(None, 250).jobs_by == "profile jobs"
+    assert planning.Caps.of(None, None) == planning.Caps()
+    submit, running = Cap(300, "QOS q MaxSubmitJobsPU"), Cap(250, "QOS q MaxJobsPU")
+    assert planning.Caps.of(Limits(max_submit_jobs=submit), 250).jobs_by == "profile jobs"
+    assert planning.Caps.of(Limits(max_submit_jobs=submit, max_jobs=running), 250).jobs_by == "max_jobs"  # a tie
+    cpus = planning.Caps.of(Limits(max_cpus=Cap(40, "a")), 250)
+    assert cpus.slots(gpus=1, cpus=16) == (2, "max_cpus") and cpus.slots(gpus=0, cpus=1) == (40, "max_cpus")
+
+
+@pytest.mark.parametrize(
+    ("requests", "message"),
+    [
+        ({"evaluate": {"expected_runtime": 45}}, "resources.evaluate.expected_runtime: 45 min is above the time limit "
+                                                 "of stage evaluate (30 min)"),
+        ({"default": {"expected_runtime": 15}}, "resources.default.expected_runtime: 15 min is above the time limit "
+                                                "of stage aggregate (10 min)"),
+        ({"train": {"runtime": 60, "expected_runtime": 40}, "time_hours": 0.5}, "resources.train.expected_runtime: "
+                                                                               "40 min is above the time limit of "
+                                                                               "stage train (30 min)"),
+    ],
+)  # fmt: skip
+def test_an_expected_runtime_above_the_time_limit_is_refused(tmp_path, requests, message):
+    """A stage's expected_runtime, its own or the default's, is at most the runtime it gets (time_hours for train)."""
+    raw = yaml.safe_load(SITE.read_text())
+    for key, value in requests.items():
+        if key in raw["resources"]:
+            raw["resources"][key] = {**raw["resources"][key], **value}
+        else:
+            raw[key] = value
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as err:
+        load_site(str(path), REPO)
+    assert (
+        str(err.value)
+        == f"site error in {path} at {message}; Slurm ends its jobs there: lower it to at most "
+        + (message.rsplit("(", 1)[1].split()[0])
+    )
+
+
+def test_an_agents_expected_runtime_is_checked_against_its_own_runtime(tmp_path):
+    raw = yaml.safe_load(SITE.read_text())
+    raw["agent_resources"]["trl-grpo"]["expected_runtime"] = 50  # its runtime is 40
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"at agent_resources.trl-grpo.expected_runtime: 50 min is above the time "
+                                          r"limit of agent_resources.trl-grpo \(40 min\)"):  # fmt: skip
+        load_site(str(path), REPO)
+    raw["agent_resources"]["trl-grpo"]["expected_runtime"] = 40
+    path.write_text(yaml.safe_dump(raw))
+    assert load_site(str(path), REPO).raw["agent_resources"]["trl-grpo"]["expected_runtime"] == 40
+
+
+def test_the_estimate_without_caps_is_the_longest_chain_and_its_latency(fresh):
+    """Off a cluster (no Slurm answers) and with no stated limits only the profile's 250 jobs caps the run, above
+    its 28 jobs: the estimate is the longest chain with each of its jobs' latency, and counts every Slurm job."""
+    _, out = fresh
+    assert out["limits"]["note"].startswith("not read from Slurm: ")
+    assert [out["limits"][k] for k in ("max_submit_jobs", "max_jobs", "max_gpus", "max_cpus")] == [None] * 4
+    assert out["caps"] == {"jobs": 250, "jobs_by": "profile jobs", "gpus": None, "gpus_by": "", "cpus": None,
+                           "cpus_by": ""}  # fmt: skip
+    chain = out["longest_chain"]
+    assert out["estimate"]["minutes"] == chain["minutes"] + len(chain["jobs"]) * OVERHEAD_MIN == 170 + 1.5
+    assert out["estimate"]["jobs"] == out["totals"]["jobs"] == sum(w["jobs"] for w in out["waves"]) == 28
+    assert {w["waves"] for w in out["waves"]} == {1}
+
+
+def test_plan_prints_the_caps_it_plans_under(tmp_path):
+    """`ptflow plan` on a Slurm site off the cluster: the site's stated limits are the caps, printed, and the
+    estimate keeps under them (12 evaluations and 8 trainings at most 2 GPUs at once)."""
+    path = site_file(tmp_path, limits={"max_gpus": 2}, evaluate={"expected_runtime": 10})
+    argv = [PTFLOW, "plan", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path / "work")]
+    argv += ["--profile", str(REPO / "profiles" / "local"), "--config", f"site={path}"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": NO_CLUSTER})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = proc.stdout
+    assert "\nCluster limits (not read from Slurm: " in text
+    assert "\n  max_gpus = 2 (GPUs in use at once; site localtest limits.max_gpus)\n" in text
+    assert (
+        "\n  gpu          evaluate          12    1    1       2 (max_gpus)            6   10 min expected_runtime"
+        in text
+    )
+    m = re.search(
+        r"\nWall-clock estimate under the caps: (\d+) h (\d+) min \(28 jobs, at most \d+ at once, 2 GPUs", text
+    )
+    assert m, text
+    # at least the GPU work spread over 2 GPUs: 4 x 30 (SFT) + 4 x 2 x 40 (GRPO) + 12 x 10 (evaluations), halved
+    assert int(m.group(1)) * 60 + int(m.group(2)) >= (4 * 30 + 4 * 2 * 40 + 12 * 10) / 2

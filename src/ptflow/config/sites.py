@@ -503,6 +503,37 @@ def _check_times(raw: dict, path: Path) -> None:
             )
 
 
+def _check_expected(raw: dict, path: Path) -> None:
+    """No request may expect its jobs to take longer than the time limit they get (Slurm ends them there, so
+    ``ptflow plan`` would count on time they never have): its runtime as :meth:`Site.request` merges it (default, the
+    stage, train under an agent's request), or time_hours for train and evaluate. The key named is the one that sets
+    the expected_runtime, which may be inherited from the default."""
+    res = raw["resources"]
+    stacks = []
+    for stage in STAGES:
+        layers = [("resources.default", res["default"])]
+        if stage in FALLBACK_STAGE and stage not in res and FALLBACK_STAGE[stage] in res:
+            layers.append((f"resources.{FALLBACK_STAGE[stage]}", res[FALLBACK_STAGE[stage]]))
+        if stage in res:
+            layers.append((f"resources.{stage}", res[stage]))
+        stacks.append((f"stage {stage}", stage, layers))
+    for key, req in (raw.get("agent_resources") or {}).items():
+        layers = [("resources.default", res["default"]), ("resources.train", res.get("train", {}))]
+        stacks.append((f"agent_resources.{key}", "train", [*layers, (f"agent_resources.{key}", req)]))
+    time_hours = _hours(raw.get("time_hours"), "time_hours", path)
+    for label, stage, layers in stacks:
+        expected = [(where, req["expected_runtime"]) for where, req in layers if "expected_runtime" in req]
+        runtime = [req["runtime"] for _, req in layers if "runtime" in req]
+        if stage in TIMED_STAGES and time_hours:
+            runtime.append(math.ceil(time_hours * 60))
+        if expected and runtime and expected[-1][1] > runtime[-1]:
+            where, value = expected[-1]
+            raise ConfigError(
+                f"site error in {path} at {where}.expected_runtime: {value:g} min is above the time limit of "
+                f"{label} ({runtime[-1]} min); Slurm ends its jobs there: lower it to at most {runtime[-1]}"
+            )
+
+
 def load_site(site: str, sites_dir: str | Path) -> Site:
     """``site`` is a name in ``sites_dir`` or a path to a YAML file."""
     from snakemake.exceptions import WorkflowError
@@ -547,6 +578,7 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
             f"site error in {path} at warm_start: true is only for scheduler: local (jobs on this machine); remove it"
         )
     _check_times(raw, path)
+    _check_expected(raw, path)
     _convert_paths(raw, path)
     if (raw.get("evaluation") or {}).get("provider") == "vllm":
         gpus = {**raw["resources"]["default"], **raw["resources"].get("evaluate", {})}.get("gpus", 0)

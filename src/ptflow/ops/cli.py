@@ -28,11 +28,12 @@ import time
 from pathlib import Path
 
 from ptflow.cluster import slurm
+from ptflow.cluster.limits import LimitsError
 from ptflow.config.load import SHARED_CONFIG_ENV, find_workflow, shared_config
 from ptflow.config.model import Cell, ConfigError
 
 # the configuration of a snakemake command line (also used by remote, doctor and smoke)
-from ptflow.ops.context import Context, SmkArgs, load_context, parse_cell, parse_smk_args  # noqa: F401
+from ptflow.ops.context import Context, SmkArgs, cluster_limits, load_context, parse_cell, parse_smk_args  # noqa: F401
 
 LOG = logging.getLogger("ptflow.ops.cli")
 
@@ -63,7 +64,7 @@ def context_for_workdir(ns) -> Context:
 
 
 def cmd_plan(ns, rest: list[str]) -> int:
-    from ptflow.ops.plan import dry_run, make_plan, render
+    from ptflow.ops.plan import dry_run, make_plan, profile_jobs, render
 
     smk = parse_smk_args(rest)
     args = list(rest)
@@ -79,7 +80,8 @@ def cmd_plan(ns, rest: list[str]) -> int:
             raise
         # the configuration the dry-run used (a Snakefile other than ptflow's leaves none: read it here)
         ctx = load_context(smk, shared_config(shared))
-    plan = make_plan(ctx.cfg, ctx.site, ctx.layout, ctx.workdir, text)
+    limits = cluster_limits(ctx)
+    plan = make_plan(ctx.cfg, ctx.site, ctx.layout, ctx.workdir, text, limits, profile_jobs(ctx.snakefile.parent))
     if ns.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
@@ -370,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             return interactive.run_command(ns)
         if ns.command == "ray-launcher":
             return cmd_ray_launcher(ns)
-    except (ConfigError, slurm.SlurmUnavailable, RuntimeError) as exc:
+    except (ConfigError, LimitsError, slurm.SlurmUnavailable, RuntimeError) as exc:
         print(f"ptflow {ns.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,13 +1,13 @@
 """``ptflow doctor --site NAME`` and ``ptflow smoke``: every document's "test it first" steps as two commands.
 
 doctor: the login-node checks (preflight: partitions, account, time limits, node features, inputs, enroot
-credentials, Slurm's accounting and the user's account/QoS associations), then one short job per partition the
-matrix uses, with that partition's largest request of the matrix (its GPUs, ``--constraint``, ``--tmp``) and a
-five-minute limit, running ``templates/doctor_probe.sh.j2``: container runtime and version (apptainer >= 1.1,
-enroot/pyxis, EDF), GPUs visible inside the container (``nvidia-smi -L`` through the site's runtime), /dev/fuse and
-fuse-overlayfs, uuidgen, free node-local disk against ``tmp_mb``, outbound HTTPS to the API hosts of the matrix's
-agent CLIs. One table of findings; what it finds is reported as found (on the test cluster: no container, GPUs that
-Slurm hands out but no driver sees).
+credentials, Slurm's accounting and the user's account/QoS associations, the QOS/association caps the run keeps
+under), then one short job per partition the matrix uses, with that partition's largest request of the matrix (its
+GPUs, ``--constraint``, ``--tmp``) and a five-minute limit, running ``templates/doctor_probe.sh.j2``: container
+runtime and version (apptainer >= 1.1, enroot/pyxis, EDF), GPUs visible inside the container (``nvidia-smi -L``
+through the site's runtime), /dev/fuse and fuse-overlayfs, uuidgen, free node-local disk against ``tmp_mb``,
+outbound HTTPS to the API hosts of the matrix's agent CLIs. One table of findings; what it finds is reported as found
+(on the test cluster: no container, GPUs that Slurm hands out but no driver sees).
 
 smoke: one cell of the matrix with a short budget (PostTrainBench's "NUM_HOURS=1 on gsm8k + Qwen3-1.7B" step), as
 an agent ``<id>-smoke`` of its own, so the real matrix's cells are untouched.
@@ -25,9 +25,11 @@ from pathlib import Path
 
 from ptflow import templates
 from ptflow.cluster import images, preflight, slurm
+from ptflow.cluster.limits import LimitsError, request_problems
 from ptflow.cluster.runtime import runtime_argv
 from ptflow.config.sites import Request, Site
 from ptflow.jobenv import user_name
+from ptflow.ops.context import cluster_limits
 
 MIN_APPTAINER = "1.1"
 PROBE_MINUTES = 5
@@ -78,6 +80,21 @@ def login_findings(cfg, site: Site, layout) -> list[Finding]:
     if not problems:
         out.append(Finding(where, "preflight", "ok", "no problem found"))
     return out
+
+
+def limits_findings(ctx) -> list[Finding]:
+    """The caps the driver keeps the run under (``ptflow.cluster.limits``, the lines ``ptflow plan`` prints), so a
+    user sees where a queue of pending jobs comes from before submitting; and each request that could never start
+    under them (the driver's preflight refuses those)."""
+    where, check = "login node", "cluster limits"
+    try:
+        limits = cluster_limits(ctx)
+    except LimitsError as exc:
+        return [Finding(where, check, "FAIL", str(exc))]
+    out = [Finding(where, check, "info", f"read: {limits.note}")] if limits.any and limits.note else []
+    out += [Finding(where, check, "info", line) for line in limits.lines()]
+    problems = request_problems(limits, preflight.requests_in_use(ctx.cfg, ctx.site), ctx.site)
+    return out + [Finding(where, check, "FAIL", p) for p in problems]
 
 
 def partition_requests(cfg, site: Site) -> dict[str, tuple[str, Request]]:
@@ -218,6 +235,7 @@ def table(findings: list[Finding]) -> str:
 def doctor(ctx, workdir: Path, wait_minutes: float = 10, log=print) -> list[Finding]:
     findings = login_findings(ctx.cfg, ctx.site, ctx.layout)
     if ctx.site.scheduler == "slurm":
+        findings += limits_findings(ctx)
         findings += run_probes(ctx.cfg, ctx.site, workdir, wait_minutes, log=log)
     return findings
 

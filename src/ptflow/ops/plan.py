@@ -6,20 +6,30 @@ including the GPU job a login-node supervisor submits for ``train_supervised`` (
 nothing of those). The figures (GPU-, node- and CPU-hours per partition and account, at attempt 1) are those
 requests x runtime of exactly the planned jobs, and cells get a state from the plan plus the files (done, to run,
 failed before, stale).
+
+On a Slurm site it also says how long the run takes under what the cluster lets one user hold at once
+(``ptflow.cluster.limits``, and the Slurm profile's ``jobs:``): per partition, the waves its jobs need alone; over
+the whole DAG, a list-scheduling simulation under the shared caps, each job lasting its ``expected_runtime`` (else
+its time limit) plus the run's own latency per job.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import yaml
+
 from ptflow.cluster import images
+from ptflow.cluster.limits import Limits
 from ptflow.config.layout import Layout
 from ptflow.config.model import Cell, Config
 from ptflow.config.rules import LOGIN_NODE_RULES, RULE_STAGES, SUPERVISOR_RULES, TRAIN_RULES
@@ -33,6 +43,13 @@ CELL_STATES = (DONE, TO_RUN, FAILED_BEFORE, STALE)
 _RULE = re.compile(r"^(local)?rule (\w+):\s*$")
 _FIELD = re.compile(r"^\s{4}(\w+): (.*)$")
 _STATS_ROW = re.compile(r"^(\w+)\s+(\d+)\s*$")
+
+# The driver's --jobs on Slurm: the profile's `jobs:` (read by profile_jobs), the cap where no cluster limit is lower.
+SLURM_PROFILE = Path("profiles") / "slurm" / "config.yaml"
+# Seconds a job adds to the run beyond its own runtime: its submission and the status check that sees it end before
+# its dependents are submitted. bench/RESULTS.md measures job end -> dependent started at 6 s median (11 s max) with
+# the profile's 10 s status interval (profiles/slurm/config.yaml); 15 s leaves room for a busier controller.
+JOB_OVERHEAD_S = 15
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,16 @@ class JobRequest:
     mem_mb: int | None
     runtime: int
     by: str = "plugin"
+    expected_runtime: float | None = None  # the site's minutes for a usual job of the stage (at most runtime)
+
+    @property
+    def minutes(self) -> float:
+        """How long the job is counted to run: the site's expected_runtime, else its time limit."""
+        return float(self.expected_runtime or self.runtime)
+
+    @property
+    def minutes_from(self) -> str:
+        return "expected_runtime" if self.expected_runtime else "runtime"
 
     @classmethod
     def of(cls, stage: str, req: SiteRequest, by: str = "plugin") -> JobRequest:
@@ -64,6 +91,7 @@ class JobRequest:
             mem_mb=res.get("mem_mb"),
             runtime=int(res.get("runtime") or 0),
             by=by,
+            expected_runtime=req.get("expected_runtime"),
         )
 
 
@@ -185,6 +213,101 @@ class Request:
     cpu_hours: float = 0.0
 
 
+@dataclass(frozen=True)
+class Caps:
+    """What one run may hold at once on a Slurm site, each with what sets it; None where nothing caps it. Slurm jobs:
+    the smallest of the submit cap (queued + running), the running cap and the driver's --jobs (the profile's); GPUs
+    and CPUs in use: the cluster's caps (every Slurm job declares gpus_total / cpus_total against them)."""
+
+    jobs: int | None = None
+    jobs_by: str = ""
+    gpus: int | None = None
+    gpus_by: str = ""
+    cpus: int | None = None
+    cpus_by: str = ""
+
+    @classmethod
+    def of(cls, limits: Limits | None, driver_jobs: int | None) -> Caps:
+        """``limits`` and the driver's --jobs; a cluster limit equal to --jobs is named, being the one that holds."""
+        limits = limits or Limits()
+        counts = [(cap.value, key) for key in ("max_submit_jobs", "max_jobs") if (cap := limits.get(key))]
+        if driver_jobs is not None:
+            counts.append((driver_jobs, "profile jobs"))
+        jobs, jobs_by = min(counts, key=lambda c: c[0], default=(None, ""))
+        gpus, cpus = limits.max_gpus, limits.max_cpus
+        return cls(
+            jobs,
+            jobs_by,
+            gpus.value if gpus else None,
+            "max_gpus" if gpus else "",
+            cpus.value if cpus else None,
+            "max_cpus" if cpus else "",
+        )
+
+    def slots(self, gpus: int, cpus: int) -> tuple[int | None, str]:
+        """How many jobs holding ``gpus`` and ``cpus`` each may run at once (None: no cap; 0: not one, a job holds
+        more than a cap), and the cap that says so."""
+        bounds = [(self.jobs, self.jobs_by)]
+        if gpus and self.gpus is not None:
+            bounds.append((self.gpus // gpus, self.gpus_by))
+        if cpus and self.cpus is not None:
+            bounds.append((self.cpus // cpus, self.cpus_by))
+        return min(((n, by) for n, by in bounds if n is not None), key=lambda b: b[0], default=(None, ""))
+
+    def describe(self) -> str:
+        return ", ".join(
+            f"{value} {what} at once ({by})" if value is not None else f"{what} uncapped"
+            for what, value, by in (
+                ("jobs", self.jobs, self.jobs_by),
+                ("GPUs", self.gpus, self.gpus_by),
+                ("CPUs", self.cpus, self.cpus_by),
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Waves:
+    """A partition's Slurm jobs of one stage and size, as if alone under the caps: ``slots`` at once, so
+    ceil(jobs / slots) waves, each as long as one job (``minutes``, from its ``minutes_from``)."""
+
+    partition: str
+    stage: str
+    gpus: int
+    cpus: int
+    minutes: float
+    minutes_from: str  # expected_runtime, or runtime (the time limit) where the site gives none
+    jobs: int
+    slots: int | None  # None: nothing caps them, one wave; 0: one job holds more than a cap, none ever starts
+    slots_by: str
+
+    @property
+    def waves(self) -> int | None:
+        if self.slots == 0:
+            return None
+        return 1 if self.slots is None else math.ceil(self.jobs / self.slots)
+
+    @property
+    def hours(self) -> float | None:
+        return None if self.waves is None else self.waves * self.minutes / 60
+
+    def to_json(self) -> dict:
+        hours = self.hours
+        return {**asdict(self), "waves": self.waves, "hours": None if hours is None else round(hours, 4)}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The simulated run: its length in minutes, its Slurm jobs, the most jobs, GPUs and CPUs it held at once; or,
+    where a job could never start under the caps, why (``problem``) and no length."""
+
+    minutes: float | None
+    jobs: int
+    peak_jobs: int = 0
+    peak_gpus: int = 0
+    peak_cpus: int = 0
+    problem: str = ""
+
+
 @dataclass
 class Plan:
     jobs: list[PlannedJob]
@@ -192,6 +315,10 @@ class Plan:
     cells: dict[str, dict]  # cell key -> {state, jobs: [rules], reason}
     requests: list[Request]
     longest_chain: list[PlannedJob]
+    limits: Limits | None = None  # None: not a Slurm site
+    caps: Caps | None = None  # None: not a Slurm site, no waves and no estimate
+    waves: list[Waves] = field(default_factory=list)
+    estimate: Estimate | None = None
 
     @property
     def jobs_per_rule(self) -> dict[str, int]:
@@ -230,6 +357,11 @@ class Plan:
                     {"rule": j.rule, "wildcards": j.wildcards, "runtime": j.runtime_min} for j in self.longest_chain
                 ],
             },
+            "limits": self.limits.to_json() if self.limits else None,
+            "caps": asdict(self.caps) if self.caps else None,
+            "waves": [w.to_json() for w in self.waves],
+            "estimate": asdict(self.estimate) if self.estimate else None,
+            "job_overhead_s": JOB_OVERHEAD_S,
             "jobs": [asdict(j) for j in self.jobs],
         }
 
@@ -274,6 +406,84 @@ def longest_chain(jobs: list[PlannedJob]) -> list[PlannedJob]:
     return max(paths, key=lambda t: (t[0], t[1]))[2]
 
 
+def waves(jobs: list[PlannedJob], caps: Caps) -> list[Waves]:
+    """Per partition, stage and job size (GPUs, CPUs, minutes): the waves its Slurm jobs need alone under ``caps``;
+    a supervisor's jobs count as any other."""
+    sizes = Counter(
+        (r.partition, r.stage, r.gpus, r.cpus, r.minutes, r.minutes_from)
+        for j in jobs
+        if j.submitted
+        for r in j.requests
+    )
+    return [Waves(*size, n, *caps.slots(size[2], size[3])) for size, n in sorted(sizes.items())]
+
+
+def _fits(held: list[int], size: tuple[int, int, int], limit: list[float]) -> bool:
+    return all(h + n <= c for h, n, c in zip(held, size, limit, strict=True))
+
+
+def simulate(jobs: list[PlannedJob], caps: Caps) -> Estimate:
+    """The run's length under ``caps``: list scheduling over the planned DAG (edges output -> input, as
+    :func:`longest_chain`). A job is ready when its inputs' jobs have ended; whenever a job ends, the ready jobs that
+    fit start, earliest ready first, a job that does not fit letting smaller ones past (Snakemake's scheduler starts
+    any ready job the free resources allow). A planned job holds all its Slurm jobs at once (a supervised training
+    with its helper jobs) for its own request's minutes plus :data:`JOB_OVERHEAD_S`; jobs that submit nothing take no
+    time. Ready jobs are queued by size, so 10,000 cells cost a few sizes per start, not a scan of every ready job."""
+    producer = {out: i for i, j in enumerate(jobs) for out in j.outputs}
+    children: list[list[int]] = [[] for _ in jobs]
+    waiting = [0] * len(jobs)
+    for i, j in enumerate(jobs):
+        parents = {producer[p] for p in j.inputs if p in producer and producer[p] != i}
+        waiting[i] = len(parents)
+        for p in parents:
+            children[p].append(i)
+    sizes: dict[int, tuple[int, int, int]] = {}  # per shared request list: (Slurm jobs, GPUs, CPUs)
+    needs, durations = [], []
+    for j in jobs:
+        if not j.submitted:
+            needs.append((0, 0, 0))
+            durations.append(0.0)
+            continue
+        if id(j.requests) not in sizes:
+            sizes[id(j.requests)] = (len(j.requests), sum(r.gpus for r in j.requests), sum(r.cpus for r in j.requests))
+        needs.append(sizes[id(j.requests)])
+        durations.append(j.requests[0].minutes + JOB_OVERHEAD_S / 60)
+    total = sum(n[0] for n in needs)
+    limit = [math.inf if c is None else c for c in (caps.jobs, caps.gpus, caps.cpus)]
+    for need in set(needs):
+        for n, cap, what, by in zip(need, limit, ("Slurm jobs", "GPUs", "CPUs"),
+                                    (caps.jobs_by, caps.gpus_by, caps.cpus_by), strict=True):  # fmt: skip
+            if n > cap:
+                return Estimate(None, total, problem=f"one planned job holds {n} {what}, above {by} = {cap}")
+    held, peaks = [0, 0, 0], [0, 0, 0]
+    ready: dict[tuple[int, int, int], deque[tuple[int, int]]] = defaultdict(deque)  # size -> (ready order, job)
+    for i in range(len(jobs)):
+        if not waiting[i]:
+            ready[needs[i]].append((i, i))
+    order = len(jobs)
+    running: list[tuple[float, int]] = []  # (end, job)
+    now = 0.0
+    while True:
+        while fits := [q for size, q in ready.items() if q and _fits(held, size, limit)]:
+            _, i = min(fits, key=lambda q: q[0][0]).popleft()
+            held = [h + n for h, n in zip(held, needs[i], strict=True)]
+            peaks = [max(p, h) for p, h in zip(peaks, held, strict=True)]
+            heapq.heappush(running, (now + durations[i], i))
+        if not running:
+            return Estimate(now, total, *peaks)
+        now, i = heapq.heappop(running)
+        ended = [i]
+        while running and running[0][0] == now:
+            ended.append(heapq.heappop(running)[1])
+        for i in ended:
+            held = [h - n for h, n in zip(held, needs[i], strict=True)]
+            for c in children[i]:
+                waiting[c] -= 1
+                if not waiting[c]:
+                    ready[needs[c]].append((order, c))
+                    order += 1
+
+
 def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJob]) -> dict[str, dict]:
     """Per cell: done (nothing planned, valid eval.json), to run, failed before, stale (outputs exist, out of date)."""
     planned: dict[Cell, list[PlannedJob]] = defaultdict(list)
@@ -312,7 +522,20 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
     return out
 
 
-def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_text: str) -> Plan:
+def profile_jobs(workflow: Path) -> int | None:
+    """The Slurm profile's ``jobs:`` (the driver's --jobs there); None where the workflow has no such profile (a
+    Snakefile of the user's own)."""
+    path = workflow / SLURM_PROFILE
+    if not path.is_file():
+        return None
+    value = (yaml.safe_load(path.read_text()) or {}).get("jobs")
+    return int(value) if value else None
+
+
+def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_text: str, limits: Limits | None = None,
+              driver_jobs: int | None = None) -> Plan:  # fmt: skip
+    """The plan of a dry-run's text; on a Slurm site with its waves and wall-clock estimate under ``limits`` (the
+    cluster's caps) and ``driver_jobs`` (the profile's --jobs, :func:`profile_jobs`)."""
     jobs, stats = parse_dry_run(dry_run_text)  # a finished workflow's dry-run has no job blocks: no jobs
     # A job's requests depend on its rule, the agent slot of a train rule and an image's stage only: priced once per
     # such key, not once per job (10,000 cells have a few hundred keys). JobRequest is frozen: the lists are shared.
@@ -323,7 +546,18 @@ def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_te
         if key not in priced:
             priced[key] = job_requests(site, cfg, j.rule, w)
         j.requests = priced[key]
-    return Plan(jobs, stats, cell_states(cfg, layout, workdir, jobs), requests(jobs), longest_chain(jobs))
+    plan = Plan(jobs, stats, cell_states(cfg, layout, workdir, jobs), requests(jobs), longest_chain(jobs))
+    if site.scheduler == "slurm":
+        plan.limits = limits
+        plan.caps = Caps.of(limits, driver_jobs)
+        plan.waves = waves(jobs, plan.caps)
+        plan.estimate = simulate(jobs, plan.caps)
+    return plan
+
+
+def hours_minutes(minutes: float) -> str:
+    total = round(minutes)
+    return f"{total // 60} h {total % 60} min"
 
 
 def render(plan: Plan) -> str:
@@ -345,9 +579,41 @@ def render(plan: Plan) -> str:
     t = plan.totals()
     figures = f"{t['gpu_hours']:>10.2f} {t['node_hours']:>10.2f} {t['cpu_hours']:>10.2f}"
     lines.append(f"  {'total':<12} {'':<12} {t['jobs']:>5} {figures}")
+    lines += render_time(plan)
     chain = plan.longest_chain
     lines += ["", f"Longest chain: {len(chain)} jobs, {plan.chain_minutes():.0f} min of requested runtime"]
     for j in chain:
         wc = ",".join(f"{k}={v}" for k, v in j.wildcards.items())
         lines.append(f"  {j.rule}[{wc}] {j.runtime_min:.0f} min")
     return "\n".join(lines)
+
+
+def render_time(plan: Plan) -> list[str]:
+    """The cluster's caps, each partition's waves and the wall-clock estimate under the caps (Slurm sites only)."""
+    if plan.caps is None:
+        return ["", "Wall-clock estimate: none (not a Slurm site: jobs run on this machine, under no cluster caps)"]
+    limits = plan.limits
+    lines = ["", "Cluster limits" + (f" ({limits.note})" if limits and limits.any and limits.note else "")]
+    lines += [f"  {line}" for line in (limits.lines() if limits else ["none given"])]
+    lines += [
+        "",
+        "Waves per partition (each row alone under the caps; a wave is one job's expected_runtime, else runtime)",
+    ]
+    head = f"{'jobs':>5} {'GPUs':>4} {'CPUs':>4} {'at once':>7} {'(cap)':<17} {'waves':>5} {'wave':>8} {'from':<16}"
+    lines.append(f"  {'partition':<12} {'stage':<14} {head} {'hours':>8}")
+    for w in plan.waves:
+        at_once = {None: "all", 0: "never"}.get(w.slots, str(w.slots))
+        waves, hours = ("-", "-") if w.waves is None else (str(w.waves), f"{w.hours:.2f}")
+        size = f"{w.jobs:>5} {w.gpus:>4} {w.cpus:>4} {at_once:>7} {'(' + (w.slots_by or '-') + ')':<17}"
+        lines.append(
+            f"  {w.partition:<12} {w.stage:<14} {size} {waves:>5} {w.minutes:>4.0f} min {w.minutes_from:<16} {hours:>8}"
+        )
+    est = plan.estimate
+    if est.minutes is None:
+        lines += ["", f"Wall-clock estimate under the caps: none ({est.problem}: it never starts)"]
+    else:
+        at_once = f"at most {est.peak_jobs} at once, {est.peak_gpus} GPUs at once"
+        lines += ["", f"Wall-clock estimate under the caps: {hours_minutes(est.minutes)} ({est.jobs} jobs, {at_once})"]
+    lines.append(f"  the planned jobs in dependency order under {plan.caps.describe()};")
+    lines.append(f"  each job its expected_runtime (else runtime) + {JOB_OVERHEAD_S} s of submission and status checks")
+    return lines
