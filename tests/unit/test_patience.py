@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -131,3 +132,35 @@ def test_sigterm_is_ctrl_c():
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert said == ["ptflow: SIGTERM: stopping as on Ctrl-C (the run's Slurm jobs are cancelled)"]
+
+
+def test_a_killed_commands_wait_is_dropped(tmp_path, monkeypatch):
+    """A caller's timeout SIGKILLs a waiting command: its record must not keep the driver saying it waits."""
+    monkeypatch.setenv(patience.STATE_ENV, str(tmp_path))
+    child = subprocess.Popen(["sleep", "60"])
+    child.kill()
+    child.wait()
+    record = {"command": "scontrol", "why": "controller", "since": time.time(), "host": os.uname().nodename}
+    (tmp_path / "dead.json").write_text(json.dumps({**record, "pid": child.pid}))
+    (tmp_path / "live.json").write_text(json.dumps({**record, "pid": os.getpid()}))
+    assert [w["pid"] for w in driver.read_waits(tmp_path)] == [os.getpid()]
+    assert not (tmp_path / "dead.json").exists()
+
+
+def test_show_config_answers_from_its_last_answer_while_the_controller_is_away(tmp_path, monkeypatch):
+    """The plugin reads MinJobAge before every status check with a 10 s timeout; without an answer it switches to
+    sacct. Up: the real answer, kept; away: the kept one at once."""
+    bin_dir = tmp_path / "bin"
+    fake_command(bin_dir, "scontrol", 'test "$1" = ping && exit 0; echo "MinJobAge = 300 sec"')
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv(patience.STATE_ENV, str(tmp_path / "state"))
+    scontrol = str(bin_dir / "scontrol")
+    args = [scontrol, "show", "config"]
+    assert patience.run_query(args, time.monotonic() + 60, patience.Waits("scontrol")) == 0
+    assert patience.config_cache(args).read_text() == "MinJobAge = 300 sec\n"
+    fake_command(bin_dir, "scontrol", "exit 1")  # the controller is away: ping fails, show config fails
+    out = subprocess.run(
+        [sys.executable, "-m", "ptflow.cluster.patience", "scontrol", "show", "config"],
+        capture_output=True, text=True, timeout=20,
+    )  # fmt: skip
+    assert (out.returncode, out.stdout) == (0, "MinJobAge = 300 sec\n")

@@ -36,41 +36,6 @@ RT = SITE.runtime
 apply_site_env(SITE.process_env)
 
 
-def _keep_under_limits():
-    """The driver (not a job, not another site) keeps under the user's QOS/association caps: --jobs at most the
-    submit cap, gpus_total/cpus_total at most the GPU/CPU caps (ptflow.cluster.limits).
-    """
-    if SITE.scheduler != "slurm" or not workflow.is_main_process:
-        return None
-    from snakemake.logging import logger
-
-    from ptflow.cluster import limits as cluster_limits
-    from ptflow.cluster.preflight import requests_in_use
-    from ptflow.cluster.slurm import SlurmUnavailable
-    from ptflow.jobenv import user_name
-
-    requests = [req for _label, req in requests_in_use(CFG, SITE)]
-    try:
-        found = cluster_limits.read_limits(SITE, requests, user_name())
-    except cluster_limits.LimitsError as exc:
-        raise WorkflowError(str(exc)) from None
-    except SlurmUnavailable as exc:
-        logger.warning(
-            f"ptflow: could not read the cluster's limits ({exc}); the site's stated ones only"
-        )
-        found = cluster_limits.merge_stated(SITE, {}, f"not read: {exc}")
-    caps = cluster_limits.driver_caps(found, workflow.nodes)
-    cluster_limits.apply(workflow, caps)
-    if found.any:
-        shown = ", ".join(
-            f"{k.replace('_nodes', '--jobs')}={v}" for k, v in caps.items()
-        )
-        logger.info(
-            f"ptflow: cluster limits: {'; '.join(found.lines())}; the run keeps under them ({shown})"
-        )
-    return found
-
-
 def _patient_slurm_clients():
     """The driver's Slurm commands, and its jobs' srun, wait out an absent controller and a full submit cap
     (ptflow.cluster.patience); jobs inherit the PATH."""
@@ -84,7 +49,6 @@ def _patient_slurm_clients():
 
 
 _patient_slurm_clients()
-LIMITS = _keep_under_limits()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")
 HF_HOME = L.hf_home
@@ -631,8 +595,52 @@ def get_final_outputs():
 # ---- driver start: before anything is submitted (Snakemake runs onstart only for real runs, not in jobs) ----
 
 
+def _keep_under_limits():
+    """The driver keeps under the user's QOS/association caps: --jobs at most the submit cap, gpus_total/cpus_total
+    at most the GPU/CPU caps (ptflow.cluster.limits). From onstart: real runs only (a dry-run asks Slurm nothing),
+    before the scheduler has started a job.
+    """
+    if SITE.scheduler != "slurm":
+        return None
+    from snakemake.logging import logger
+
+    from ptflow.cluster import limits as cluster_limits
+    from ptflow.cluster.preflight import requests_in_use
+    from ptflow.cluster.slurm import SlurmUnavailable
+    from ptflow.jobenv import user_name
+
+    requests = [req for _label, req in requests_in_use(CFG, SITE)]
+    try:
+        found = cluster_limits.read_limits(SITE, requests, user_name())
+    except cluster_limits.LimitsError as exc:
+        raise WorkflowError(str(exc)) from None
+    except SlurmUnavailable as exc:
+        logger.warning(
+            f"ptflow: could not read the cluster's limits ({exc}); the site's stated ones only"
+        )
+        found = cluster_limits.merge_stated(SITE, {}, f"not read: {exc}")
+    caps = cluster_limits.driver_caps(found, workflow.nodes)
+    try:
+        cluster_limits.apply(workflow, caps)
+    except cluster_limits.LimitsError as exc:
+        raise WorkflowError(str(exc)) from None
+    if found.any:
+        shown = (
+            ", ".join(f"{k.replace('_nodes', '--jobs')}={v}" for k, v in caps.items())
+            or "Slurm itself keeps jobs past a running cap pending"
+        )
+        logger.info(
+            f"ptflow: cluster limits: {'; '.join(found.lines())}; the run keeps under them ({shown})"
+        )
+    return found
+
+
+LIMITS = None  # read by the driver at its start (_keep_under_limits)
+
+
 def _limits_problems(cfg, site, layout):
-    """Jobs that could never start under the caps read at load time (more GPUs/CPUs than the user may hold)."""
+    """Jobs that could never start under the caps read at the driver's start (more GPUs/CPUs than the user may
+    hold)."""
     from ptflow.cluster.limits import request_problems
     from ptflow.cluster.preflight import requests_in_use
 
@@ -640,6 +648,8 @@ def _limits_problems(cfg, site, layout):
 
 
 def run_preflight():
+    global LIMITS
+    LIMITS = _keep_under_limits()
     try:
         ensure_ok(
             CFG,

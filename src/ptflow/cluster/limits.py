@@ -206,7 +206,7 @@ def site_partitions(site, requests) -> set[str]:
 def stated(site) -> dict[str, int]:
     """The site file's ``limits:`` (schema: integers >= 1; checked again here for a clear line)."""
     out = {}
-    for key, value in (site.raw.get("limits") or {}).items():
+    for key, value in site.limits.items():
         if key not in LIMIT_KEYS:
             raise LimitsError(f"site {site.name} limits.{key}: unknown key; known: {', '.join(LIMIT_KEYS)}")
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -296,7 +296,22 @@ def request_problems(limits: Limits, labelled_requests, site) -> list[str]:
 
 
 def apply(workflow, caps: dict[str, int]) -> None:
-    """Register ``caps`` as the workflow's global resources before its scheduler starts (``--jobs`` is ``_nodes``):
-    what ``--jobs N --resources gpus_total=G`` would do, read by Snakemake's own scheduler."""
+    """What ``--jobs N --resources gpus_total=G cpus_total=C`` would have done, from the driver's start (``onstart``:
+    real runs only, before the scheduler has started any job). ``Workflow.register_resource`` records each cap as a
+    global resource (``--jobs`` is ``_nodes``) and hands it to the scheduler's free pool; the scheduler's copy of the
+    global table (what it checks jobs against and gives back to when a job ends) gets it too. Snakemake 9's
+    ``JobScheduler`` keeps both as dicts; a Snakemake without them is refused in one line rather than run uncapped."""
     for name, value in caps.items():
         workflow.register_resource(name, value)
+    scheduler = getattr(workflow, "scheduler", None)
+    if scheduler is None or not caps:
+        return  # not started yet: it copies workflow.global_resources when it starts
+    table, pool = getattr(scheduler, "global_resources", None), getattr(scheduler, "resources", None)
+    if not isinstance(table, dict) or not isinstance(pool, dict):
+        raise LimitsError(
+            "this Snakemake's scheduler keeps no global_resources/resources tables: ptflow cannot cap the run to the "
+            f"cluster's limits ({', '.join(f'{k}={v}' for k, v in caps.items())}); pass --jobs and --resources yourself"
+        )
+    for name, value in caps.items():
+        table[name] = value
+        pool[name] = value  # nothing runs yet: the whole cap is free

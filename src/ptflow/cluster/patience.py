@@ -8,7 +8,8 @@ and decides from Slurm's own answers, never from the wording of a message:
 - **The controller does not answer** (``scontrol ping`` exits non-zero: a maintenance restart, a flooded slurmctld):
   the command waits with backoff until it answers again, at most ``controller_wait`` seconds (site
   ``controller_wait_minutes``, default 30), then runs again. So no job is declared failed or lost while the controller
-  is away, and the plugin never sees the failed ``scontrol show config`` that would switch its status command to sacct.
+  is away; ``scontrol show config`` answers at once with its last answer meanwhile, so the plugin (which asks it,
+  with a 10 s timeout, before every status check) never switches its status command to sacct.
 - **sbatch, refused for a full submit cap** (its error names one of Slurm's submit-limit reasons,
   :data:`SUBMIT_LIMIT_REASONS`, e.g. ``QOSMaxSubmitJobPerUserLimit``; another run of the same user, a limit lowered
   mid-run): it waits for a slot and submits again, for as long as the user has jobs in the queue that will free one.
@@ -30,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -107,13 +109,29 @@ class Waits:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"command": self.command, "why": why, "detail": detail, "since": self.since}))
+        record = {"command": self.command, "why": why, "detail": detail, "since": self.since}
+        tmp.write_text(json.dumps({**record, "host": socket.gethostname(), "pid": os.getpid()}))
         os.replace(tmp, self.path)
 
     def end(self) -> None:
         self.since = None
         if self.path is not None:
             self.path.unlink(missing_ok=True)
+
+
+def is_stale(record: dict, now: float) -> bool:
+    """A record whose command is gone: killed on this host (a caller's timeout sends SIGKILL, no clean-up), or, on
+    another host, older than any wait for the controller may last."""
+    if record.get("host") == socket.gethostname() and record.get("pid"):
+        try:
+            os.kill(int(record["pid"]), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    limit = float(os.environ.get(WAIT_ENV) or DEFAULT_WAIT) + 300
+    return record.get("why") != "submit cap" and now - float(record.get("since", now)) > limit
 
 
 def _sleep(backoff: tuple[int, ...], tries: int, deadline: float | None = None) -> None:
@@ -129,7 +147,7 @@ def wait_for_controller(waits: Waits, deadline: float) -> bool:
     while not controller_up():
         if time.monotonic() >= deadline:
             return False
-        waits.begin("controller", "slurmctld does not answer (scontrol ping)")
+        waits.begin("controller", "scontrol ping fails")
         _sleep(BACKOFF, tries, deadline)
         tries += 1
     return True
@@ -143,13 +161,33 @@ def _emit(proc: subprocess.CompletedProcess) -> int:
     return proc.returncode
 
 
+def config_cache(argv: list[str]) -> Path | None:
+    """Where ``scontrol show config``'s last answer is kept: the plugin asks it before every status check (MinJobAge,
+    with a 10 s timeout) and switches its status command to sacct when it gets none."""
+    state = os.environ.get(STATE_ENV)
+    return Path(state) / "scontrol-show-config.txt" if state and argv[1:] == ["show", "config"] else None
+
+
 def run_query(argv: list[str], deadline: float, waits: Waits) -> int:
-    """squeue, sacct, scontrol: run again while the controller is away; a real error (controller up) passes."""
+    """squeue, sacct, scontrol: run again while the controller is away; a real error (controller up) passes. While it
+    is away, ``scontrol show config`` answers at once with the configuration it last gave (a restart keeps it)."""
+    cache = config_cache(argv)
     while True:
         proc = subprocess.run(argv, capture_output=True)
-        if proc.returncode == 0 or argv[1:2] == ["ping"]:
+        if proc.returncode == 0:
+            if cache is not None:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_bytes(proc.stdout)
+                os.replace(tmp, cache)
             return _emit(proc)
-        if controller_up() or not wait_for_controller(waits, deadline):
+        if argv[1:2] == ["ping"] or controller_up():
+            return _emit(proc)
+        if cache is not None and cache.is_file():
+            sys.stdout.buffer.write(cache.read_bytes())
+            sys.stdout.buffer.flush()
+            return 0
+        if not wait_for_controller(waits, deadline):
             return _emit(proc)
 
 

@@ -306,6 +306,16 @@ class Site:
         return env
 
     @property
+    def limits(self) -> dict:
+        """The user's caps as the site file states them (``limits:``; checked by ptflow.cluster.limits)."""
+        return dict(self.raw.get("limits") or {})
+
+    @property
+    def controller_wait_seconds(self) -> float:
+        """How long Slurm commands wait for a controller that does not answer (ptflow.cluster.patience)."""
+        return float(self.raw.get("controller_wait_minutes", 30)) * 60
+
+    @property
     def time_hours(self) -> float | None:
         """Wall time of the GPU jobs (train, evaluate) in hours, TAO's SLURM_TIME_HOURS; None: each request's own."""
         return _hours(self.raw.get("time_hours"), "time_hours", self.path)

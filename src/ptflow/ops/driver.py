@@ -158,12 +158,18 @@ def read_waits(state_dir: Path) -> list[dict]:
     """What the patient Slurm commands (ptflow.cluster.patience) are waiting for now; a vanished file is skipped."""
     import json
 
-    out = []
+    from ptflow.cluster.patience import is_stale
+
+    out, now = [], time.time()
     for path in sorted(Path(state_dir).glob("*.json")):
         try:
-            out.append(json.loads(path.read_text()))
+            record = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
+        if is_stale(record, now):
+            path.unlink(missing_ok=True)
+        else:
+            out.append(record)
     return out
 
 
