@@ -147,6 +147,8 @@ def test_matrix_under_qos_caps_completes_unrefused_in_the_planned_time(capped):
     assert sampler.max_gpus <= MAX_GPUS, f"{sampler.max_gpus} GPUs in use at once"
     assert sampler.max_gpus == MAX_GPUS, "the GPU cap was never reached: the test would not see a breach"
     assert refusals(capped) == before, "slurmctld refused an sbatch of a driver that knew the cap"
+    print(f"planned {estimate_min:.1f} min for {jobs} jobs, took {took_min:.1f} min; at most {sampler.max_queued} "
+          f"queued and {sampler.max_gpus} GPUs in use ({sampler.samples} samples)")  # fmt: skip
     assert estimate_min / 2 <= took_min <= estimate_min * 2, f"planned {estimate_min:.1f} min, took {took_min:.1f}"
     shutil.rmtree(work, ignore_errors=True)
 
@@ -166,6 +168,7 @@ def test_two_drivers_of_one_user_share_the_cap(capped):
     assert sampler.max_queued <= MAX_SUBMIT
     refused = refusals(capped) - before
     waited = sum(log.count("the submit cap is full") for log in logs)
+    print(f"two drivers: {refused} sbatch refusals, {waited} waits said, at most {sampler.max_queued} queued")
     # Slurm refused some of the second driver's submissions (the cap is shared); each was waited out and said.
     assert refused == 0 or waited > 0, f"{refused} refusals, but no driver said it waited for a slot"
     for work in works:

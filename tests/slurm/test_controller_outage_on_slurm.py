@@ -79,6 +79,9 @@ def test_run_survives_a_controller_restart(slurm_cluster):
     assert "Error in rule" not in text, "a job failed during the outage"
     assert "ptflow: waiting on Slurm: slurmctld does not answer" in text, "the driver was silent during the outage"
     assert "ptflow: Slurm answers again" in text
+    # The plugin reads MinJobAge (scontrol show config) before each status check and falls back to sacct without an
+    # answer; the patient scontrol answers with the last configuration, so the profile's squeue stays in use.
+    assert "Falling back to 'sacct'" not in text
 
     # No job submitted twice: one Slurm job per Snakemake job, and Slurm knows no more jobs of the account than the
     # driver submitted. No job ran twice: each job has one step (a step restarted by srun would be a second one).
