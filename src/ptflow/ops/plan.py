@@ -560,6 +560,11 @@ def hours_minutes(minutes: float) -> str:
     return f"{total // 60} h {total % 60} min"
 
 
+def _minutes(value: float) -> str:
+    """Whole minutes, or one decimal below 10 (a 12 s job is 0.2 min, not 0)."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
 def render(plan: Plan) -> str:
     lines = ["Cells"]
     for state, n in plan.cell_counts().items():
@@ -605,9 +610,8 @@ def render_time(plan: Plan) -> list[str]:
         at_once = {None: "all", 0: "never"}.get(w.slots, str(w.slots))
         waves, hours = ("-", "-") if w.waves is None else (str(w.waves), f"{w.hours:.2f}")
         size = f"{w.jobs:>5} {w.gpus:>4} {w.cpus:>4} {at_once:>7} {'(' + (w.slots_by or '-') + ')':<17}"
-        lines.append(
-            f"  {w.partition:<12} {w.stage:<14} {size} {waves:>5} {w.minutes:>4.0f} min {w.minutes_from:<16} {hours:>8}"
-        )
+        wave = f"{_minutes(w.minutes):>4} min {w.minutes_from:<16}"
+        lines.append(f"  {w.partition:<12} {w.stage:<14} {size} {waves:>5} {wave} {hours:>8}")
     est = plan.estimate
     if est.minutes is None:
         lines += ["", f"Wall-clock estimate under the caps: none ({est.problem}: it never starts)"]
