@@ -3,11 +3,13 @@
 # (ptflow.cluster.limits.read_limits), keeps under them (driver_caps, apply: --jobs at most MaxSubmitJobs) and puts
 # the patient Slurm clients first on PATH (ptflow.cluster.patience). Used by bench/capped_matrix.py, which passes
 # --config count=N sleep=S site=<site YAML with the account>.
-import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.join(workflow.basedir, "..", "src"))
+# resolved: the patient shims find the real commands by skipping their own directory (patience.SHIM_DIR), which must
+# then be the same path as the one the shims' own Python imports ptflow from (a path with ".." on PATH is not skipped
+# and the shim runs itself, without end)
+sys.path.insert(0, str(Path(workflow.basedir).resolve().parent / "src"))
 
 N = int(config.get("count", 200))
 

@@ -192,7 +192,8 @@ def one_run(cluster, label: str, account: str, n: int, sleep: int, slots: int, l
         "jobs": len(jobs),
         "failed": len(jobs) - len(done),
         "samples": sampler.samples,
-        "refill_s": median_gap([stamp(j["End"]) for j in done], submits, slots),
+        # only where the cap holds submissions back (uncapped, a submission waits on no slot)
+        "refill_s": median_gap([stamp(j["End"]) for j in done], submits, slots) if account == CAPPED else None,
         "wait_s": wait_s,
         "span_s": (max(stamp(j["End"]) for j in done) - min(submits)).total_seconds(),
         "caps": caps_line.split("bench: ", 1)[-1].strip(),
