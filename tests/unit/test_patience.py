@@ -164,3 +164,18 @@ def test_show_config_answers_from_its_last_answer_while_the_controller_is_away(t
         capture_output=True, text=True, timeout=20,
     )  # fmt: skip
     assert (out.returncode, out.stdout) == (0, "MinJobAge = 300 sec\n")
+
+
+def test_the_shims_are_never_taken_for_the_real_command_however_path_spells_them(tmp_path):
+    """A PATH entry like src/ptflow/../ptflow/cluster/shims (a Snakefile that put src/.. on sys.path) is still the
+    shims: taken for the real command, every shim ran itself forever (3,333 processes in 2 minutes, seen in a bench)."""
+    spelt = patience.SHIM_DIR.parent / ".." / "cluster" / "shims"
+    fake = fake_command(tmp_path / "bin", "squeue", "echo real")
+    env = {"PATH": f"{spelt}:{tmp_path / 'bin'}"}
+    assert patience.real_binary("squeue", env) == str(fake)
+    patience.install(60, tmp_path / "state", environ=env)
+    assert env["PATH"].split(os.pathsep) == [str(patience.SHIM_DIR), str(tmp_path / "bin")]
+    # the shell fallback (no ptflow Python on the node) skips the shims under any spelling as well
+    env = {"PATH": f"{spelt}:{tmp_path / 'bin'}:/usr/bin:/bin"}
+    out = subprocess.run([str(spelt / "squeue")], capture_output=True, text=True, env=env, timeout=20)
+    assert (out.returncode, out.stdout) == (0, "real\n")

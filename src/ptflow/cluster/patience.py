@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-SHIM_DIR = Path(__file__).with_name("shims")
+SHIM_DIR = Path(__file__).resolve().with_name("shims")
 SHIMMED = ("sbatch", "squeue", "sacct", "scontrol", "srun")
 WAIT_ENV = "PTFLOW_CONTROLLER_WAIT"  # seconds a command waits for the controller
 STATE_ENV = "PTFLOW_SLURM_STATE"  # directory where waiting commands say so
@@ -61,10 +61,19 @@ BACKOFF = (2, 4, 8, 15, 30)  # seconds between tries; the last repeats
 SLOT_BACKOFF = (5, 10, 20, 30, 60)
 
 
+def is_shim_dir(directory: str) -> bool:
+    """Whether ``directory`` is the shims' however it is spelt (``src/../src/...``, a symlink): a PATH entry that
+    is, taken for the real command's, would make each shim run itself forever."""
+    try:
+        return os.path.samefile(directory, SHIM_DIR)
+    except OSError:
+        return False
+
+
 def install(wait_seconds: float, state_dir: Path, environ=os.environ) -> None:
     """Put the shims first on PATH of this process (and so of every command and job it starts)."""
     path = environ.get("PATH", "")
-    parts = [p for p in path.split(os.pathsep) if p and Path(p) != SHIM_DIR]
+    parts = [p for p in path.split(os.pathsep) if p and not is_shim_dir(p)]
     environ["PATH"] = os.pathsep.join([str(SHIM_DIR), *parts])
     environ[WAIT_ENV] = str(int(wait_seconds))
     environ[STATE_ENV] = str(state_dir)
@@ -74,7 +83,7 @@ def install(wait_seconds: float, state_dir: Path, environ=os.environ) -> None:
 def real_binary(name: str, environ=os.environ) -> str | None:
     """``name`` on PATH, the shims left out."""
     for d in environ.get("PATH", "").split(os.pathsep):
-        if not d or Path(d) == SHIM_DIR:
+        if not d or is_shim_dir(d):
             continue
         cand = Path(d) / name
         if cand.is_file() and os.access(cand, os.X_OK):
