@@ -179,3 +179,14 @@ def test_the_shims_are_never_taken_for_the_real_command_however_path_spells_them
     env = {"PATH": f"{spelt}:{tmp_path / 'bin'}:/usr/bin:/bin"}
     out = subprocess.run([str(spelt / "squeue")], capture_output=True, text=True, env=env, timeout=20)
     assert (out.returncode, out.stdout) == (0, "real\n")
+
+
+def test_sbatch_keeps_stdin_only_where_sbatch_reads_its_script_there(tmp_path):
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    with open(os.devnull) as pipe_like:  # not a terminal
+        assert patience.script_from_stdin(["--parsable", "/dev/stdin"], pipe_like)
+        assert patience.script_from_stdin(["-p", "debug"], pipe_like)
+        assert not patience.script_from_stdin(["--wrap", "echo hi"], pipe_like)
+        assert not patience.script_from_stdin(["--wrap=echo hi"], pipe_like)
+        assert not patience.script_from_stdin(["-p", "debug", str(script), "arg"], pipe_like)

@@ -243,6 +243,18 @@ def already_submitted(args: list[str], user: str) -> str | None:
     return None
 
 
+def script_from_stdin(args: list[str], stdin=None) -> bool:
+    """Whether sbatch would read its script from stdin (kept, to give each try the same): no ``--wrap``, no script
+    file among the arguments (``/dev/stdin`` is stdin), and stdin is not a terminal. A caller that passes a script
+    file while its own stdin stays open (a supervisor under ssh) must not have that stdin read to its end."""
+    stdin = sys.stdin if stdin is None else stdin
+    if stdin is None or stdin.isatty():
+        return False
+    if any(a == "--wrap" or a.startswith("--wrap=") for a in args):
+        return False
+    return not any(a != "/dev/stdin" and os.path.isfile(a) for a in args)
+
+
 def _submitted(args: list[str], jobid: str) -> int:
     sys.stdout.write(f"{jobid}\n" if "--parsable" in args else f"Submitted batch job {jobid}\n")
     sys.stdout.flush()
@@ -326,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     waits = Waits(name)
     try:
         if name == "sbatch":
-            stdin = None if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read()
+            stdin = sys.stdin.buffer.read() if script_from_stdin(args) else None
             from ptflow.jobenv import user_name
 
             return run_sbatch(real, args, stdin, deadline, waits, user_name())
