@@ -605,22 +605,10 @@ def _keep_under_limits():
     from snakemake.logging import logger
 
     from ptflow.cluster import limits as cluster_limits
-    from ptflow.cluster.preflight import requests_in_use
-    from ptflow.cluster.slurm import SlurmUnavailable
-    from ptflow.jobenv import user_name
 
-    requests = [req for _label, req in requests_in_use(CFG, SITE)]
     try:
-        found = cluster_limits.read_limits(SITE, requests, user_name())
-    except cluster_limits.LimitsError as exc:
-        raise WorkflowError(str(exc)) from None
-    except SlurmUnavailable as exc:
-        logger.warning(
-            f"ptflow: could not read the cluster's limits ({exc}); the site's stated ones only"
-        )
-        found = cluster_limits.merge_stated(SITE, {}, f"not read: {exc}")
-    caps = cluster_limits.driver_caps(found, workflow.nodes)
-    try:
+        found = cluster_limits.for_matrix(CFG, SITE)
+        caps = cluster_limits.driver_caps(found, workflow.nodes)
         cluster_limits.apply(workflow, caps)
     except cluster_limits.LimitsError as exc:
         raise WorkflowError(str(exc)) from None

@@ -203,25 +203,11 @@ def site_partitions(site, requests) -> set[str]:
     return {p for req in requests for p in (req.get("partition") or "").split(",") if p}
 
 
-def stated(site) -> dict[str, int]:
-    """The site file's ``limits:`` (schema: integers >= 1; checked again here for a clear line)."""
-    out = {}
-    for key, value in site.limits.items():
-        if key not in LIMIT_KEYS:
-            raise LimitsError(f"site {site.name} limits.{key}: unknown key; known: {', '.join(LIMIT_KEYS)}")
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise LimitsError(
-                f"site {site.name} limits.{key}: {value!r} is not a count of at least 1; "
-                f"state the cluster's cap on {WHAT[key]} or leave the key out"
-            )
-        out[key] = value
-    return out
-
-
 def merge_stated(site, read: dict[str, Cap | None], note: str) -> Limits:
-    """The site's stated limits over those read: each at most the read one (else :class:`LimitsError`)."""
+    """The site's stated limits (``limits:``, integers >= 1 by the site schema) over those read: each at most the read
+    one (else :class:`LimitsError`)."""
     caps = dict(read)
-    for key, value in stated(site).items():
+    for key, value in site.limits.items():
         have = caps.get(key)
         if have is not None and value > have.value:
             raise LimitsError(
@@ -261,6 +247,23 @@ def read_limits(site, requests, user: str, run=slurm._run) -> Limits:
     caps = combine(assoc_rows, qos_rows, user=user, account=account, partitions=parts, qos_names=qos_names)
     note = f"sacctmgr: user {user}, account {account}, QOS {', '.join(sorted(qos_names))}"
     return merge_stated(site, caps, note)
+
+
+def for_matrix(cfg, site, user: str | None = None) -> Limits | None:
+    """The caps for this matrix's requests, as the driver (at its start), ``ptflow plan`` and ``ptflow doctor`` read
+    them; None on a site that is not Slurm. Where Slurm does not answer (no Slurm here, a plan made off the cluster):
+    the site's stated limits only, saying why. A stated limit above the cluster's raises :class:`LimitsError`."""
+    from ptflow.cluster.preflight import requests_in_use
+    from ptflow.jobenv import user_name
+
+    if site.scheduler != "slurm":
+        return None
+    requests = [req for _label, req in requests_in_use(cfg, site)]
+    try:
+        return read_limits(site, requests, user or user_name())
+    except slurm.SlurmUnavailable as exc:
+        said = " ".join(str(exc).split())  # scontrol's stderr may run over lines; the note is one
+        return merge_stated(site, {}, f"not read from Slurm: {said}; the site's stated limits only")
 
 
 # ---- the driver under them ----

@@ -44,7 +44,9 @@ STATE_ENV = "PTFLOW_SLURM_STATE"  # directory where waiting commands say so
 PYTHON_ENV = "PTFLOW_PYTHON"  # the interpreter the shims run this module with
 TOKEN_ENV = "PTFLOW_STEP_TOKEN"  # touched by the task prolog when a step's task starts
 STEP_PROLOG = SHIM_DIR / "step_started.sh"
-DEFAULT_WAIT = 30 * 60
+# Without WAIT_ENV the shim was not installed by a driver (install sets both, its jobs inherit them): no waiting for
+# the controller then. The site default is Site.controller_wait_seconds.
+DEFAULT_WAIT = 0
 # Slurm's job-reason names for a submission past a submit cap (slurm.h / job_reason_string): sbatch prints the name as
 # its own error line. A refusal for a cap that running jobs will free; any other accounting-policy refusal (a job too
 # big for MaxTRESPerJob) is permanent.

@@ -21,6 +21,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import yaml
 
@@ -37,6 +38,7 @@ TIMED_STAGES = ("train", "evaluate")
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
 
 # What a retry asks more of (site retry_growth), each capped by the partition's limit of that name.
+CONTROLLER_WAIT_MINUTES = 30  # site controller_wait_minutes' default (ptflow.cluster.patience)
 SCALED_BY_ATTEMPT = {"runtime": "max_runtime", "mem_mb": "max_mem_mb"}
 
 # The time-limit warning (WARNING_SIGNAL, ptflow.jobenv): `warn_seconds` in a request becomes --signal=USR1@N (no B:,
@@ -313,7 +315,7 @@ class Site:
     @property
     def controller_wait_seconds(self) -> float:
         """How long Slurm commands wait for a controller that does not answer (ptflow.cluster.patience)."""
-        return float(self.raw.get("controller_wait_minutes", 30)) * 60
+        return float(self.raw.get("controller_wait_minutes", CONTROLLER_WAIT_MINUTES)) * 60
 
     @property
     def time_hours(self) -> float | None:
@@ -513,35 +515,35 @@ def _check_times(raw: dict, path: Path) -> None:
             )
 
 
-def _check_expected(raw: dict, path: Path) -> None:
+def _check_expected(site: Site) -> None:
     """No request may expect its jobs to take longer than the time limit they get (Slurm ends them there, so
-    ``ptflow plan`` would count on time they never have): its runtime as :meth:`Site.request` merges it (default, the
-    stage, train under an agent's request), or time_hours for train and evaluate. The key named is the one that sets
-    the expected_runtime, which may be inherited from the default."""
-    res = raw["resources"]
-    stacks = []
+    ``ptflow plan`` would count on time they never have), both as :meth:`Site.request` merges them (default, the
+    stage, train under an agent kind's or id's request, time_hours). The key named is the one that sets the
+    expected_runtime, which may be inherited from the default."""
+    res = site.raw["resources"]
+    checks = []
     for stage in STAGES:
-        layers = [("resources.default", res["default"])]
-        if stage in FALLBACK_STAGE and stage not in res and FALLBACK_STAGE[stage] in res:
-            layers.append((f"resources.{FALLBACK_STAGE[stage]}", res[FALLBACK_STAGE[stage]]))
-        if stage in res:
-            layers.append((f"resources.{stage}", res[stage]))
-        stacks.append((f"stage {stage}", stage, layers))
-    for key, req in (raw.get("agent_resources") or {}).items():
-        layers = [("resources.default", res["default"]), ("resources.train", res.get("train", {}))]
-        stacks.append((f"agent_resources.{key}", "train", [*layers, (f"agent_resources.{key}", req)]))
-    time_hours = _hours(raw.get("time_hours"), "time_hours", path)
-    for label, stage, layers in stacks:
-        expected = [(where, req["expected_runtime"]) for where, req in layers if "expected_runtime" in req]
-        runtime = [req["runtime"] for _, req in layers if "runtime" in req]
-        if stage in TIMED_STAGES and time_hours:
-            runtime.append(math.ceil(time_hours * 60))
-        if expected and runtime and expected[-1][1] > runtime[-1]:
-            where, value = expected[-1]
-            raise ConfigError(
-                f"site error in {path} at {where}.expected_runtime: {value:g} min is above the time limit of "
-                f"{label} ({runtime[-1]} min); Slurm ends its jobs there: lower it to at most {runtime[-1]}"
-            )
+        fallback = FALLBACK_STAGE.get(stage) if stage not in res else None
+        sources = [f"resources.{s}" for s in (stage, fallback) if s in res] + ["resources.default"]
+        checks.append((f"stage {stage}", site.request(stage), sources))
+    for key in site.raw.get("agent_resources") or {}:
+        agent = SimpleNamespace(kind=key, id=key)  # a key names a kind or an id: either way its own request applies
+        sources = [f"agent_resources.{key}"] + ["resources.train"] * ("train" in res) + ["resources.default"]
+        checks.append((f"agent_resources.{key}", site.request("train", agent), sources))
+    for label, req, sources in checks:
+        expected, runtime = req.get("expected_runtime"), req.get("runtime")
+        if expected is None or runtime is None or expected <= runtime:
+            continue
+        where = next(src for src in sources if "expected_runtime" in _lookup(site.raw, src))
+        raise ConfigError(
+            f"site error in {site.path} at {where}.expected_runtime: {expected:g} min is above the time limit of "
+            f"{label} ({runtime} min); Slurm ends its jobs there: lower it to at most {runtime}"
+        )
+
+
+def _lookup(raw: dict, dotted: str) -> dict:
+    section, key = dotted.split(".", 1)
+    return raw.get(section, {}).get(key, {})
 
 
 def load_site(site: str, sites_dir: str | Path) -> Site:
@@ -588,7 +590,6 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
             f"site error in {path} at warm_start: true is only for scheduler: local (jobs on this machine); remove it"
         )
     _check_times(raw, path)
-    _check_expected(raw, path)
     _convert_paths(raw, path)
     if (raw.get("evaluation") or {}).get("provider") == "vllm":
         gpus = {**raw["resources"]["default"], **raw["resources"].get("evaluate", {})}.get("gpus", 0)
@@ -597,4 +598,6 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
                 f"site error in {path} at evaluation.provider: 'vllm' needs GPUs, but resources.evaluate asks for "
                 "none; give the evaluate request gpus: N or use provider: hf"
             )
-    return Site(raw, path)
+    site = Site(raw, path)
+    _check_expected(site)
+    return site

@@ -28,12 +28,12 @@ import time
 from pathlib import Path
 
 from ptflow.cluster import slurm
-from ptflow.cluster.limits import LimitsError
+from ptflow.cluster.limits import LimitsError, for_matrix
 from ptflow.config.load import SHARED_CONFIG_ENV, find_workflow, shared_config
 from ptflow.config.model import Cell, ConfigError
 
 # the configuration of a snakemake command line (also used by remote, doctor and smoke)
-from ptflow.ops.context import Context, SmkArgs, cluster_limits, load_context, parse_cell, parse_smk_args  # noqa: F401
+from ptflow.ops.context import Context, SmkArgs, load_context, parse_cell, parse_smk_args  # noqa: F401
 
 LOG = logging.getLogger("ptflow.ops.cli")
 
@@ -80,7 +80,7 @@ def cmd_plan(ns, rest: list[str]) -> int:
             raise
         # the configuration the dry-run used (a Snakefile other than ptflow's leaves none: read it here)
         ctx = load_context(smk, shared_config(shared))
-    limits = cluster_limits(ctx)
+    limits = for_matrix(ctx.cfg, ctx.site)
     plan = make_plan(ctx.cfg, ctx.site, ctx.layout, ctx.workdir, text, limits, profile_jobs(ctx.snakefile.parent))
     if ns.json:
         print(json.dumps(plan.to_json(), indent=2))

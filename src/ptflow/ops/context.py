@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptflow.cluster.limits import Limits
 from ptflow.config import naming
 from ptflow.config.layout import Layout
 from ptflow.config.load import find_workflow, load, resolve
@@ -70,26 +69,6 @@ def load_context(args: SmkArgs, raw: dict | None = None) -> Context:
     else:
         loaded = resolve(raw, workflow, workdir)
     return Context(loaded.cfg, loaded.site, loaded.layout, workdir, workflow / "Snakefile")
-
-
-def cluster_limits(ctx: Context) -> Limits | None:
-    """What the cluster lets the user hold at once for this matrix (``ptflow.cluster.limits``, as the driver reads them
-    at start), for ``ptflow plan`` and ``ptflow doctor``; None on a site that is not Slurm. Where Slurm does not answer
-    (no Slurm here, a plan made off the cluster) the site's stated limits only, saying why; a stated limit above the
-    cluster's raises LimitsError."""
-    from ptflow.cluster import slurm
-    from ptflow.cluster.limits import merge_stated, read_limits
-    from ptflow.cluster.preflight import requests_in_use
-    from ptflow.jobenv import user_name
-
-    if ctx.site.scheduler != "slurm":
-        return None
-    requests = [req for _label, req in requests_in_use(ctx.cfg, ctx.site)]
-    try:
-        return read_limits(ctx.site, requests, user_name())
-    except slurm.SlurmUnavailable as exc:
-        said = " ".join(str(exc).split())  # scontrol's stderr may run over lines; the note is one
-        return merge_stated(ctx.site, {}, f"not read from Slurm: {said}; the site's stated limits only")
 
 
 def parse_cell(spec: str, cfg: Config) -> Cell:

@@ -25,11 +25,10 @@ from pathlib import Path
 
 from ptflow import templates
 from ptflow.cluster import images, preflight, slurm
-from ptflow.cluster.limits import LimitsError, request_problems
+from ptflow.cluster.limits import LimitsError, for_matrix, request_problems
 from ptflow.cluster.runtime import runtime_argv
 from ptflow.config.sites import Request, Site
 from ptflow.jobenv import user_name
-from ptflow.ops.context import cluster_limits
 
 MIN_APPTAINER = "1.1"
 PROBE_MINUTES = 5
@@ -88,7 +87,7 @@ def limits_findings(ctx) -> list[Finding]:
     under them (the driver's preflight refuses those)."""
     where, check = "login node", "cluster limits"
     try:
-        limits = cluster_limits(ctx)
+        limits = for_matrix(ctx.cfg, ctx.site)
     except LimitsError as exc:
         return [Finding(where, check, "FAIL", str(exc))]
     out = [Finding(where, check, "info", f"read: {limits.note}")] if limits.any and limits.note else []
