@@ -6,9 +6,7 @@
 import sys
 from pathlib import Path
 
-# resolved: the patient shims find the real commands by skipping their own directory (patience.SHIM_DIR), which must
-# then be the same path as the one the shims' own Python imports ptflow from (a path with ".." on PATH is not skipped
-# and the shim runs itself, without end)
+# (the shims skip themselves however PATH reaches them, so any spelling of the path works; resolved for tidy logs)
 sys.path.insert(0, str(Path(workflow.basedir).resolve().parent / "src"))
 
 N = int(config.get("count", 200))

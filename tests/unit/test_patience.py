@@ -43,12 +43,21 @@ def test_option_reads_the_three_spellings():
     assert patience.option(args, "--qos") is None
 
 
-def test_install_puts_the_shims_first_once(tmp_path):
-    env = {"PATH": f"/usr/bin:{patience.SHIM_DIR}:/bin"}
-    patience.install(90, tmp_path / "state", environ=env)
-    patience.install(90, tmp_path / "state", environ=env)
-    assert env["PATH"].split(os.pathsep) == [str(patience.SHIM_DIR), "/usr/bin", "/bin"]
-    assert env[patience.WAIT_ENV] == "90" and env[patience.STATE_ENV] == str(tmp_path / "state")
+def test_install_links_a_shim_first_for_each_command_the_machine_has(tmp_path):
+    """A command the cluster lacks (no sacct without accounting) gets no shim: the plugin's shutil.which checks must
+    still see the cluster as it is."""
+    for name in ("sbatch", "squeue", "scontrol", "srun"):  # no sacct
+        fake_command(tmp_path / "slurm", name, "echo real")
+    state = tmp_path / "state"
+    env = {"PATH": f"{tmp_path / 'slurm'}:{patience.SHIM_DIR}:/nonexistent"}
+    patience.install(90, state, environ=env)
+    patience.install(90, state, environ=env)  # again: the same PATH, the links made again
+    assert env["PATH"].split(os.pathsep) == [str(state / "bin"), str(tmp_path / "slurm"), "/nonexistent"]
+    assert sorted(p.name for p in (state / "bin").iterdir()) == ["sbatch", "scontrol", "squeue", "srun"]
+    assert patience.is_shim(state / "bin" / "squeue")
+    assert patience.real_binary("squeue", env) == str(tmp_path / "slurm" / "squeue")
+    assert patience.real_binary("sacct", env) is None
+    assert env[patience.WAIT_ENV] == "90" and env[patience.STATE_ENV] == str(state)
     for name in patience.SHIMMED:
         assert os.access(patience.SHIM_DIR / name, os.X_OK), name
 
@@ -166,18 +175,20 @@ def test_show_config_answers_from_its_last_answer_while_the_controller_is_away(t
     assert (out.returncode, out.stdout) == (0, "MinJobAge = 300 sec\n")
 
 
-def test_the_shims_are_never_taken_for_the_real_command_however_path_spells_them(tmp_path):
-    """A PATH entry like src/ptflow/../ptflow/cluster/shims (a Snakefile that put src/.. on sys.path) is still the
-    shims: taken for the real command, every shim ran itself forever (3,333 processes in 2 minutes, seen in a bench)."""
+def test_the_shims_are_never_taken_for_the_real_command_however_path_reaches_them(tmp_path):
+    """A PATH entry like src/ptflow/../ptflow/cluster/shims (a Snakefile that put src/.. on sys.path), or a link to a
+    shim, is still the shim: taken for the real command, every shim ran itself forever (3,333 processes in 2
+    minutes, seen in a bench)."""
     spelt = patience.SHIM_DIR.parent / ".." / "cluster" / "shims"
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "squeue").symlink_to(patience.SHIM_DIR / "squeue")
     fake = fake_command(tmp_path / "bin", "squeue", "echo real")
-    env = {"PATH": f"{spelt}:{tmp_path / 'bin'}"}
+    env = {"PATH": f"{spelt}:{links}:{tmp_path / 'bin'}"}
     assert patience.real_binary("squeue", env) == str(fake)
-    patience.install(60, tmp_path / "state", environ=env)
-    assert env["PATH"].split(os.pathsep) == [str(patience.SHIM_DIR), str(tmp_path / "bin")]
-    # the shell fallback (no ptflow Python on the node) skips the shims under any spelling as well
-    env = {"PATH": f"{spelt}:{tmp_path / 'bin'}:/usr/bin:/bin"}
-    out = subprocess.run([str(spelt / "squeue")], capture_output=True, text=True, env=env, timeout=20)
+    # the shell fallback (no ptflow Python on the node) skips them the same way
+    env = {"PATH": f"{links}:{spelt}:{tmp_path / 'bin'}:/usr/bin:/bin"}
+    out = subprocess.run([str(links / "squeue")], capture_output=True, text=True, env=env, timeout=20)
     assert (out.returncode, out.stdout) == (0, "real\n")
 
 

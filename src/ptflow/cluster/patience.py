@@ -1,9 +1,10 @@
 """Slurm's client commands made patient: a controller that is away, a submit cap that is full, are waited out.
 
 The slurm plugin (and ptflow's own supervisors) run ``sbatch``, ``squeue``, ``sacct`` and ``scontrol`` by name, and
-the plugin's job step runs ``srun`` by name inside each job. ``install`` puts ``shims/`` first on PATH of the driver
-(inherited by every job it submits): each shim runs :func:`main` with the command's name, which runs the real command
-and decides from Slurm's own answers, never from the wording of a message:
+the plugin's job step runs ``srun`` by name inside each job. ``install`` puts links to ``shims/`` (one per command the
+machine has) first on PATH of the driver (inherited by every job it submits): each shim runs :func:`main` with the
+command's name, which runs the real command and decides from Slurm's own answers, never from the wording of a
+message:
 
 - **The controller does not answer** (``scontrol ping`` exits non-zero: a maintenance restart, a flooded slurmctld):
   the command waits with backoff until it answers again, at most ``controller_wait`` seconds (site
@@ -63,20 +64,26 @@ BACKOFF = (2, 4, 8, 15, 30)  # seconds between tries; the last repeats
 SLOT_BACKOFF = (5, 10, 20, 30, 60)
 
 
-def is_shim_dir(directory: str) -> bool:
-    """Whether ``directory`` is the shims' however it is spelt (``src/../src/...``, a symlink): a PATH entry that
-    is, taken for the real command's, would make each shim run itself forever."""
-    try:
-        return os.path.samefile(directory, SHIM_DIR)
-    except OSError:
-        return False
+def is_shim(path: str | Path) -> bool:
+    """Whether ``path`` is one of the shims, however it is reached (a ``..`` spelling, a link): taken for the real
+    command, a shim would run itself forever."""
+    return Path(os.path.realpath(path)).parent == SHIM_DIR
 
 
 def install(wait_seconds: float, state_dir: Path, environ=os.environ) -> None:
-    """Put the shims first on PATH of this process (and so of every command and job it starts)."""
-    path = environ.get("PATH", "")
-    parts = [p for p in path.split(os.pathsep) if p and not is_shim_dir(p)]
-    environ["PATH"] = os.pathsep.join([str(SHIM_DIR), *parts])
+    """Put a shim first on PATH of this process (and so of every command and job it starts) for each Slurm command
+    this machine has: ``<state_dir>/bin/<name>`` links to ``shims/<name>``. A command the cluster lacks (no sacct
+    without accounting) stays absent, so the plugin's own ``shutil.which`` checks still see the cluster as it is."""
+    link_dir = Path(state_dir) / "bin"
+    link_dir.mkdir(parents=True, exist_ok=True)
+    parts = [p for p in environ.get("PATH", "").split(os.pathsep) if p and Path(p) not in (link_dir, SHIM_DIR)]
+    plain = {**environ, "PATH": os.pathsep.join(parts)}
+    for name in SHIMMED:
+        link = link_dir / name
+        link.unlink(missing_ok=True)
+        if real_binary(name, plain):
+            link.symlink_to(SHIM_DIR / name)
+    environ["PATH"] = os.pathsep.join([str(link_dir), *parts])
     environ[WAIT_ENV] = str(int(wait_seconds))
     environ[STATE_ENV] = str(state_dir)
     environ[PYTHON_ENV] = sys.executable
@@ -85,10 +92,8 @@ def install(wait_seconds: float, state_dir: Path, environ=os.environ) -> None:
 def real_binary(name: str, environ=os.environ) -> str | None:
     """``name`` on PATH, the shims left out."""
     for d in environ.get("PATH", "").split(os.pathsep):
-        if not d or is_shim_dir(d):
-            continue
         cand = Path(d) / name
-        if cand.is_file() and os.access(cand, os.X_OK):
+        if d and cand.is_file() and os.access(cand, os.X_OK) and not is_shim(cand):
             return str(cand)
     return None
 
