@@ -17,7 +17,7 @@ import pytest
 from ptflow.config.clis.base import CellHome
 from ptflow.config.clis.claude import MAX_RETRIES, auth_failed, trace_lines, write_home
 from tests.support.agent_clis import cli_bin_dir
-from tests.support.cli_runs import Run, run_cli
+from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
 from tests.support.providers import Faults, Step
 
 KEY = "sk-ant-api03-FAKE-claude-7f3e9a"
@@ -146,9 +146,9 @@ def test_rate_limit_then_overload_are_retried(claude_bin, tmp_path):
 
 
 def test_stalled_stream_ends_by_timeout(claude_bin, tmp_path):
-    run = run_claude(tmp_path, claude_bin, Faults(stall_at=1), timeout=20)
+    run = run_claude(tmp_path, claude_bin, Faults(stall_at=1), timeout=STALL_TIMEOUT)
     assert run.rc == 124
-    assert run.seconds < 40, "claude did not end on timeout's SIGTERM"
+    assert run.seconds < STALL_TIMEOUT + 20, "claude did not end on timeout's SIGTERM"
     assert (run.task / "hello.txt").exists()  # step 0 ran before the stall
     assert [r["status"] for r in main_records(run)] == [200, "stalled"]
     run.assert_key_nowhere()

@@ -17,7 +17,7 @@ import pytest
 from ptflow.config.clis.base import CellHome
 from ptflow.config.clis.codex import CODEX, judge_command, trace_lines
 from tests.support.agent_clis import cli_bin_dir
-from tests.support.cli_runs import Run, run_cli
+from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
 from tests.support.providers import Faults, Step
 
 pytestmark = pytest.mark.timeout(300)
@@ -146,9 +146,9 @@ def test_retries_carry_it_through_429(codex_bin, tmp_path):
 
 
 def test_stalled_stream_ends_by_timeout(codex_bin, tmp_path):
-    run = run_codex(tmp_path, codex_bin, Faults(stall_at=1), timeout=20)
+    run = run_codex(tmp_path, codex_bin, Faults(stall_at=1), timeout=STALL_TIMEOUT)
     assert run.rc == 124
-    assert 19 < run.seconds < 40
+    assert STALL_TIMEOUT - 1 < run.seconds < STALL_TIMEOUT + 20
     assert (run.task / "hello.txt").exists()  # step 0 ran before the stall
     assert any(r.get("status") == "stalled" for r in run.records)
 

@@ -15,7 +15,7 @@ import pytest
 
 from ptflow.config.clis.gemini import trace_lines
 from tests.support.agent_clis import cli_bin_dir
-from tests.support.cli_runs import Run, run_cli
+from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
 from tests.support.providers import Faults, Step
 
 KEY = "AIza-FAKE-gemini-0a1b2c"
@@ -112,7 +112,7 @@ def test_retries_carry_it_through_429_and_503(gemini_bin, tmp_path):
 
 
 def test_stalled_stream_ends_by_timeout(gemini_bin, tmp_path):
-    run = run_gemini(tmp_path, gemini_bin, Faults(stall_at=1), timeout=20)
+    run = run_gemini(tmp_path, gemini_bin, Faults(stall_at=1), timeout=STALL_TIMEOUT)
     assert run.rc == 124
     assert (run.task / "hello.txt").exists()  # step 0 ran before the stall
     assert any(r.get("status") == "stalled" for r in run.records)

@@ -16,6 +16,11 @@ from ptflow.config.clis import CLIS
 from ptflow.config.clis.base import CellHome
 from tests.support.providers import Faults, ProviderStandIn, Step
 
+# The wall-clock limit of the stalled-stream tests: the stall comes at the second request, so the CLI must start and
+# run its first step within it. 20 s sufficed alone but not with four workers on CI's 2 cores (gemini never reached
+# its first step); a stalled stream is waited out whole, so this is also what each of those tests costs.
+STALL_TIMEOUT = 60
+
 
 @dataclass
 class Run:
