@@ -1,4 +1,4 @@
-# ptflow: LLM post-training benchmark matrices. See README.md; config keys in config/README.md.
+# ptflow: LLM post-training benchmark matrices. See README.md; config keys in docs/configuration.md.
 import os
 import sys
 

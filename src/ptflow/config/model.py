@@ -281,7 +281,7 @@ def explain_schema_error(err) -> str:
         ]
         return f"config error at {where}: unknown key {', '.join(hints)}; allowed keys: {', '.join(allowed)}"
     if err.validator == "required":
-        return f"config error at {where}: {err.message}; add it (see config/README.md)"
+        return f"config error at {where}: {err.message}; add it (see docs/configuration.md)"
     if err.validator in ("minimum", "exclusiveMinimum"):
         return f"config error at {where}: {err.instance!r} is too small ({err.message}); use a positive number"
     if err.validator == "enum":
@@ -534,7 +534,7 @@ def _build_agents(entries: list[dict]) -> dict[str, Agent]:
         if missing:
             raise ConfigError(
                 f"config error at agents[{i}].params: a {kind.name} agent needs {', '.join(missing)}; "
-                "add them (see config/README.md)"
+                "add them (see docs/configuration.md)"
             )
         missing = [k for k in kind.required_fields if k not in a]
         if missing:
