@@ -10,7 +10,7 @@ from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
 
 from ptflow.cluster import envs, images
-from ptflow.cluster.preflight import PreflightError, ensure_ok
+from ptflow.cluster.preflight import ensure_ok
 from ptflow.cluster.runtime import JobRuntime
 from ptflow.config import naming
 from ptflow.config import posttrainbench as ptb
@@ -638,15 +638,13 @@ def _limits_problems(cfg, site, layout):
 def run_preflight():
     global LIMITS
     LIMITS = _keep_under_limits()
-    try:
-        ensure_ok(
-            CFG,
-            SITE,
-            L,
-            extra_checks=[check_ray_launchers, evaluation_problems, _limits_problems],
-        )
-    except PreflightError as exc:
-        raise WorkflowError(str(exc)) from None
+    # a PreflightError goes to ptflow.ops.driver.on_start, which refuses the run with the problems alone
+    ensure_ok(
+        CFG,
+        SITE,
+        L,
+        extra_checks=[check_ray_launchers, evaluation_problems, _limits_problems],
+    )
 
 
 def on_driver_start():
