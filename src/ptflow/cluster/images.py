@@ -14,7 +14,13 @@ EDF file ``edf/ngc-ray-25.06.toml`` (the Alps guide's names); a name without a t
 
 Images are cached by name and recipe: :func:`image_digest` (recipe bytes, source, arch, builder) goes into the
 rule's params, so Snakemake rebuilds an image only when its recipe changes. A ``:latest`` source is re-converted
-only when ``runtime.force_reconvert_latest`` is set. Everything here builds argv lists; nothing runs a command.
+only when ``runtime.force_reconvert_latest`` is set.
+
+:func:`plan_build` turns an image into a :class:`BuildPlan` (files to write, argv lists to run, cleanup) without
+running anything. :func:`run_build`, which the ``image`` rule's job calls, runs a plan: it checks the tools, runs each
+step after logging its argv, and renames the image into place. A registry import runs under the plan's timeout in its
+own process group; on a timeout the whole group is stopped (SIGTERM, then SIGKILL after 30 s), the partial file is
+removed and the import is tried once more; a second timeout raises :class:`ImportTimeout`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,16 @@
-"""The one place that runs Slurm's commands (sinfo, scontrol, sacctmgr, squeue, sacct, scancel).
+"""Slurm's query, submit and cancel commands for ptflow's own code: scontrol, sacctmgr, squeue, sacct, sbatch, scancel.
 
-Each function builds an argv list and returns parsed data; nothing else in ptflow shells out to Slurm.
+Each function builds an argv list, runs it (a missing command, a timeout or a non-zero exit is a
+:class:`SlurmUnavailable`, except for :func:`test_only`, which returns Slurm's answer) and returns parsed data.
+Status, cancel, doctor, preflight, the driver's start, the report's GPU-hours, supervised training and SkyRL's
+server job go through here. Other modules that deal with Slurm commands themselves:
+
+- ``cluster.limits`` builds its own ``scontrol show config`` and ``sacctmgr`` argv and runs them with :func:`_run`;
+- ``cluster.patience`` runs the real ``sbatch``, ``squeue``, ``sacct``, ``scontrol`` and ``srun`` behind its shims,
+  and ``scontrol ping``, ``squeue`` and ``sbatch --test-only`` to decide whether to wait;
+- ``srun`` argv are built in ``cluster.runtime`` (the pyxis and EDF prefix of a job's command), ``cluster.multinode``
+  (one step per node, which it starts) and ``launch.ray`` (head, worker and driver steps in the rendered launcher,
+  and :func:`~ptflow.launch.ray.run_step`); ``ops.interactive`` builds and runs ``salloc``.
 """
 
 from __future__ import annotations
