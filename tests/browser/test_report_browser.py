@@ -113,7 +113,7 @@ def test_report_in_chromium(site, browser_context, artifacts):
         page = browser_context.new_page()
         errors = watch(page)
         page.goto(base + "index.html")
-        ranked = [a.agent for a in sorted(result.agents, key=lambda a: -a.score)]
+        ranked = [a.agent_id for a in sorted(result.agents, key=lambda a: -a.score)]
         rows = page.locator("#score-table tbody tr")
         assert [rows.nth(i).get_attribute("data-agent") for i in range(rows.count())] == ranked
         claude = result.agent("claude-opus-4-5")

@@ -58,7 +58,7 @@ def build_matrix(root: Path, inspect_log: Path) -> tuple[Result, list[dict]]:
     settings = Settings(reference=REFERENCE, agent_order=AGENTS, gpus={"train": 1, "eval": 1})
     result = score([read_cell(p, settings) for p in paths], settings)
     states = [
-        {"model": c.model_name, "eval": c.eval, "agent": c.agent_id, "state": "Done", "detail": "eval.json valid"}
+        {"model": c.model_name, "eval": c.eval, "agent": c.agent, "state": "Done", "detail": "eval.json valid"}
         for c in result.cells
     ]
     states[-1] = {**states[-1], "state": "Running", "detail": "evaluate attempt 1 on node002"}

@@ -79,7 +79,7 @@ def test_score_table_rows_match_the_score(site):
     rows = parse(out / "index.html").rows
     assert rows[0].startswith("rank agent score gsm8k")
     ranked = sorted(result.agents, key=lambda a: -a.score)
-    assert [r.split()[1] for r in rows[1:]] == [a.agent for a in ranked]
+    assert [r.split()[1] for r in rows[1:]] == [a.agent_id for a in ranked]
     codex = result.agent("codex-gpt-5.1-codex-max")
     assert codex.runs == 2 and f"{codex.score:.3f} ± {codex.sd:.3f} sd (2 runs; stderr {codex.stderr:.3f})" in rows[2]
     claude = result.agent("claude-opus-4-5")

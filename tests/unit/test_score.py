@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from ptflow.config.model import build_config
 from ptflow.stages.report import apply_accounting
 from ptflow.stages.score import (
     ScoreError,
@@ -19,6 +20,7 @@ from ptflow.stages.score import (
     reference_scores,
     score,
     settings_from_config,
+    settings_from_parsed,
     split_run,
     write_outputs,
 )
@@ -268,7 +270,7 @@ def test_time_overview_against_budget_and_gpu_hours(matrix):
     assert a.time_sd_s == pytest.approx(math.sqrt(2 * (3 * 3600) ** 2))
     assert a.budget_s == 36000 and a.time_used == pytest.approx(0.6)
     assert a.gpu_hours == pytest.approx((7200 * 4 + 360) / 3600 + 20.0 + 4.0 + 2.0)
-    sources = {c.key: c.gpu_hours_source for c in result.cells if c.agent == "a"}
+    sources = {c.key: c.gpu_hours_source for c in result.cells if c.agent_id == "a"}
     assert sources["ptflow--tiny-b-Base/add/a"] == "Slurm accounting"
     assert sources["ptflow--tiny-a-Base/add/a"] == "timings x gpus"
     settings.gpus = None  # baseline cells then have eval time but no GPU count: unknown, not zero
@@ -314,16 +316,40 @@ def test_outputs_agree_and_are_written_atomically(matrix):
 
 
 def test_settings_from_config_and_end_to_end(tmp_path):
+    """The aggregate rule's params carry the config's scoring, models and agents as written; scoring reads them as
+    the config model parses them (an instruct counterpart as an id or as {id, revision}; the references by kind)."""
     raw = {
-        "models": [{"id": M1, "instruct": "ptflow/tiny-a"}],
-        "agents": [{"id": "base0", "kind": "baseline"}, {"id": "agent", "kind": "cli-agent"}],
+        "models": [
+            {"id": M1, "source": "hub", "revision": "r1", "instruct": "ptflow/tiny-a"},
+            {"id": M2, "source": "hub", "revision": "r1", "instruct": {"id": "ptflow/tiny-b", "revision": "r2"}},
+        ],
+        "agents": [
+            {"id": "base0", "kind": "baseline"},
+            {"id": "agent", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 1},
+            {"id": "inst0", "kind": "instruct"},
+        ],
         "scoring": {"unjudged": "fallback"},
     }
     s = settings_from_config(raw, reference(tiny_a__add=0.9), {"agent": {"train": 1, "eval": 1}})
-    assert s.baseline_agent == "base0" and s.instruct_models == {M1: "ptflow/tiny-a"} and s.unjudged == "fallback"
-    assert s.agent_gpus == {"agent": {"train": 1, "eval": 1}}
+    assert s.baseline_agent == "base0" and s.instruct_agent == "inst0" and s.unjudged == "fallback"
+    assert s.instruct_models == {M1: "ptflow/tiny-a", M2: "ptflow/tiny-b"}
+    assert s.agent_gpus == {"agent": {"train": 1, "eval": 1}} and s.agent_order == ["base0", "agent", "inst0"]
+    assert s.reference_agent is None and s.weights is None and s.gpus is None
     paths = [write_cell(tmp_path, M1, "add", "base0", 0.1), write_cell(tmp_path, M1, "add", "agent", 0.5)]
     assert score([read_cell(p, s) for p in paths], s).agent("agent").score == pytest.approx(0.5)
+
+
+def test_scoring_reads_the_aggregate_params_as_the_workflow_parsed_its_config(default_raw):
+    """What the aggregate job gets (``raw: {scoring, models, agents}`` of the workflow's config) gives the settings
+    the workflow's own parse of that config gives: one parser, the config model's."""
+    raw = default_raw
+    raw["scoring"] = {**(raw.get("scoring") or {}), "unjudged": "fallback", "gpus": {"train": 2, "eval": 1}}
+    cfg = build_config(raw)
+    params = {k: cfg.raw.get(k) for k in ("scoring", "models", "agents")}  # workflow/rules/common.smk get_scoring
+    parsed = settings_from_parsed(cfg.raw["scoring"], cfg.models, cfg.agents)
+    assert settings_from_config(params) == parsed
+    assert parsed.unjudged == "fallback" and parsed.gpus == {"train": 2, "eval": 1}
+    assert parsed.agent_order == list(cfg.agents) and parsed.baseline_agent in cfg.agents
 
 
 def test_hand_made_cells_follow_the_eval_schema(tmp_path):

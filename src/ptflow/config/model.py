@@ -333,7 +333,9 @@ def _unique(entries: list[dict], section: str) -> None:
         seen[entry["id"]] = i
 
 
-def _build_models(entries: list[dict]) -> dict[str, Model]:
+def build_models(entries: list[dict]) -> dict[str, Model]:
+    """The ``models:`` entries, checked and parsed (by path name); their shape is the schema's (``build_config``
+    checks both). The aggregate job reads its models through this too (``ptflow.stages.score``)."""
     _unique(entries, "models")
     models = {}
     for i, m in enumerate(entries):
@@ -513,7 +515,9 @@ def _check_eval_settings(i: int, e: dict) -> None:
             raise ConfigError(f"{where}.task_args: {exc}") from None
 
 
-def _build_agents(entries: list[dict]) -> dict[str, Agent]:
+def build_agents(entries: list[dict]) -> dict[str, Agent]:
+    """The ``agents:`` entries, checked and parsed (by id, in config order); their shape is the schema's
+    (``build_config`` checks both). The aggregate job reads its agents through this too (``ptflow.stages.score``)."""
     _unique(entries, "agents")
     agents = {}
     for i, a in enumerate(entries):
@@ -671,9 +675,9 @@ def _expand(raw: dict, models, evals, agents) -> list[Cell]:
 def build_config(raw: dict[str, Any]) -> Config:
     """Validate a raw config dict (schema, then semantics) and expand its matrix."""
     validate_schema(raw)
-    models = _build_models(raw["models"])
+    models = build_models(raw["models"])
     evals = _build_evals(raw["evals"])
-    agents = _build_agents(raw["agents"])
+    agents = build_agents(raw["agents"])
     cells = _expand(raw, models, evals, agents)
     _check_scoring(raw.get("scoring") or {}, models, {c.eval for c in cells}, agents, cells)
     try:

@@ -62,7 +62,7 @@ def heatmap(result: Result, out: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    agents = [a.agent for a in result.agents]
+    agents = [a.agent_id for a in result.agents]
     models, evals = result.models, result.evals
     fig, axes = plt.subplots(
         1,
@@ -77,7 +77,7 @@ def heatmap(result: Result, out: str | Path) -> None:
         marks = [[""] * len(evals) for _ in models]
         for i, m in enumerate(models):
             for j, e in enumerate(evals):
-                group = [c for c in result.cells if c.agent == agent and c.model_name == m and c.eval == e]
+                group = [c for c in result.cells if c.agent_id == agent and c.model_name == m and c.eval == e]
                 if group:
                     values[i][j] = sum(c.score for c in group) / len(group)
                     marks[i][j] = " ↺" if any(c.fallback for c in group) else ""
@@ -121,5 +121,5 @@ def aggregate(
     heatmap(result, heatmap_png)
     index = build_site(result, report_dir, states=states, log=log)
     ranked = sorted(result.agents, key=lambda a: -a.score)
-    log("scores: " + ", ".join(f"{a.agent} {a.score:.3f}" for a in ranked) + f"; report {index}")
+    log("scores: " + ", ".join(f"{a.agent_id} {a.score:.3f}" for a in ranked) + f"; report {index}")
     return result

@@ -58,7 +58,7 @@ class ReportError(RuntimeError):
 
 
 def _slug(c: Cell) -> str:
-    return f"{c.model_name}__{c.eval}__{c.agent}__run{c.run}"
+    return f"{c.model_name}__{c.eval}__{c.agent_id}__run{c.run}"
 
 
 def state_class(state: str) -> str:
@@ -75,8 +75,8 @@ def _state_of(c: Cell) -> tuple[str, str]:
 
 
 def _states(result: Result, states: Iterable | None) -> dict[tuple[str, str, str], tuple[str, str]]:
-    """(model name, eval, agent id) -> (state, detail): the caller's (e.g. ptflow status' cells), else derived."""
-    out = {(c.model_name, c.eval, c.agent_id): _state_of(c) for c in result.cells}
+    """(model name, eval, agent slot) -> (state, detail): the caller's (e.g. ptflow status' cells), else derived."""
+    out = {(c.model_name, c.eval, c.agent): _state_of(c) for c in result.cells}
     for s in states or ():
         get = s.get if isinstance(s, Mapping) else lambda k, s=s: getattr(s, k, "")
         out[(get("model"), get("eval"), get("agent"))] = (get("state"), get("detail") or "")
@@ -100,7 +100,7 @@ def bundle_viewer(cells: list[Cell], site: Path, log=print) -> dict[str, str]:
     # bundle_log_dir refuses an output dir inside the log dir: stage the logs outside the site
     with tempfile.TemporaryDirectory(prefix="ptflow-report-logs-") as staging:
         for c in with_logs:
-            rel = f"{c.model_name}/{c.eval}/{c.agent}/run{c.run}/{Path(c.inspect_log).name}"
+            rel = f"{c.model_name}/{c.eval}/{c.agent_id}/run{c.run}/{Path(c.inspect_log).name}"
             (Path(staging) / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(c.inspect_log, Path(staging) / rel)
             links[c.key] = f"{VIEWER_DIR}/index.html#/logs/{quote(rel)}"
@@ -226,7 +226,7 @@ def _cell_page(c: Cell, site: Path, log_href: str | None, state: str, env, commo
             "key": c.key,
             "model": c.model,
             "eval": c.eval,
-            "agent": c.agent,
+            "agent": c.agent_id,
             "run": c.run,
             "status": c.status,
             "status_detail": c.status_detail,
@@ -261,7 +261,7 @@ def _agent_rows(result: Result) -> list[dict]:
         rows.append(
             {
                 "rank": rank,
-                "agent": a.agent,
+                "agent": a.agent_id,
                 "role": a.role,
                 "score_text": score_text(a),
                 "per_eval": per_eval,
@@ -316,36 +316,36 @@ def _build_into(result: Result, site: Path, *, states, title: str, viewer: bool,
         data_files.append((name, f"data/{name}"))
     log_links = bundle_viewer(result.cells, site, log=log) if viewer else {}
     state_map = _states(result, states)
-    cells = sorted(result.cells, key=lambda c: (c.agent, c.run, c.model_name, c.eval))
+    cells = sorted(result.cells, key=lambda c: (c.agent_id, c.run, c.model_name, c.eval))
     hrefs = {}
     for c in cells:
-        state = state_map[(c.model_name, c.eval, c.agent_id)][0]
+        state = state_map[(c.model_name, c.eval, c.agent)][0]
         hrefs[c.key] = _cell_page(c, site, log_links.get(c.key), state, env, common)
 
-    agent_ids = [a.agent for a in result.agents]
+    agent_ids = [a.agent_id for a in result.agents]
     heatmaps = []
     from markupsafe import Markup
 
     for a in agent_ids:
-        svg = heatmap_svg(a, [c for c in result.cells if c.agent == a], result.models, result.evals)
+        svg = heatmap_svg(a, [c for c in result.cells if c.agent_id == a], result.models, result.evals)
         heatmaps.append({"agent": a, "svg": Markup(svg)})
     by_grid = {}
-    for (m, e, agent_id), (state, detail) in state_map.items():
-        by_grid.setdefault(agent_id, {})[(m, e)] = (state, detail)
-    cell_by_id = {(c.model_name, c.eval, c.agent_id): c for c in result.cells}
+    for (m, e, slot), (state, detail) in state_map.items():
+        by_grid.setdefault(slot, {})[(m, e)] = (state, detail)
+    cell_by_slot = {(c.model_name, c.eval, c.agent): c for c in result.cells}
     grid = []
 
-    def grid_order(agent_id: str) -> tuple[int, str]:  # the score table's agent order, runs in turn
-        base = agent_id.split("/")[0]
-        return (agent_ids.index(base) if base in agent_ids else len(agent_ids), agent_id)
+    def grid_order(slot: str) -> tuple[int, str]:  # the score table's agent order, runs in turn
+        base = slot.split("/")[0]
+        return (agent_ids.index(base) if base in agent_ids else len(agent_ids), slot)
 
-    for agent_id in sorted(by_grid, key=grid_order):
+    for slot in sorted(by_grid, key=grid_order):
         rows = []
         for m in result.models:
             row = []
             for e in result.evals:
-                got = by_grid[agent_id].get((m, e))
-                cell = cell_by_id.get((m, e, agent_id))
+                got = by_grid[slot].get((m, e))
+                cell = cell_by_slot.get((m, e, slot))
                 row.append(
                     None
                     if got is None
@@ -357,7 +357,7 @@ def _build_into(result: Result, site: Path, *, states, title: str, viewer: bool,
                     }
                 )
             rows.append({"model": m, "cells": row})
-        grid.append({"agent": agent_id, "rows": rows})
+        grid.append({"agent": slot, "rows": rows})
     weight_rows = [
         {
             "eval": w.eval,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.config import naming
+from ptflow.config.model import Agent, Model, build_agents, build_models
 from ptflow.files import write_text_atomic
 
 SCORED, NO_MODEL, EVAL_FAILED, MISSING = "scored", "no_model", "eval_failed", "missing"
@@ -78,12 +79,14 @@ class Metric:
 
 @dataclass
 class Cell:
-    """One (model, eval, agent, run) cell as read from its files, then scored."""
+    """One (model, eval, agent slot) cell as read from its files, then scored. Its agent is named as the config's
+    cells name it (``ptflow.config.model.Cell``): ``agent`` is the slot (``sft``, ``sft@run2``), ``agent_id`` the
+    agent's id and ``run`` the repeat (summary.csv's ``agent`` column is the id, its ``run`` column the repeat)."""
 
     model: str  # hub id of the base model
     model_name: str  # path-safe name (org--name)
     eval: str
-    agent: str  # agent id without the run suffix
+    agent_id: str  # the agent's id (no run suffix)
     run: int
     status: str  # scored | no_model | eval_failed | missing
     metric: Metric | None = None
@@ -106,18 +109,18 @@ class Cell:
     score_source: str = ""
 
     @property
-    def key(self) -> str:
-        return f"{self.model_name}/{self.eval}/{naming.slot(self.agent, self.run)}"
+    def agent(self) -> str:
+        """The cell's agent slot as the matrix names it (``<id>``, or ``<id>@run<k>`` for run k >= 2)."""
+        return naming.slot(self.agent_id, self.run)
 
     @property
-    def agent_id(self) -> str:
-        """The cell's agent slot as the matrix names it (``agent`` or ``agent@run<k>``)."""
-        return naming.slot(self.agent, self.run)
+    def key(self) -> str:
+        return f"{self.model_name}/{self.eval}/{self.agent}"
 
 
 @dataclass
 class Settings:
-    """What scoring needs beyond the cells; ``settings_from_config`` builds it from the workflow config."""
+    """What scoring needs beyond the cells; ``settings_from_config`` builds it from the parsed workflow config."""
 
     baseline_agent: str = "baseline"
     # (a) an agent whose cells evaluate each model's instruct counterpart zero-shot, like baseline cells
@@ -155,7 +158,7 @@ class WeightRow:
 
 @dataclass
 class EvalScore:
-    agent: str
+    agent_id: str
     eval: str
     metric: str
     mean: float
@@ -167,7 +170,7 @@ class EvalScore:
 
 @dataclass
 class AgentScore:
-    agent: str
+    agent_id: str
     role: str  # agent | baseline | instruct
     runs: int
     score: float
@@ -196,7 +199,7 @@ class Result:
 
     def agent(self, agent_id: str) -> AgentScore:
         for a in self.agents:
-            if a.agent == agent_id:
+            if a.agent_id == agent_id:
                 return a
         raise KeyError(agent_id)
 
@@ -303,7 +306,7 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Cell:
     for key in ("model", "eval", "agent"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise ScoreError(f"{where}: key {key!r} is missing or empty; rerun the evaluation of this cell")
-    agent, run = split_run(data["agent"], data.get("run"))
+    agent_id, run = split_run(data["agent"], data.get("run"))
     metric = read_metric(data, where)
     status, detail = _status(data, metric)
     judge_path = path.with_name("judge.json")
@@ -317,12 +320,12 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Cell:
     log = data.get("inspect_log")
     run_info = data.get("agent_run") or {}
     hours = run_info.get("hours")
-    gpu_hours, gpu_source = _gpu_hours(data, settings.gpus or settings.agent_gpus.get(agent))
+    gpu_hours, gpu_source = _gpu_hours(data, settings.gpus or settings.agent_gpus.get(agent_id))
     return Cell(
         model=data["model"],
         model_name=data.get("model_name") or data["model"].replace("/", "--"),
         eval=data["eval"],
-        agent=agent,
+        agent_id=agent_id,
         run=run,
         status=status,
         metric=metric,
@@ -389,11 +392,11 @@ class _References:
         self.settings = settings
         self.by_key: dict[tuple[str, str, str], list[Cell]] = {}
         for c in cells:
-            self.by_key.setdefault((c.model_name, c.eval, c.agent), []).append(c)
+            self.by_key.setdefault((c.model_name, c.eval, c.agent_id), []).append(c)
         self.model_ids = {c.model_name: c.model for c in cells}
 
-    def _measured(self, agent: str, model_name: str, eval_id: str) -> tuple[float, float] | None:
-        scored = [c for c in self.by_key.get((model_name, eval_id, agent), []) if c.metric and c.status == SCORED]
+    def _measured(self, agent_id: str, model_name: str, eval_id: str) -> tuple[float, float] | None:
+        scored = [c for c in self.by_key.get((model_name, eval_id, agent_id), []) if c.metric and c.status == SCORED]
         if not scored:
             return None
         return _mean([c.metric.value for c in scored]), _se_of_mean([c.metric.stderr for c in scored])
@@ -438,21 +441,21 @@ def _expected_keys(
         out = []
         for e in expected:
             get = e.get if isinstance(e, Mapping) else lambda k, e=e: getattr(e, k)
-            agent, run = split_run(get("agent"), None)
-            out.append((get("model"), get("eval"), agent, run))
+            agent_id, run = split_run(get("agent"), None)
+            out.append((get("model"), get("eval"), agent_id, run))
         return out
     models = sorted({c.model_name for c in cells})
     evals = sorted({c.eval for c in cells})
     runs = {}
     for c in cells:
-        runs.setdefault(c.agent, set()).add(c.run)
-    have = {(c.model_name, c.eval, c.agent, c.run) for c in cells}
+        runs.setdefault(c.agent_id, set()).add(c.run)
+    have = {(c.model_name, c.eval, c.agent_id, c.run) for c in cells}
     grid = [(m, e, a, r) for a in runs for r in sorted(runs[a]) for m in models for e in evals]
     return [k for k in grid if k[2] not in references or k in have]
 
 
 def _fallback_reason(c: Cell, settings: Settings) -> str:
-    if c.agent in (settings.baseline_agent, settings.instruct_agent):
+    if c.agent_id in (settings.baseline_agent, settings.instruct_agent):
         return ""  # reference cells are never replaced by themselves
     if c.judge == JUDGE_FLAGGED:
         return f"judge flagged {c.judge_reason}"
@@ -474,7 +477,7 @@ def score(
         raise ScoreError(f"scoring.unjudged = {settings.unjudged!r}: use 'score' or 'fallback'")
     by_key: dict[tuple[str, str, str, int], Cell] = {}
     for c in cells:
-        k = (c.model_name, c.eval, c.agent, c.run)
+        k = (c.model_name, c.eval, c.agent_id, c.run)
         if k in by_key:
             raise ScoreError(f"cell {c.key} appears twice ({by_key[k].eval_json} and {c.eval_json}); remove one")
         by_key[k] = c
@@ -492,7 +495,7 @@ def score(
         all_cells.append(Cell(model_id, m, e, a, r, MISSING, status_detail=detail))
     # baseline/instruct cells outside the expected set still serve as references
     chosen = {id(c) for c in all_cells}
-    extra = [c for c in by_key.values() if id(c) not in chosen and c.agent in references]
+    extra = [c for c in by_key.values() if id(c) not in chosen and c.agent_id in references]
     refs = _References(all_cells + extra, settings)
 
     metric_names: dict[str, str] = {}
@@ -510,7 +513,9 @@ def score(
         if not reason:
             if c.metric is None or c.status != SCORED:
                 table = (
-                    _table_lookup(settings.reference, c.model, c.eval) if c.agent == settings.baseline_agent else None
+                    _table_lookup(settings.reference, c.model, c.eval)
+                    if c.agent_id == settings.baseline_agent
+                    else None
                 )
                 if table is None:
                     raise ScoreError(
@@ -536,15 +541,15 @@ def score(
     models = sorted({c.model_name for c in all_cells})
     effective: dict[tuple[str, str, str], list[float]] = {}
     for c in all_cells:
-        effective.setdefault((c.model_name, c.eval, c.agent), []).append(c.score)
+        effective.setdefault((c.model_name, c.eval, c.agent_id), []).append(c.score)
     weights = _weights(all_cells, evals, refs, effective, metric_names, settings)
     w = {row.eval: row.weight for row in weights}
 
-    agents_seen = list(dict.fromkeys(c.agent for c in all_cells))
+    agents_seen = list(dict.fromkeys(c.agent_id for c in all_cells))
     order = [a for a in settings.agent_order if a in agents_seen] + [
         a for a in agents_seen if a not in settings.agent_order
     ]
-    agents = [_agent_score(a, [c for c in all_cells if c.agent == a], w, metric_names, settings) for a in order]
+    agents = [_agent_score(a, [c for c in all_cells if c.agent_id == a], w, metric_names, settings) for a in order]
     return Result(cells=all_cells, weights=weights, agents=agents, evals=evals, models=models)
 
 
@@ -608,7 +613,7 @@ def _weights(cells, evals, refs: _References, effective, metric_names, settings:
     return rows
 
 
-def _agent_score(agent: str, cells: list[Cell], w: dict[str, float], metric_names, settings: Settings) -> AgentScore:
+def _agent_score(agent_id: str, cells: list[Cell], w: dict[str, float], metric_names, settings: Settings) -> AgentScore:
     runs = sorted({c.run for c in cells})
     run_scores, run_ses, per_eval_runs = [], [], {}
     for r in runs:
@@ -627,7 +632,7 @@ def _agent_score(agent: str, cells: list[Cell], w: dict[str, float], metric_name
     per_eval = {}
     for e, values in per_eval_runs.items():
         per_eval[e] = EvalScore(
-            agent,
+            agent_id,
             e,
             metric_names.get(e, ""),
             _mean([v[0] for v in values]),
@@ -648,10 +653,14 @@ def _agent_score(agent: str, cells: list[Cell], w: dict[str, float], metric_name
     gpu = [c.gpu_hours for c in cells if c.status != MISSING]
     known = [g for g in gpu if g is not None]
     role = (
-        "baseline" if agent == settings.baseline_agent else "instruct" if agent == settings.instruct_agent else "agent"
+        "baseline"
+        if agent_id == settings.baseline_agent
+        else "instruct"
+        if agent_id == settings.instruct_agent
+        else "agent"
     )
     return AgentScore(
-        agent=agent,
+        agent_id=agent_id,
         role=role,
         runs=len(runs),
         score=_mean(run_scores),
@@ -683,27 +692,35 @@ def reference_scores(result: Result) -> dict[str, float]:
 
 
 def settings_from_config(raw: dict, reference: dict | None = None, agent_gpus=None) -> Settings:
-    """Settings from the workflow config (``scoring:`` — validated by the config schema —, ``models[].instruct``,
-    the agents' order); ``reference`` is the loaded table (``ptflow.config.load.reference_table``)."""
-    scoring = dict(raw.get("scoring") or {})
-    agents = raw.get("agents") or []
-    baseline = next((a["id"] for a in agents if a.get("kind") == "baseline"), "baseline")
-    instruct = next((a["id"] for a in agents if a.get("kind") == "instruct"), "instruct")
-    instruct_models = {}
-    for m in raw.get("models") or []:
-        if m.get("instruct"):
-            instruct_models[m["id"]] = m["instruct"]["id"] if isinstance(m["instruct"], dict) else m["instruct"]
+    """Settings from the workflow config's ``scoring``, ``models`` and ``agents`` (the aggregate rule's params carry
+    just these), parsed by the config model (``ptflow.config.model.build_models``/``build_agents``), as the workflow
+    parsed them; ``reference`` is the loaded table (``ptflow.config.load.reference_table``)."""
+    models = build_models(raw.get("models") or [])
+    agents = build_agents(raw.get("agents") or [])
+    return settings_from_parsed(raw.get("scoring") or {}, models, agents, reference, agent_gpus)
+
+
+def settings_from_parsed(
+    scoring: Mapping,
+    models: Mapping[str, Model],
+    agents: Mapping[str, Agent],
+    reference: dict | None = None,
+    agent_gpus=None,
+) -> Settings:
+    """Settings from the config's ``scoring:`` (validated by the config schema) and its parsed models and agents:
+    the first agent of kind baseline (instruct) is the base (instruct) reference, each model's ``instruct``
+    counterpart names its instruct model, and the agents' config order is the report's."""
     return Settings(
-        baseline_agent=baseline,
-        instruct_agent=instruct,
-        instruct_models=instruct_models,
+        baseline_agent=next((a.id for a in agents.values() if a.kind == "baseline"), Settings.baseline_agent),
+        instruct_agent=next((a.id for a in agents.values() if a.kind == "instruct"), Settings.instruct_agent),
+        instruct_models={m.id: m.instruct.id for m in models.values() if m.instruct},
         reference=reference,
         reference_agent=scoring.get("reference_agent"),
         weights=scoring.get("weights"),
-        unjudged=scoring.get("unjudged", "score"),
+        unjudged=scoring.get("unjudged", Settings.unjudged),
         gpus=scoring.get("gpus"),
         agent_gpus=dict(agent_gpus or {}),
-        agent_order=[a["id"] for a in agents],
+        agent_order=list(agents),
     )
 
 
@@ -733,9 +750,10 @@ def _csv(rows: list[list]) -> str:
 def summary_csv(result: Result) -> str:
     """One row per cell, the fallback applied and said so (columns: SUMMARY_COLUMNS)."""
     rows = []
-    for c in sorted(result.cells, key=lambda c: (c.eval, c.model_name, c.agent, c.run)):
+    for c in sorted(result.cells, key=lambda c: (c.eval, c.model_name, c.agent_id, c.run)):
         m = c.metric
-        row = {k: getattr(c, k) for k in ("model", "model_name", "eval", "agent", "run", "status", "judge")}
+        row = {k: getattr(c, k) for k in ("model", "model_name", "eval", "run", "status", "judge")}
+        row["agent"] = c.agent_id  # the column is the agent's id, `run` its repeat
         row |= {"metric": m.name, "value": _f(m.value), "stderr": _f(m.stderr), "n": _f(m.n)} if m else {}
         row |= {k: _f(getattr(c, k)) for k in ("score", "score_stderr", "time_taken_s", "budget_s", "gpu_hours")}
         row |= {k: getattr(c, k) for k in ("fallback_reason", "score_source", "gpu_hours_source", "eval_json")}
@@ -771,7 +789,7 @@ def agents_csv(result: Result) -> str:
     for a in result.agents:
         rows.append(
             [
-                a.agent,
+                a.agent_id,
                 a.role,
                 a.runs,
                 _f(a.score),
@@ -839,7 +857,7 @@ def leaderboard_markdown(result: Result) -> str:
     for i, a in enumerate(ranked, 1):
         pct = "—" if a.time_used != a.time_used else f"{100 * a.time_used:.1f}%"
         gpu = "—" if a.gpu_hours != a.gpu_hours else f"{a.gpu_hours:.2f}"
-        name = a.agent if a.role == "agent" else f"{a.agent} (reference)"
+        name = a.agent_id if a.role == "agent" else f"{a.agent_id} (reference)"
         missing = f" ({a.missing} missing)" if a.missing else ""
         lines.append(
             f"| {i} | {name} | {score_text(a)} | {a.fallbacks}/{a.cells}{missing} | {hms(a.mean_time_s)} | {pct} "
@@ -858,7 +876,7 @@ def leaderboard_markdown(result: Result) -> str:
         for r in result.weights:
             es = a.per_eval.get(r.eval)
             cells.append("—" if es is None else f"{es.mean:.3f} ± {es.stderr:.3f}")
-        lines.append(f"| {a.agent} | " + " | ".join(cells) + " |")
+        lines.append(f"| {a.agent_id} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "## Weights",
