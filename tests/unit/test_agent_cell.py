@@ -47,6 +47,35 @@ def test_timeout_is_hours_times_60_plus_grace_with_term_and_kill_after():
     assert timeout_argv(0.005, 0.2) == ["timeout", "--signal=TERM", "--kill-after=30s", "0.5m"]
 
 
+def test_the_agent_defaults_live_in_the_config_model_and_the_job_reads_the_same():
+    """A train job's params leave a key out at its default (finished cells do not rerun): agent_cell fills in the
+    config model's defaults, and writes none of its own."""
+    import ast
+    import inspect
+
+    from ptflow.config import model
+    from ptflow.stages.train import agent_cell
+
+    parsed = model.build_agents([{"id": "c", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 1}])["c"]
+    assert parsed == Agent("c", "cli-agent", cli="scripted", model="m", hours=1)  # the dataclass's defaults agree
+    assert (parsed.grace_minutes, parsed.on_restart, parsed.repeats, parsed.sync_minutes) == (
+        model.DEFAULT_GRACE_MINUTES, model.DEFAULT_ON_RESTART, model.DEFAULT_REPEATS, None)  # fmt: skip
+    assert timeout_argv(1) == timeout_argv(1, parsed.grace_minutes)
+    assert agent_cell.ON_RESTART == model.ON_RESTART_MODES and agent_cell.ON_RESTART[0] == parsed.on_restart
+    assert agent_cell.DEFAULT_SYNC_MINUTES is model.DEFAULT_SYNC_MINUTES
+    # every agent.get(<key>, <default>) of agent_cell takes its default from a name, never a literal of its own
+    tree = ast.parse(inspect.getsource(agent_cell))
+    literal = [
+        f"{call.args[0].value}: {ast.unparse(call.args[1])}"
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "get"
+        and ast.unparse(call.func.value) == "agent" and len(call.args) == 2 and isinstance(call.args[0], ast.Constant)
+        and call.args[0].value in ("grace_minutes", "on_restart", "sync_minutes", "repeats")
+        and isinstance(call.args[1], ast.Constant)
+    ]  # fmt: skip
+    assert literal == []
+
+
 def test_venv_site_runs_plain_command_under_timeout():
     argv = build_argv(agent(), VALUES, None, "/tmp/t", [])
     assert argv[:4] == ["timeout", "--signal=TERM", "--kill-after=30s", "605m"]

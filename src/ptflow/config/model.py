@@ -81,6 +81,17 @@ class Eval:
         return tasks.sources_for(self.task, self.task_args, self.grader)
 
 
+# An agent's defaults, each written here once. The config model fills them into Agent, and what reads a train job's
+# params (ptflow.stages.train.agent_cell) fills in the same ones: those params leave on_restart and sync_minutes out
+# when they have their default, so the params (hence the finished cells) of agents that never set them stay as they
+# were.
+DEFAULT_GRACE_MINUTES = 5.0  # cli-agent: timeout = hours*60 + grace_minutes (PostTrainBench's 5)
+DEFAULT_ON_RESTART = "continue"  # cli-agent: after a requeue/retry, continue the workspace with the budget left
+ON_RESTART_MODES = (DEFAULT_ON_RESTART, "fresh")  # fresh: start over with the full budget (the schema's enum)
+DEFAULT_SYNC_MINUTES = 10.0  # cli-agent: minutes between syncs of the agent's task dir to scratch
+DEFAULT_REPEATS = 1  # runs of each cell of an agent
+
+
 @dataclass(frozen=True)
 class Agent:
     id: str
@@ -92,10 +103,10 @@ class Agent:
     hours: float | None = None
     keys: tuple[str, ...] = ()
     command: tuple[str, ...] | None = None  # cli-agent argv template (None: the cli's default)
-    grace_minutes: float = 5.0  # cli-agent: timeout = hours*60 + grace_minutes
-    repeats: int = 1  # each cell of this agent runs this many times (runs 2.. as <id>@run<k>)
-    on_restart: str = "continue"  # cli-agent: after a requeue/retry, continue the workspace with the budget left
-    sync_minutes: float | None = None  # cli-agent: workspace sync interval (None: agent_cell.DEFAULT_SYNC_MINUTES)
+    grace_minutes: float = DEFAULT_GRACE_MINUTES  # cli-agent: timeout = hours*60 + grace_minutes
+    repeats: int = DEFAULT_REPEATS  # each cell of this agent runs this many times (runs 2.. as <id>@run<k>)
+    on_restart: str = DEFAULT_ON_RESTART  # cli-agent: after a requeue/retry, continue or start afresh
+    sync_minutes: float | None = None  # cli-agent: workspace sync interval (None: not set, DEFAULT_SYNC_MINUTES)
     base_url: str | None = None  # cli-agent: the provider's base URL in the CLI's own variable (None: the CLI's)
     solve: str | None = None  # cli-agent with posttrainbench: the checkout's agents/<solve>/ (None: agents/<cli>/)
 
@@ -559,9 +570,9 @@ def build_agents(entries: list[dict]) -> dict[str, Agent]:
             a.get("hours"),
             tuple(a.get("keys", ())),
             tuple(a["command"]) if "command" in a else None,
-            float(a.get("grace_minutes", 5.0)),
-            int(a.get("repeats", 1)),
-            a.get("on_restart", "continue"),
+            float(a.get("grace_minutes", DEFAULT_GRACE_MINUTES)),
+            int(a.get("repeats", DEFAULT_REPEATS)),
+            a.get("on_restart", DEFAULT_ON_RESTART),
             float(a["sync_minutes"]) if "sync_minutes" in a else None,
             a.get("base_url"),
             a.get("solve"),

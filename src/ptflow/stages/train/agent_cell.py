@@ -46,6 +46,7 @@ from ptflow.cluster.preempt import ResumeDir, SaveOnWarning, StoppedToResume
 from ptflow.config import tasks
 from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
 from ptflow.config.clis.base import CONTAINER_HOME as AGENT_HOME
+from ptflow.config.model import DEFAULT_GRACE_MINUTES, DEFAULT_ON_RESTART, DEFAULT_SYNC_MINUTES, ON_RESTART_MODES
 from ptflow.files import staged_dir
 from ptflow.jobenv import WARNING_SIGNAL
 from ptflow.stages.checkpoint import has_weights
@@ -65,8 +66,8 @@ TIMEOUT_EXIT = 124  # timeout(1): the command was stopped with TERM
 KILLED_EXIT = 137  # 128 + KILL: it ignored TERM for --kill-after
 KILL_AFTER = "30s"
 KILL_AFTER_SECONDS = 30
-ON_RESTART = ("continue", "fresh")
-DEFAULT_SYNC_MINUTES = 10.0
+# The agent's defaults are the config model's (ptflow.config.model): a job's params leave out a key at its default.
+ON_RESTART = ON_RESTART_MODES
 HEARTBEAT_SECONDS = 15  # how often this attempt's agent time is written to attempts.json (what a kill loses)
 # Files of the task dir that ptflow writes for each attempt, fresh over a restored workspace (which keeps the
 # agent's own files only), the evaluation kit included.
@@ -77,11 +78,11 @@ class AgentCellError(RuntimeError):
     pass
 
 
-def timeout_minutes(hours: float, grace_minutes: float = 5.0) -> float:
+def timeout_minutes(hours: float, grace_minutes: float = DEFAULT_GRACE_MINUTES) -> float:
     return hours * 60 + grace_minutes
 
 
-def timeout_argv(hours: float, grace_minutes: float = 5.0) -> list[str]:
+def timeout_argv(hours: float, grace_minutes: float = DEFAULT_GRACE_MINUTES) -> list[str]:
     """``timeout --signal=TERM --kill-after=30s <hours*60+grace>m`` (GNU timeout takes fractional durations)."""
     return ["timeout", "--signal=TERM", f"--kill-after={KILL_AFTER}", f"{timeout_minutes(hours, grace_minutes):g}m"]
 
@@ -129,7 +130,7 @@ def build_argv(
             workdir=workdir,
         )
     left = agent["hours"] if hours is None else hours
-    return timeout_argv(left, agent.get("grace_minutes", 5.0)) + command
+    return timeout_argv(left, agent.get("grace_minutes", DEFAULT_GRACE_MINUTES)) + command
 
 
 def _hours_text(hours: float) -> str:
@@ -368,7 +369,7 @@ def train_agent_cell(
         raise AgentCellError(
             f"agent {agent['id']} needs environment variable(s) {', '.join(missing)}; export them before running"
         )
-    mode = agent.get("on_restart", "continue")
+    mode = agent.get("on_restart", DEFAULT_ON_RESTART)
     if mode not in ON_RESTART:
         raise AgentCellError(f"agent {agent['id']}: on_restart {mode!r} is not one of {', '.join(ON_RESTART)}")
     budget = agent["hours"] * 3600
@@ -492,7 +493,7 @@ def train_agent_cell(
             "budget_exhausted": budget_exhausted,
             "time_taken": round(sum(a["time_taken"] for a in counted) if counted else time_taken, 3),
             "hours": agent["hours"],
-            "timeout_minutes": timeout_minutes(agent["hours"], agent.get("grace_minutes", 5.0)),
+            "timeout_minutes": timeout_minutes(agent["hours"], agent.get("grace_minutes", DEFAULT_GRACE_MINUTES)),
             "final_model": has_model,
             "trace_dir": str(trace_dir),
             "cli": agent["cli"],
