@@ -146,12 +146,18 @@ def test_second_run_plans_nothing(done):
 
 
 def test_missing_data_offline_refused_at_preflight_one_line_each(tmp_path):
-    """No fixtures in the caches and no network: preflight names every missing piece and nothing runs."""
+    """No fixtures in the caches and no network: preflight names every missing piece and nothing runs. The refusal
+    is its problems alone (no traceback frames after them) and exit status 78 (ptflow.ops.driver.PREFLIGHT_REFUSED)."""
+    from ptflow.ops.driver import PREFLIGHT_REFUSED
+
     two = tmp_path / "two_evals.yaml"
     two.write_text("matrix: {models: all, evals: [gsm8k, healthbench], agents: [baseline]}\n")
     proc = snakemake(tmp_path, "--configfile", OVERLAY, str(two), env=offline_env(tmp_path), check=False)
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0 and "preflight found" in out, out[-3000:]
+    assert proc.returncode == PREFLIGHT_REFUSED and "preflight found 3 problem(s)" in out, out[-3000:]
+    assert 'File "' not in out and "Traceback" not in out, out[-3000:]
+    refusal = out[out.index("preflight found") :].rstrip().splitlines()
+    assert len(refusal) == 4 and all(line.startswith("  - evals[") for line in refusal[1:]), out[-3000:]
     lines = [line for line in out.splitlines() if line.strip().startswith("- evals[")]
     assert any("evals[gsm8k]: missing dataset openai/gsm8k data_dir main" in line for line in lines), out[-3000:]
     assert any("evals[healthbench]: missing file healthbench/full_" in line for line in lines)

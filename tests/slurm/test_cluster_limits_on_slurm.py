@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ptflow.ops.driver import PREFLIGHT_REFUSED
 from tests.e2e.smk import REPO, command, default_agents, job_env
 
 pytestmark = pytest.mark.timeout(2400)
@@ -184,11 +185,11 @@ def test_site_limit_above_sacctmgr_is_refused_in_one_line(capped):
         command(work, *args(work), profile="profiles/slurm"), cwd=work, capture_output=True, text=True,
         env=job_env(capped.env), timeout=300,
     )  # fmt: skip
-    assert proc.returncode != 0
     out = proc.stdout + proc.stderr
+    assert proc.returncode == PREFLIGHT_REFUSED, out[-3000:]
     line = f"limits.max_submit_jobs: {MAX_SUBMIT + 1} is above the cluster's cap of {MAX_SUBMIT} (QOS {QOS}"
     assert line in out, out[-3000:]
-    assert "Traceback" not in out
+    assert "Traceback" not in out and 'File "' not in out
     assert not (work / "results" / "cells").exists(), "nothing may run on a refused site"
     shutil.rmtree(work, ignore_errors=True)
 

@@ -19,6 +19,7 @@ from ptflow.cluster import ownership, slurm
 from ptflow.config.load import merged_config
 from ptflow.config.model import build_config
 from ptflow.config.sites import load_site
+from ptflow.ops.driver import PREFLIGHT_REFUSED
 from ptflow.stages.score import SUMMARY_COLUMNS
 from tests.e2e.smk import REPO, command, default_agents, plan, snakemake
 from tests.e2e.test_default_matrix import MODELS, corrupt_checkpoint_config
@@ -262,8 +263,9 @@ def test_preflight_rejects_with_nothing_submitted(slurm_cluster, tmp_path, edit,
     try:
         out = slurm_run(work, slurm_cluster, site=site_file, check=False)
         text = out.stdout + out.stderr
-        assert out.returncode != 0
+        assert out.returncode == PREFLIGHT_REFUSED, text[-3000:]
         assert "preflight found" in text and expect in text, text[-3000:]
+        assert 'File "' not in text and "Traceback" not in text, text[-3000:]  # the problems alone
         assert job_ids(slurm_cluster, work) == set(), "a job was submitted despite the preflight error"
     finally:
         shutil.rmtree(work, ignore_errors=True)

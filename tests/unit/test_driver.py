@@ -141,3 +141,36 @@ def test_a_supervisor_notices_its_driver_is_gone(tmp_path):
         if drv.poll() is None:
             drv.kill()
     assert supervise.driver_watch(tmp_path / "nowhere")() is None  # no driver lock: a supervisor run by hand
+
+
+def test_remote_run_wait_passes_a_preflight_refusal_on(monkeypatch, capsys):
+    """`ptflow remote run --wait` ends with the driver's PREFLIGHT_REFUSED (78), any other failure with 1."""
+    from ptflow.ops import remote
+
+    class Stub:
+        def __init__(self, rc):
+            self.rc = rc
+
+        def preflight(self, profile):
+            return []
+
+        def missing_paths(self, paths):
+            return []
+
+        def host(self):
+            return "login1"
+
+        def start(self, args, profile):
+            return {"host": "login1", "pid": 7, "log": "/w/.ptflow/driver.log"}
+
+        def driver(self):
+            return {"pid": 7, "alive": False, "rc": self.rc, "log": "/w/.ptflow/driver.log"}
+
+    monkeypatch.setattr(remote, "remote_inputs", lambda r, args, here: ([], []))
+    monkeypatch.setattr(remote, "_save", lambda r, extra: None)
+    ns = SimpleNamespace(remote_command="run", snakemake_args=[], profile="profiles/slurm", no_stage=True, wait=True,
+                         interval=0)  # fmt: skip
+    for rc, expected in ((driver.PREFLIGHT_REFUSED, 78), (1, 1), (0, 0)):
+        monkeypatch.setattr(remote, "remote_from_args", lambda ns, rc=rc: Stub(rc))
+        assert remote.main(ns) == expected
+    assert "the preflight refused the run" in capsys.readouterr().out

@@ -14,6 +14,15 @@ DAG is built and before any job is submitted; never in a dry run or a job), so i
    plans again with those outputs. ``earlier_jobs: cancel`` scancels them and waits until they are gone instead.
    Jobs of earlier runs that this run did not plan are left alone (named in the log).
 
+Between the two, the **preflight** (``ptflow.cluster.preflight``, and the cluster limits read for the driver's caps,
+``ptflow.cluster.limits``): a :class:`~ptflow.cluster.preflight.PreflightError` or
+:class:`~ptflow.cluster.limits.LimitsError` (also as the context of the ``WorkflowError`` that wraps it) **refuses** the
+run. The refusal prints its problems alone, through Snakemake's logger (no traceback: they name what to fix), gives
+the directory back and ends the process with exit status :data:`PREFLIGHT_REFUSED` (78, ``EX_CONFIG`` of
+``sysexits.h``), so a script or ``ptflow remote run --wait`` can tell "refused, nothing submitted" from a run that
+failed (Snakemake's 1). It is a ``SystemExit``, which Snakemake 9 does not catch: its own locks are released on the
+way out and it prints nothing more (tests/unit/test_snakemake_contract.py pins that).
+
 Why the re-run: Snakemake fixed its plan before ``onstart``; planned jobs whose outputs appear later would still run.
 Why not Snakemake alone: a new run has a new run UUID and does not see the old run's jobs (NOTES).
 """
@@ -25,11 +34,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from ptflow.cluster import ownership, slurm
 from ptflow.ops.status import read_run_logs
 
 EARLIER_JOBS = ("wait", "cancel")
+PREFLIGHT_REFUSED = 78  # exit status of a run the preflight refused, nothing submitted (sysexits.h EX_CONFIG)
 POLL_SECONDS = 10
 READOPT_ENV = "PTFLOW_ADOPTED"  # set for the re-run after adopting, so its log says why it started again
 
@@ -246,9 +257,32 @@ def stop_on_sigterm(log=print) -> None:
 WATCH: SlurmWatch | None = None
 
 
+def refusal(exc: BaseException) -> Exception | None:
+    """The preflight's refusal that ``exc`` is or wraps: a PreflightError or a LimitsError, also as the cause or
+    context of the ``WorkflowError`` the workflow wraps it in (``raise WorkflowError(...) from None`` keeps it as the
+    context); None for any other error."""
+    from ptflow.cluster.limits import LimitsError
+    from ptflow.cluster.preflight import PreflightError
+
+    for candidate in (exc, exc.__cause__, exc.__context__):
+        if isinstance(candidate, PreflightError | LimitsError):
+            return candidate
+    return None
+
+
+def refuse(problem: Exception) -> NoReturn:
+    """End the driver for a refusal: its problems alone on Snakemake's log, exit status :data:`PREFLIGHT_REFUSED`."""
+    from snakemake.logging import logger
+
+    from ptflow.cluster.preflight import PreflightError, format_problems
+
+    logger.error(str(problem) if isinstance(problem, PreflightError) else format_problems([str(problem)]))
+    raise SystemExit(PREFLIGHT_REFUSED)
+
+
 def on_start(workflow, *, scheduler: str, earlier_jobs: str = "wait", log=print, preflight=lambda: None) -> None:
-    """The driver's start (``onstart``): take the directory, run the preflight, adopt earlier runs' jobs, re-run if
-    they did work."""
+    """The driver's start (``onstart``): take the directory, run the preflight (a refusal ends the process with
+    :data:`PREFLIGHT_REFUSED`), adopt earlier runs' jobs, re-run if they did work."""
     from snakemake.exceptions import WorkflowError
 
     workdir = Path.cwd()
@@ -257,7 +291,14 @@ def on_start(workflow, *, scheduler: str, earlier_jobs: str = "wait", log=print,
         lock.acquire(" ".join(sys.argv))
     except ownership.DriverLocked as exc:
         raise WorkflowError(str(exc)) from None
-    preflight()
+    try:
+        preflight()
+    except Exception as exc:
+        found = refusal(exc)
+        if found is None:
+            raise
+        lock.release()
+        refuse(found)
     if os.environ.get(READOPT_ENV):
         log(f"ptflow: planning again after adopting earlier jobs ({os.environ[READOPT_ENV]})")
     if scheduler != "slurm":

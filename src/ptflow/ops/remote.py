@@ -5,7 +5,8 @@
 - stage: the workflow directory is copied to the site's shared path (``tar | ssh tar``; .venv, results, .scratch,
   .snakemake and .git are left out);
 - run: Snakemake starts detached there (``setsid nohup``: it survives the SSH session), pid, log and exit code
-  recorded in ``<workdir>/.ptflow/driver.{pid,log,rc}``;
+  recorded in ``<workdir>/.ptflow/driver.{pid,log,rc}``; ``--wait`` ends with 0, 1, or the driver's 78 when the
+  preflight refused the run (``ptflow.ops.driver.PREFLIGHT_REFUSED``);
 - status / cancel / logs: ``ptflow`` itself runs remotely over SSH.
 
 Several login hosts may be given (``--host a,b`` or ``PTFLOW_REMOTE_HOSTS``): the first that answers is used.
@@ -36,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ptflow.config.model import ConfigError
+from ptflow.ops.driver import PREFLIGHT_REFUSED
 
 LOG = logging.getLogger("ptflow.ops.remote")
 STATE_FILE = Path(".ptflow") / "remote.json"
@@ -475,6 +477,9 @@ def main(ns) -> int:
             while True:
                 d = remote.driver()
                 if not d["alive"]:
+                    if d["rc"] == PREFLIGHT_REFUSED:  # passed on: refused before anything was submitted
+                        print(f"driver ended with exit code {d['rc']}: the preflight refused the run ({d['log']})")
+                        return PREFLIGHT_REFUSED
                     print(f"driver ended with exit code {d['rc']}")
                     return 0 if d["rc"] == 0 else 1
                 time.sleep(ns.interval)
