@@ -34,8 +34,13 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.slurm)
 
 
-# Unit modules whose module-scoped fixture is worth keeping on one worker (warm_kit: a broker and its zygote).
-UNIT_MODULE_SCOPES = ("tests/unit/test_evals_ladder.py", "tests/unit/test_evals_offline.py")
+# Unit modules whose module-scoped fixture is worth keeping on one worker (warm_kit: a broker and its zygote; the
+# contract module's tiny Snakemake runs, read by several tests each).
+UNIT_MODULE_SCOPES = (
+    "tests/unit/test_evals_ladder.py",
+    "tests/unit/test_evals_offline.py",
+    "tests/unit/test_snakemake_contract.py",
+)
 
 
 @pytest.fixture(scope="module")
