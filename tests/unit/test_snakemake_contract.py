@@ -441,6 +441,21 @@ def test_plan_reads_the_dry_run(dry):
     )
 
 
+@pytest.mark.parametrize(
+    "change",
+    [("    jobid: ", "    job id: "), ("\nrule ", "\nRule "), ("stats:\n", "stats:\n\n")],
+)
+def test_plan_refuses_a_dry_run_it_cannot_read(dry, change):
+    """The runtime guard beside the pin: a dry-run printed otherwise stops `ptflow plan` with a message naming
+    parse_dry_run and the Snakemake version, never a plan with wrong figures."""
+    from ptflow.ops.plan import parse_dry_run
+
+    changed = dry.replace(*change)
+    assert changed != dry
+    with pytest.raises(RuntimeError, match=r"parse_dry_run read .* snakemake \d"):
+        parse_dry_run(changed)
+
+
 # ---- the slurm plugin: job names, comments, logs (ptflow.ops.status, ops.driver, ops.cli) ----
 
 

@@ -181,7 +181,28 @@ def parse_dry_run(text: str) -> tuple[list[PlannedJob], dict[str, int]]:
             continue
         seen.add(j.jobid)
         unique.append(j)
+    check_read(text, unique, stats)
     return unique, stats
+
+
+def check_read(text: str, jobs: list[PlannedJob], stats: dict[str, int]) -> None:
+    """Refuse a plan read wrongly: where the dry-run counts its jobs (``Job stats:``), as many job blocks, each with
+    its jobid, must have been read. The text is Snakemake's, not an API (tests/unit/test_snakemake_contract.py pins it
+    for the installed version); a Snakemake that prints it otherwise stops ``ptflow plan`` here instead of giving
+    wrong figures."""
+    if "Job stats:" not in text:
+        return
+    counted = sum(stats.values())
+    if stats and len(jobs) == counted and all(j.jobid for j in jobs):
+        return
+    from importlib.metadata import version
+
+    raise RuntimeError(
+        f"ptflow.ops.plan.parse_dry_run read {len(jobs)} job block(s) ({sum(not j.jobid for j in jobs)} without a "
+        f"jobid) where the dry-run's Job stats count {counted}: snakemake {version('snakemake')} prints its dry-run "
+        "otherwise than the 'rule X:' / '    jobid: N' / '    wildcards: k=v, ...' blocks and the 'Job stats:' "
+        "table ptflow reads; no plan is better than a wrong one (run tests/unit/test_snakemake_contract.py)"
+    )
 
 
 def dry_run(snakemake_args: list[str], cwd: Path | None = None, env: dict | None = None) -> str:
