@@ -1,7 +1,15 @@
-import pytest
+import json
+import subprocess
+import sys
 
-from ptflow.config.model import Agent, ConfigError
-from ptflow.config.sites import load_site
+import pytest
+import yaml
+
+from ptflow.cluster.preflight import requests_in_use
+from ptflow.config.model import Agent, ConfigError, build_config
+from ptflow.config.rules import REQUEST_FALLBACK, RULE_STAGES, SITE_REQUESTS
+from ptflow.config.sites import SITE_SCHEMA, load_site
+from ptflow.ops import plan as planning
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
@@ -147,3 +155,126 @@ def test_attempt_scaled_names_exactly_what_a_retry_changes(tmp_path):
         assert req.attempt_scaled == scaled
         first, third = req.snakemake_resources(1), req.snakemake_resources(3)
         assert {k for k in first if first[k] != third[k]} == set(scaled)
+
+
+# ---- every job kind has its own request, or a fallback stated in one table (ptflow.config.rules) ----
+
+# What each rule got before job kinds had requests of their own: a site without them must size every rule so still.
+RULE_REQUEST_BEFORE = {**RULE_STAGES, "env": "image", "edf": "aggregate", "judge": "aggregate"}
+REQUESTS_SITE = (
+    "name: s\nscheduler: slurm\npartitions:\n  cpu: {}\n  judges: {}\nresources:\n"
+    "  default: {threads: 1, mem_mb: 1000, runtime: 10, partition: cpu}\n"
+    "  image: {threads: 8, mem_mb: 16000, runtime: 120}\n"
+    "  aggregate: {threads: 2, mem_mb: 4000, runtime: 30}\n"
+)
+
+
+def requests_site(tmp_path, more: str = ""):
+    path = tmp_path / "s.yaml"
+    path.write_text(REQUESTS_SITE + more)
+    return load_site(str(path), SITES)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SITES.glob("*.yaml")))
+def test_a_shipped_site_sizes_every_rule_as_before(name, monkeypatch):
+    for var in ("PTFLOW_ACCOUNT", "PTFLOW_PARTITION"):
+        monkeypatch.setenv(var, "x")
+    site = load_site(name, SITES)
+    for rule in RULE_STAGES:
+        assert site.rule_request(rule) == site.request(RULE_REQUEST_BEFORE[rule]), rule
+
+
+def test_a_site_without_a_judge_request_sizes_judge_jobs_with_aggregate_s(tmp_path):
+    site = requests_site(tmp_path)
+    assert site.rule_request("judge") == site.request("aggregate") and site.rule_request("judge").threads == 2
+    assert site.rule_request("edf") == site.request("aggregate")
+    assert site.rule_request("env") == site.request("image") == site.request("convert")
+    names = {kind: site.request_name(kind) for kind in ("judge", "edf", "env", "convert", "cache", "aggregate")}
+    assert names == {"judge": "aggregate", "edf": "aggregate", "env": "image", "convert": "image", "cache": "cache",
+                     "aggregate": "aggregate"}  # fmt: skip
+
+
+def test_a_site_with_a_judge_request_sizes_judge_jobs_with_it(tmp_path, default_raw):
+    """The judge's own request, over default (a fallback is a whole request, never merged with the judge's)."""
+    site = requests_site(tmp_path, "  judge: {threads: 4, mem_mb: 8000, partition: judges}\n  env: {threads: 3}\n")
+    judge = site.rule_request("judge")
+    assert (judge.threads, judge["mem_mb"], judge["partition"], judge["runtime"]) == (4, 8000, "judges", 10)
+    assert site.request_name("judge") == "judge" and site.rule_request("aggregate").threads == 2
+    assert site.rule_request("env").threads == 3 and site.request("convert") == site.request("image")
+    assert site.rule_request("edf") == site.request("aggregate")
+    # the plan prices and labels judge jobs by it; preflight and doctor see it once the matrix has agent-CLI cells
+    cfg = build_config(default_raw)
+    (job,) = planning.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": "a"})
+    assert (job.stage, job.partition, job.cpus, job.runtime) == ("judge", "judges", 4, 10)
+    assert "judge" not in dict(requests_in_use(cfg, site))
+    default_raw["agents"].append({"id": "scr", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 0.1})
+    default_raw["scoring"] = {"weights": {e["id"]: 1 for e in default_raw["evals"]}}
+    with_agent = build_config(default_raw)
+    assert dict(requests_in_use(with_agent, site))["judge"] == judge
+    assert "judge" not in dict(requests_in_use(with_agent, requests_site(tmp_path)))  # aggregate's: listed already
+
+
+def test_the_site_schema_lists_every_request_and_names_a_misspelt_one(tmp_path):
+    schema = yaml.safe_load(SITE_SCHEMA.read_text())["properties"]["resources"]["properties"]
+    assert set(schema) == {"default", *SITE_REQUESTS} and all(schema[k].get("description") for k in schema)
+    assert set(RULE_STAGES.values()) <= set(SITE_REQUESTS) and set(REQUEST_FALLBACK) <= set(SITE_REQUESTS)
+    assert not set(REQUEST_FALLBACK.values()) & set(REQUEST_FALLBACK)  # a fallback is a request of its own
+    requests_site(tmp_path, "  judge: {threads: 4}\n  edf: {threads: 1}\n  env: {threads: 2}\n")  # accepted
+    with pytest.raises(ConfigError) as exc:
+        requests_site(tmp_path, "  jugde: {threads: 4}\n")
+    assert "\n" not in str(exc.value)
+    assert "at resources: unknown key 'jugde' (did you mean 'judge'?)" in str(exc.value)
+
+
+def test_the_site_file_reference_documents_each_request_and_its_fallback():
+    """docs/configuration.md's site-file table: one row per request, with the fallback REQUEST_FALLBACK names."""
+    text = (REPO / "docs" / "configuration.md").read_text()
+    rows = {}
+    for line in text.split("## Site files", 1)[1].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].startswith("`") and cells[2].startswith("`"):
+            rows[cells[1].strip("`")] = cells[2].strip("`")
+    assert rows == {name: REQUEST_FALLBACK.get(name, "default") for name in SITE_REQUESTS}
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["site-with-judge", "site-without"])
+def test_the_workflow_s_judge_jobs_get_the_judge_request(tmp_path, own):
+    """Through the workflow itself (its rules' threads and resources): a site's resources.judge sizes judge jobs;
+    without one, aggregate's does, as before."""
+    site = tmp_path / "judged.yaml"
+    site.write_text(
+        "name: judged\nscheduler: local\naccount: null\nresources:\n"
+        "  default: {threads: 1, mem_mb: 2000, runtime: 30}\n  aggregate: {threads: 1, mem_mb: 2500, runtime: 20}\n"
+        + ("  judge: {threads: 2, mem_mb: 3333, runtime: 15}\n" if own else "")
+    )
+    (tmp_path / "work").mkdir()
+    proc = subprocess.run([sys.executable, "-c", DAG_PROBE, str(REPO), str(tmp_path / "work"), str(site)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sized = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sized["aggregate"] == {"threads": 1, "mem_mb": 2500, "runtime": 20}
+    assert sized["judge"] == ({"threads": 2, "mem_mb": 3333, "runtime": 15} if own else sized["aggregate"])
+
+
+# The judge and aggregate jobs of the default matrix with a scripted agent, as Snakemake sizes them (its API's DAG).
+DAG_PROBE = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import (ConfigSettings, DAGSettings, DeploymentSettings, OutputSettings, Quietness,
+    ResourceSettings, StorageSettings, WorkflowSettings)
+repo, workdir, site = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+agents = [{"id": "baseline", "kind": "baseline"},
+          {"id": "scr", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 0.01}]
+config = {"site": site, "agents": agents, "scoring": {"weights": {"add": 1, "sub": 1}}}
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(), config_settings=ConfigSettings(config=config),
+        storage_settings=StorageSettings(), workflow_settings=WorkflowSettings(),
+        deployment_settings=DeploymentSettings(), snakefile=repo / "Snakefile", workdir=workdir,
+    ).dag(DAGSettings()).workflow_api._workflow
+    workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True)
+    workflow._build_dag()
+    print(json.dumps({job.rule.name: {"threads": job.threads, "mem_mb": job.resources.get("mem_mb"),
+                                      "runtime": job.resources.get("runtime")}
+                      for job in workflow.dag.jobs if job.rule.name in ("judge", "aggregate")}))
+"""

@@ -25,8 +25,11 @@ class PreflightError(RuntimeError):
 
 
 def requests_in_use(cfg: Config, site: Site) -> list[tuple[str, dict]]:
-    """(label, request) of every stage this matrix will submit, train once per agent that trains."""
+    """(label, request) of every stage this matrix will submit, train once per agent that trains; the judge's where
+    the site gives it a request of its own (else its jobs get aggregate's, listed already)."""
     out = [(stage, site.request(stage)) for stage in ("cache", "preprocess", "evaluate", "aggregate")]
+    if site.request_name("judge") == "judge" and any(cfg.agent_for(c.agent).spec.agent_cli for c in cfg.cells):
+        out.append(("judge", site.request("judge")))
     for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
         agent = cfg.agents[agent_id]
         out.append((f"train[{agent_id}]", site.request("train", agent)))

@@ -1,11 +1,42 @@
-"""What each rule of the workflow asks of a site: the stage whose request it gets, whether it runs on the login node,
-and whether it submits its stage's request itself. Rules get their threads, resources and ``localrule`` through this
-table (``workflow/rules/common.smk``), and ``ptflow plan`` prices each planned job through it, so a plan and a run see
-one request (a dry-run prints no threads, and nothing of the jobs a login-node supervisor submits).
+"""What each rule of the workflow asks of a site: the request (``resources.<name>`` of a site file) that sizes its
+jobs, whether it runs on the login node, and whether it submits its request itself. Rules get their threads,
+resources and ``localrule`` through this table (``workflow/rules/common.smk``), and ``ptflow plan`` prices each
+planned job through it, so a plan and a run see one request (a dry-run prints no threads, and nothing of the jobs a
+login-node supervisor submits).
+
+Every job kind has a request name of its own; a site file that leaves one out sizes those jobs with the request
+:data:`REQUEST_FALLBACK` names (``resources.judge``, else ``resources.aggregate``), and a site file that leaves that
+out too, with ``resources.default``. :meth:`ptflow.config.sites.Site.request` is the one place that applies it.
 """
 
 from __future__ import annotations
 
+# The request names a site file may give under `resources` (besides `default`, which every request starts from).
+SITE_REQUESTS = (
+    "cache",
+    "image",
+    "convert",
+    "env",
+    "preprocess",
+    "train",
+    "evaluate",
+    "aggregate",
+    "judge",
+    "edf",
+    "runtime_server",  # SkyRL's runtime server, submitted by the train job's supervisor (AgentKind.site_requests)
+)
+
+# Job kinds whose request a site file may leave out, and the request that sizes them then. Applied in one place,
+# ptflow.config.sites.Site.request (the plan, doctor and preflight read requests through it); documented in
+# docs/configuration.md (site files) and the site schema.
+REQUEST_FALLBACK = {
+    "convert": "image",  # a registry import (-> .sqsh/.sif; TAO's conversion partition) is an image job
+    "env": "image",  # a software environment is built in a CPU job, as an image is
+    "edf": "aggregate",  # an EDF file is written on the login node: its request only sizes local scheduling
+    "judge": "aggregate",  # the judge is a CPU job (its agent CLI in the agent's image), as the aggregation is
+}
+
+# rule -> the request (SITE_REQUESTS) that sizes its jobs
 RULE_STAGES = {
     "cache_dataset": "cache",
     "cache_model": "cache",
@@ -13,15 +44,15 @@ RULE_STAGES = {
     "cache_resources": "cache",
     "hf_cache": "cache",
     "posttrainbench_checkout": "cache",  # a clone needs the network, as the cache stage does
-    "env": "image",
+    "env": "env",
     # registry imports get the site's `convert` request instead (ptflow.cluster.images.image_stage)
     "image": "image",
-    "edf": "aggregate",
+    "edf": "edf",
     "preprocess": "preprocess",
     "train": "train",
     "train_supervised": "train",
     "evaluate": "evaluate",
-    "judge": "aggregate",
+    "judge": "judge",
     "aggregate": "aggregate",
 }
 
@@ -40,7 +71,7 @@ LOGIN_NODE_RULES = frozenset({"edf"}) | SUPERVISOR_RULES
 
 
 def stage_of(rule: str) -> str:
-    """The site stage of a rule; a one-line error for a rule the table does not know."""
+    """The site request of a rule (a name of SITE_REQUESTS); a one-line error for a rule the table does not know."""
     if rule not in RULE_STAGES:
         raise ValueError(
             f"rule {rule!r} has no site request: add it to ptflow.config.rules.RULE_STAGES "

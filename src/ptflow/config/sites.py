@@ -2,7 +2,8 @@
 
 :class:`Site` is the only reader of a site file. Everything else gets resolved values from it:
 
-- :meth:`Site.request` → a :class:`Request` (default, then the stage, then for ``train`` the agent's kind and id),
+- :meth:`Site.request` → a :class:`Request` (default, then the job kind's own request or, where the site file has
+  none, its fallback (``ptflow.config.rules.REQUEST_FALLBACK``), then for ``train`` the agent's kind and id),
   which turns itself into the slurm executor plugin's resources (:meth:`Request.snakemake_resources`, what rules
   get) or into sbatch flags (:meth:`Request.sbatch_options`, what ptflow's own submissions get: the supervisor's
   train jobs and SkyRL's runtime server). One table maps between the two, so both ask Slurm for the same thing.
@@ -26,13 +27,10 @@ from types import SimpleNamespace
 import yaml
 
 from ptflow.config.model import SCHEMA_DIR, ConfigError
-from ptflow.config.rules import stage_of
+from ptflow.config.rules import REQUEST_FALLBACK, SITE_REQUESTS, stage_of
 from ptflow.config.uris import PathURIError, cluster_path
 from ptflow.jobenv import WARNING_SIGNAL, user_name
 
-# `convert` (registry image -> .sqsh, TAO's conversion partition) falls back to `image` when a site has none.
-STAGES = ("cache", "image", "convert", "preprocess", "train", "evaluate", "aggregate", "runtime_server")
-FALLBACK_STAGE = {"convert": "image"}
 # Stages whose wall time a site's `time_hours` sets (TAO: the GPU job's SLURM_TIME_HOURS).
 TIMED_STAGES = ("train", "evaluate")
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
@@ -377,15 +375,22 @@ class Site:
     def has_request(self, stage: str) -> bool:
         return stage in self.raw["resources"]
 
+    def request_name(self, stage: str) -> str:
+        """The request of the site file that sizes a job kind: its own (``resources.judge``), else, where the file
+        has none, the one ``ptflow.config.rules.REQUEST_FALLBACK`` names (``aggregate``); either may be absent too,
+        leaving ``resources.default`` alone."""
+        if stage not in SITE_REQUESTS:
+            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(SITE_REQUESTS)}")
+        if stage in REQUEST_FALLBACK and not self.has_request(stage):
+            return REQUEST_FALLBACK[stage]
+        return stage
+
     def request(self, stage: str, agent=None) -> Request:
-        """The merged request of a stage: default, then the stage, then (train only) the agent kind and id."""
-        if stage not in STAGES:
-            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+        """The merged request of a job kind: default, then its own request or its fallback (:meth:`request_name`),
+        then (train only) the agent kind and id."""
         res = self.raw["resources"]
         req = dict(res["default"])
-        if stage in FALLBACK_STAGE and stage not in res:
-            req.update(res.get(FALLBACK_STAGE[stage], {}))
-        req.update(res.get(stage, {}))
+        req.update(res.get(self.request_name(stage), {}))
         if stage == "train" and agent is not None:
             per_agent = self.raw.get("agent_resources", {})
             req.update(per_agent.get(agent.kind, {}))
@@ -522,9 +527,9 @@ def _check_expected(site: Site) -> None:
     expected_runtime, which may be inherited from the default."""
     res = site.raw["resources"]
     checks = []
-    for stage in STAGES:
-        fallback = FALLBACK_STAGE.get(stage) if stage not in res else None
-        sources = [f"resources.{s}" for s in (stage, fallback) if s in res] + ["resources.default"]
+    for stage in SITE_REQUESTS:
+        name = site.request_name(stage)
+        sources = [f"resources.{name}"] * (name in res) + ["resources.default"]
         checks.append((f"stage {stage}", site.request(stage), sources))
     for key in site.raw.get("agent_resources") or {}:
         agent = SimpleNamespace(kind=key, id=key)  # a key names a kind or an id: either way its own request applies

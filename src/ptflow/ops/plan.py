@@ -128,9 +128,11 @@ def job_requests(site: Site, cfg: Config, rule: str, wildcards: dict[str, str]) 
     if rule == "image":
         stage = images.image_stage(site.runtime, wildcards["image"])
     agent = cfg.agent_for(wildcards["agent"]) if rule in TRAIN_RULES else None
+    # labelled by the site file's request that sizes it (a judge job by `aggregate` where the site has no `judge`)
+    label = site.request_name(stage)
     if rule not in SUPERVISOR_RULES:
-        return [JobRequest.of(stage, site.request(stage, agent))]
-    own = JobRequest.of(stage, site.request(stage, agent), by="supervisor")
+        return [JobRequest.of(label, site.request(stage, agent))]
+    own = JobRequest.of(label, site.request(stage, agent), by="supervisor")
     helpers = [JobRequest.of(s, site.request(s), by="supervisor") for s in agent.spec.site_requests]
     return [own, *helpers]
 
