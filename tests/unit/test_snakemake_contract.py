@@ -534,6 +534,24 @@ def test_status_reads_the_run_log(slurm):
     )
 
 
+@pytest.mark.parametrize("change", [("(log: ", "(logfile: "), ("SLURM run ID: ", "SLURM run id: ")])
+def test_status_says_when_it_cannot_read_the_plugins_lines(slurm, tmp_path, caplog, change):
+    """The runtime guard beside the pin: plugin lines worded otherwise are said, naming the plugin's version."""
+    from ptflow.ops import status
+
+    (log,) = (slurm.work / ".snakemake" / "log").glob("*.snakemake.log")
+    (tmp_path / ".snakemake" / "log").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "log" / log.name).write_text(log.read_text().replace(*change))
+    with caplog.at_level("WARNING", logger="ptflow.ops.status"):
+        status.read_run_logs(tmp_path)
+    assert "words them otherwise than ptflow.ops.status reads" in caplog.text, caplog.text
+    assert version("snakemake-executor-plugin-slurm") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ptflow.ops.status"):
+        status.read_run_logs(slurm.work)  # as the plugin wrote it: read whole, nothing said
+    assert not caplog.text
+
+
 def test_sbatch_options_are_what_the_plugin_submits(slurm):
     from ptflow.config.sites import load_site
 

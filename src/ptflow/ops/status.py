@@ -11,6 +11,7 @@ cells (ids may contain ``_``), never split. Slurm states map as TAO's SLURM plat
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -127,8 +128,31 @@ def read_run_logs(workdir: Path) -> list[RunLog]:
             lm = _SLURM_LOG.search(log)
             if lm:
                 run.jobs[jid] = (lm.group(1), lm.group(2), log)
+        _check_read(path, text, run)
         runs.append(run)
     return runs
+
+
+def _check_read(path: Path, text: str, run: RunLog) -> None:
+    """Say so where the plugin's lines were not all understood: its wording is not an API (the contract test pins it
+    for the installed plugin), and a job not read here would be missing from status, cancel and adoption."""
+    said = text.count("submitted with SLURM jobid")
+    if said != len(run.jobs) or (said and not run.run_id):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            plugin = f"snakemake-executor-plugin-slurm {version('snakemake-executor-plugin-slurm')}"
+        except PackageNotFoundError:
+            plugin = "no snakemake-executor-plugin-slurm installed here"
+        logging.getLogger("ptflow.ops.status").warning(
+            "%s: read %d of the %d Slurm submissions it logs%s; %s words them otherwise than ptflow.ops.status reads "
+            "('SLURM run ID: ...', 'Job N has been submitted with SLURM jobid J (log: .../rule_R/W/J.log).')",
+            path,
+            len(run.jobs),
+            said,
+            "" if run.run_id else " and no SLURM run ID",
+            plugin,
+        )
 
 
 def slurm_log_index(workdir: Path) -> dict[str, tuple[str, str, str]]:
