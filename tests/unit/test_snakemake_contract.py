@@ -13,8 +13,9 @@ The reliances, and what pins each here:
   and Snakemake calls an input function with those (test_stated_parameters_are_what_snakemake_passes);
 - ``ptflow.config.load.merged_config`` parses ``--config`` with ``snakemake.cli.parse_config``;
 - ``onstart`` (``ptflow.ops.driver.on_start``) runs in a real run's driver only, after the DAG is built and before any
-  submission; it reads ``workflow.dag.needrun_jobs()``, records a job done with ``workflow.persistence.finished``, and
-  a ``SystemExit`` from it ends Snakemake with that status and its locks released (the preflight refusal);
+  submission; it reads ``workflow.dag.needrun_jobs()``, records a job done with ``workflow.persistence.finished``,
+  releases Snakemake's locks with ``workflow.persistence.unlock`` before running again, and a ``SystemExit`` from it
+  ends Snakemake with that status and its locks released (the preflight refusal);
 - ``ptflow.cluster.limits.apply`` writes the caps into the scheduler's ``global_resources``/``resources`` tables and
   common.smk reads ``--jobs`` as ``workflow.nodes``; ``workflow.is_main_process`` is False in the plugin's job step;
 - ``ptflow.ops.plan.parse_dry_run`` reads the dry-run's job blocks and ``Job stats`` table;
@@ -22,7 +23,14 @@ The reliances, and what pins each here:
   ``Job N has been submitted with SLURM jobid J (log: ...)``), its job name (the run ID), comment
   (``rule_<rule>_wildcards_<values>``) and log layout, and Snakemake's log header (``Command:``, ``Run directory:``);
 - ``ptflow.config.sites.Request.sbatch_options`` says what the plugin submits for the same resources;
-- ``ptflow.warmstart.hand_over`` re-runs a script job from the top of the file Snakemake generated (``sys.argv[0]``).
+- ``ptflow.warmstart.hand_over`` re-runs a script job from the top of the file Snakemake generated (``sys.argv[0]``);
+- ``ptflow.cluster.patience``'s shims rely on the plugin running the Slurm commands by name from PATH (the stand-ins
+  here are found that way).
+
+Beside the pins, the code says so at run time where that is cheap: ``snakemake_once.install()`` returns what it could
+not patch, ``limits.apply`` refuses a scheduler without the tables, ``plan.parse_dry_run`` refuses a dry-run whose job
+blocks do not add up to its ``Job stats`` (test_plan_refuses_a_dry_run_it_cannot_read), and ``status.read_run_logs``
+warns about plugin lines it could not read (test_status_says_when_it_cannot_read_the_plugins_lines).
 """
 
 from __future__ import annotations
@@ -151,6 +159,10 @@ onstart:
         Path(str(f)).write_text("data\n")
     workflow.async_run(workflow.persistence.finished(data))
     record["metadata added"] = sorted(set(os.listdir(metadata)) - before)
+    locks = Path(".snakemake", "locks")
+    record["locks"] = [len(list(locks.glob("*"))) if locks.is_dir() else 0]
+    workflow.persistence.unlock()  # as the driver does before it re-runs itself
+    record["locks"].append(len(list(locks.glob("*"))) if locks.is_dir() else 0)
     limits.apply(workflow, {"_nodes": 2, "gpus_total": 1})
     record["tables"] = {
         name: {k: getattr(workflow.scheduler, name).get(k) for k in ("_nodes", "gpus_total")}
@@ -346,6 +358,14 @@ def test_a_job_recorded_finished_in_onstart_has_its_metadata(local):
     assert len(local.record["metadata added"]) == 1, broken(
         "ptflow.ops.driver.on_start (mark_done: an adopted job's outputs count as this run's)",
         "workflow.async_run(workflow.persistence.finished(job)) writing the job's metadata from onstart",
+    )
+
+
+def test_the_driver_can_release_snakemakes_locks_before_it_runs_again(local):
+    held, after = local.record["locks"]
+    assert held > 0 and after == 0, broken(
+        "ptflow.ops.driver.on_start (the re-run after adopting: os.execv of the same command)",
+        f"workflow.persistence.unlock() removing the run's .snakemake/locks in onstart; {held} before, {after} after",
     )
 
 
