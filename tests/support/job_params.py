@@ -9,7 +9,8 @@ checkout checkpoint's marker and the paths the run uses, then with a FIXTURE mar
 derived from each path's name) and a FIXTURE checkout of empty files, so the cells' params hold object ids instead of
 Snakemake's "to be determined".
 
-Paths in the params are written relative to ``<workdir>`` and ``<repo>``. Regenerate with
+Each param is kept as the repr Snakemake compares to decide a rerun (so key order and list/tuple count); paths are
+written relative to ``<workdir>`` and ``<repo>``. Regenerate with
 ``.venv/bin/python -m tests.support.job_params --update`` - only when a change of params is meant (say which cells
 rerun in the commit).
 """
@@ -17,6 +18,7 @@ rerun in the commit).
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
 import hashlib
 import json
@@ -47,8 +49,9 @@ def golden_path(config: str, site: str) -> Path:
     return GOLDEN / f"{config}__{site}.json.gz"
 
 
-def _plan(config: str, site: str, workdir: Path) -> tuple[dict, dict]:
-    """{job: params} and {job: outputs} of a fresh run's DAG (in this process: call it in a child)."""
+def _plan(config: str, site: str, workdir: Path) -> tuple[dict, tuple[str, dict] | None]:
+    """{job: {param: repr}} of a fresh run's DAG, and the checkout checkpoint's (marker, spec) if it has one (in
+    this process: call it in a child)."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -75,12 +78,15 @@ def _plan(config: str, site: str, workdir: Path) -> tuple[dict, dict]:
         workflow = workflow_api.dag(DAGSettings()).workflow_api._workflow
         workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True)
         workflow._build_dag()
-        params, outputs = {}, {}
+        params, checkout = {}, None
         for job in workflow.dag.jobs:
             key = job.rule.name + "".join(f" {k}={v}" for k, v in sorted(job.wildcards_dict.items()))
-            params[key] = dict(job.params.items())
-            outputs[key] = [str(o) for o in job.output]
-        return params, outputs
+            # what Snakemake compares to decide a rerun (persistence: repr of each value): key order and
+            # list-vs-tuple count, not only the values
+            params[key] = {name: repr(value) for name, value in job.params.items()}
+            if job.rule.name == CHECKOUT_RULE:
+                checkout = (str(job.output[0]), dict(job.params.spec))
+        return params, checkout
 
 
 def _fixture_marker(path: Path, spec: dict, checkout: Path) -> None:
@@ -100,10 +106,12 @@ def _fixture_marker(path: Path, spec: dict, checkout: Path) -> None:
 
 
 def _normalised(value, workdir: str, user: str):
-    text = json.dumps(value, sort_keys=True, default=str)
+    """Strings (the params' reprs, a refusal) with this run's places written as placeholders."""
+    if isinstance(value, dict):
+        return {_normalised(k, workdir, user): _normalised(v, workdir, user) for k, v in value.items()}
     for real, shown in ((workdir, "<workdir>"), (str(REPO), "<repo>"), (user, ENV["USER"])):
-        text = text.replace(real, shown)
-    return json.loads(text)
+        value = value.replace(real, shown)
+    return value
 
 
 def _collect_child(config: str, site: str, out: str) -> None:
@@ -114,14 +122,13 @@ def _collect_child(config: str, site: str, out: str) -> None:
     os.environ.update(ENV, USER=user, LOGNAME=user, HOME=str(workdir / "home"))
     made = []
     try:
-        params, outputs = _plan(config, site, workdir)
-        checkout = next((k for k in params if k == CHECKOUT_RULE), None)
+        params, checkout = _plan(config, site, workdir)
         if checkout is not None:
-            marker = workdir / outputs[checkout][0]
+            marker = workdir / checkout[0]
             made = _new_top(marker)
-            _fixture_marker(marker, params[checkout]["spec"], workdir / "ptb-checkout")
+            _fixture_marker(marker, checkout[1], workdir / "ptb-checkout")
             params, _ = _plan(config, site, workdir)
-            params[f"{CHECKOUT_RULE} (done: fixture marker)"] = "marker present"
+            params[f"{CHECKOUT_RULE} (done: fixture marker)"] = {}
         result = {"jobs": _normalised(params, str(workdir), user)}
     except Exception as exc:  # a refused combination is recorded too: its message must not change either
         result = {"refused": _normalised(" ".join(str(exc).split()) or repr(exc), str(workdir), user)}
@@ -174,6 +181,29 @@ def write_golden(config: str, site: str, record: dict) -> None:
     golden_path(config, site).write_bytes(gzip.compress(data, mtime=0))
 
 
+def param_differences(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """How one job's params (name -> repr) differ, one line each: the key path of each changed value, or where only
+    the order of keys or a list/tuple spelling differs (Snakemake reruns for those too)."""
+    out = []
+    for name in sorted(set(old) | set(new)):
+        if old.get(name) == new.get(name):
+            continue
+        if name not in new or name not in old:
+            out.append(f"{name}: {'removed' if name not in new else 'added'}")
+            continue
+        values = differences(ast.literal_eval(old[name]), ast.literal_eval(new[name]), name)
+        out.extend(
+            values
+            or [f"{name}: same values, other key order or list/tuple ({_first_difference(old[name], new[name])})"]
+        )
+    return out
+
+
+def _first_difference(old: str, new: str) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+    return f"at {at}: ...{old[max(0, at - 60) : at + 60]!r} -> ...{new[max(0, at - 60) : at + 60]!r}"
+
+
 def differences(old, new, where: str = "") -> list[str]:
     """Each key path whose value differs (added, removed or changed), as one line."""
     if isinstance(old, dict) and isinstance(new, dict):
@@ -192,6 +222,18 @@ def differences(old, new, where: str = "") -> list[str]:
     return []
 
 
+def record_differences(golden: dict, now: dict) -> list[str]:
+    """Every difference of two records, one line each, naming the job and key path."""
+    if "refused" in golden or "refused" in now:
+        return [] if golden == now else [f"refusal: {golden.get('refused')!r} -> {now.get('refused')!r}"]
+    old, new = golden["jobs"], now["jobs"]
+    out = [f"{job}: job gone" for job in sorted(set(old) - set(new))]
+    out += [f"{job}: job added" for job in sorted(set(new) - set(old))]
+    return out + [
+        f"{job}: {line}" for job in sorted(set(old) & set(new)) for line in param_differences(old[job], new[job])
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--update", action="store_true", help="write the golden records from this checkout")
@@ -202,7 +244,9 @@ def main() -> int:
         record = collect(config, site)
         if args.update:
             write_golden(config, site, record)
-        diff = differences(read_golden(config, site), record) if golden_path(config, site).exists() else ["(new)"]
+        diff = (
+            record_differences(read_golden(config, site), record) if golden_path(config, site).exists() else ["(new)"]
+        )
         changed += bool(diff)
         jobs = len(record.get("jobs", {}))
         print(f"{config} x {site}: {jobs} jobs{' refused' if 'refused' in record else ''}; {len(diff)} differences")
