@@ -11,5 +11,7 @@ Layers, each importing only those before it (``tests/unit/test_architecture.py``
 - ``launch``  — programs spread over an allocation: the Ray launcher, SkyRL's two-job coordination;
 - ``stages``  — what each rule calls: cache, data, train (one module per agent kind), evaluate, judge, report;
 - ``standins`` — programs that stand in for what cannot run here, selectable on purpose (the scripted agent);
-- ``ops``     — the ``ptflow`` command: plan, status, cancel, logs, remote.
+- ``jobs``    — the job contract: each rule's params as a typed spec, built from config, site and layout
+  (``workflow/rules/common.smk`` looks them up, scripts read them back with ``from_params``);
+- ``ops``     — the ``ptflow`` command (plan, status, cancel, logs, remote) and the driver's hooks.
 """

@@ -1,7 +1,7 @@
 """The package's layers, read from its source: who may import whom, no cycle, no path into a checkout.
 
 Layers (src/ptflow/__init__.py): foundation (files, keys, templates, jobenv) < config < cluster < launch < stages
-< ops; standins may use stages. A module imports only its own layer and those below it.
+< jobs < ops; standins may use stages. A module imports only its own layer and those below it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import ptflow
 from tests.conftest import REPO
 
 PACKAGE = Path(ptflow.__file__).parent
-LAYERS = {"foundation": 0, "config": 1, "cluster": 2, "launch": 3, "stages": 4, "standins": 5, "ops": 5}
+LAYERS = {"foundation": 0, "config": 1, "cluster": 2, "launch": 3, "stages": 4, "standins": 5, "jobs": 5, "ops": 6}
 FOUNDATION = {"files", "keys", "templates", "jobenv", "warmstart", "snakemake_once", "__init__"}
 
 

@@ -1,0 +1,364 @@
+"""Every job's spec and request, built from the config, the site and the layout by one object.
+
+:class:`Jobs` is what ``workflow/rules/common.smk`` asks for a job's params, threads, resources and runtime. A
+matrix of ten thousand cells asks the same few questions ten thousand times (the request of a stage and agent, the
+runtime of a stage and agent), so each answer is kept on (stage, agent id[, attempt]); a value a job may change is
+handed out as a copy (:func:`copied`). It needs no Snakemake: tests build it from a loaded config.
+
+PostTrainBench's checkout is a checkpoint: the git object ids of the paths a cell uses are known only once it ran.
+The builder takes them through ``objects`` (paths -> ids), which the workflow reads from the checkpoint's marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ptflow.cluster import envs, images
+from ptflow.cluster.runtime import JobRuntime
+from ptflow.config import posttrainbench as ptb
+from ptflow.config.layout import Layout
+from ptflow.config.model import Agent, Cell, Config, Eval, Model
+from ptflow.config.sites import Request, Site
+from ptflow.jobs.specs import (
+    AgentCli,
+    CellRef,
+    EvaluateJob,
+    JudgeJob,
+    Multinode,
+    RuntimeServer,
+    ScoringJob,
+    Supervise,
+    TrainJob,
+)
+from ptflow.launch.skyrl import JOBS_DIR, ServerSite
+from ptflow.stages.evaluate.settings import Provider, build_call
+
+Objects = Callable[[Iterable[str]], dict[str, str]]
+
+
+class JobsError(ValueError):
+    """A job that cannot be built from this config and site (the workflow turns it into a WorkflowError)."""
+
+
+def copied(value: Any) -> Any:
+    """A fresh copy of a cached value (dicts and lists of plain values), for each job to own; copy.deepcopy costs
+    ten times more and was a few percent of a large dry-run."""
+    if isinstance(value, dict):
+        return {k: copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copied(v) for v in value]
+    return value
+
+
+class Jobs:
+    def __init__(self, cfg: Config, site: Site, layout: Layout):
+        self.cfg, self.site, self.layout = cfg, site, layout
+        self.rt = site.runtime
+        self._agents: dict[str, Agent] = {}  # cell slot -> Agent
+        self._requests: dict[tuple, Request] = {}  # (stage, agent id) -> Request; read, never changed
+        self._plugin_resources: dict[tuple, dict] = {}  # (stage, agent id, attempt) -> the plugin's resources
+        self._request_dicts: dict[tuple, dict] = {}  # (stage, agent id) -> Request.to_dict()
+        self._runtimes: dict[tuple, dict | None] = {}  # (stage, agent id) -> the job runtime dict (or None)
+
+    # ---- per stage and agent, once ----
+
+    def agent(self, slot: str) -> Agent:
+        """The agent of a cell's slot (its id, or <id>@run<k> for a repeat)."""
+        if slot not in self._agents:
+            self._agents[slot] = self.cfg.agent_for(slot)
+        return self._agents[slot]
+
+    def request(self, stage: str, agent: Agent | None = None) -> Request:
+        key = (stage, agent.id if agent is not None else None)
+        if key not in self._requests:
+            self._requests[key] = self.site.request(stage, agent)
+        return self._requests[key]
+
+    def plugin_resources(self, stage: str, agent: Agent | None, attempt: int) -> dict:
+        key = (stage, agent.id if agent is not None else None, attempt)
+        if key not in self._plugin_resources:
+            self._plugin_resources[key] = self.request(stage, agent).snakemake_resources(attempt)
+        return self._plugin_resources[key]
+
+    def request_dict(self, stage: str, agent: Agent | None) -> dict:
+        key = (stage, agent.id if agent is not None else None)
+        if key not in self._request_dicts:
+            self._request_dicts[key] = self.request(stage, agent).to_dict()
+        return self._request_dicts[key]
+
+    def runtime(self, stage: str, agent: Agent | None) -> dict | None:
+        """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python;
+        each job gets its own copy."""
+        key = (stage, agent.id if agent is not None else None)
+        if key not in self._runtimes:
+            self._runtimes[key] = self._runtime(stage, agent)
+        return copied(self._runtimes[key])
+
+    def _runtime(self, stage: str, agent: Agent | None) -> dict | None:
+        name = images.image_for(self.rt, stage, agent)
+        overlay = envs.overlay_venv(self.rt, agent) if stage == "train" else None
+        if name is None and not (self.rt.kind == "venv" and self.rt.venv) and not overlay:
+            return None
+        return self.runtime_dict(
+            name,
+            self.request(stage, agent).gpus,
+            agent_cell=bool(agent is not None and agent.spec.agent_cli),
+            overlay=overlay,
+        )
+
+    def runtime_dict(self, image_name: str | None, gpus: int, agent_cell: bool = False, overlay=None) -> dict:
+        layout = self.layout
+        return JobRuntime(
+            **(overlay or {}),
+            runtime=self.rt,
+            image=images.runtime_handle(self.rt, image_name) if image_name else None,
+            gpus=gpus,
+            binds=tuple(
+                sorted(
+                    {
+                        str(Path(p).resolve())
+                        for p in (layout.results, layout.scratch, layout.hf_home, layout.evals_cache)
+                    }
+                )
+            ),
+            hf_home=str(Path(layout.hf_home).resolve()),
+            agent_cell=agent_cell,
+        ).to_dict()
+
+    # ---- the jobs of a cell ----
+
+    def cell(self, model: Model, eval_id: str, slot: str) -> CellRef:
+        return CellRef(model.id, model.name, eval_id, slot, Cell(model.name, eval_id, slot).run)
+
+    def train(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> TrainJob:
+        agent = self.agent(slot)
+        model = self.cfg.models[model_name]
+        return TrainJob(
+            cell=self.cell(model, eval_id, slot),
+            kind=agent.kind,
+            params=self.cfg.trained_params(slot),
+            model_revision=model.revision,
+            checkpoint_dir=self.layout.checkpoint_dir(model_name, eval_id, slot),
+            config_hash=self.cfg.training_hash(Cell(model_name, eval_id, slot)),
+            hf_home=self.layout.hf_home,
+            runtime=self.runtime("train", agent),
+            supervise=self._supervise(agent),
+            multinode=self._multinode(agent),
+            agent=self._agent_cli(agent, model_name, eval_id, slot, objects)
+            or self._runtime_server(agent, model_name, eval_id, slot),
+        )
+
+    def _supervise(self, agent: Agent) -> Supervise | None:
+        """Only for supervised train jobs. The submitted job's request travels resolved; the supervisor scales it by
+        the rule's attempt."""
+        spec = self.site.supervises("train", agent)
+        if not spec:
+            return None
+        return Supervise(
+            spec.max_retries,
+            spec.max_resumes,
+            spec.internal_timeout_fraction,
+            copied(self.request_dict("train", agent)),
+        )
+
+    def _multinode(self, agent: Agent) -> Multinode | None:
+        """Only for train jobs over several nodes of a torchrun kind; Ray kinds bring their own launcher."""
+        request = self.request("train", agent)
+        if request.get("nodes", 1) <= 1 or agent.spec.multinode != "torchrun":
+            return None
+        return Multinode(request["nodes"], request.gpus)
+
+    def _runtime_server(self, agent: Agent, model_name: str, eval_id: str, slot: str) -> RuntimeServer | None:
+        """A site without the server's request gets no server here; preflight names it before anything runs."""
+        if "runtime_server" not in agent.spec.site_requests or not self.site.has_request("runtime_server"):
+            return None
+        coord = str(Path(self.layout.cell_dir(model_name, eval_id, slot), JOBS_DIR))
+        return RuntimeServer(coord, ServerSite.from_site(self.site).to_dict())
+
+    def _agent_cli(self, agent: Agent, model_name: str, eval_id: str, slot: str, objects: Objects) -> AgentCli | None:
+        if not agent.spec.agent_cli:
+            return None
+        e = self.cfg.evals[eval_id]
+        common = dict(
+            id=agent.id,
+            cli=agent.cli,
+            model=agent.model,
+            hours=agent.hours,
+            grace_minutes=agent.grace_minutes,
+            command=list(agent.command) if agent.command else None,
+            keys=list(agent.keys),  # names only; values come from the environment
+            trace_dir=self.layout.agent_trace_dir(model_name, eval_id, slot),
+            hf_home=self.layout.hf_home,
+            on_restart=agent.on_restart,
+            sync_minutes=agent.sync_minutes,
+            cli_version=self.cfg.cli_versions[agent.cli]
+            if agent.cli in self.cfg.cli_versions and not agent.command
+            else None,
+            base_url=agent.base_url or None,
+            grader_keys=list(e.grader_keys),
+        )
+        if e.from_checkout:
+            name = ptb.eval_dir_name(e.task)
+            solve = self.cfg.ptb_agent(agent)
+            paths = [p for p in ptb.agent_paths(solve or "", name) if p != ptb.AGENT_DIR.format(agent="")]
+            return AgentCli(
+                **common,
+                posttrainbench={
+                    "eval_dir": name,
+                    "solve": solve,
+                    "num_gpus": max(self.request("train", agent).gpus, 1),
+                    "objects": objects(paths),
+                },
+            )
+        return AgentCli(
+            **common,
+            evals_cache=self.layout.evals_cache,
+            eval_task=e.task,
+            max_new_tokens=e.max_new_tokens,
+            eval_call=build_call(e, Provider.from_site(self.site, "train", agent)),
+            eval_test_parquet=self.layout.data(eval_id, "test") if e.uses_parquet else None,
+        )
+
+    def evaluate(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> EvaluateJob:
+        e = self.cfg.evals[eval_id]
+        model = self.cfg.models[model_name]
+        evaluated = self.cfg.evaluated_model(Cell(model_name, eval_id, slot))
+        return EvaluateJob(
+            cell=self.cell(model, e.id, slot),
+            # an instruct cell evaluates the counterpart; only there, so other cells' params stay as they were
+            evaluated_model={"id": evaluated.id, "revision": evaluated.revision} if evaluated is not model else None,
+            call=self._checkout_eval_call(e, objects)
+            if e.from_checkout
+            else build_call(e, Provider.from_site(self.site)),
+            model_revision=model.revision,
+            hf_home=self.layout.hf_home,
+            evals_cache=self.layout.evals_cache,
+            runtime=self.runtime("evaluate", self.agent(slot)),
+        )
+
+    def _checkout_eval_call(self, e: Eval, objects: Objects) -> dict:
+        name = ptb.eval_dir_name(e.task)
+        return {
+            "eval_id": e.id,
+            "task": e.task,
+            "retry_max_tokens": list(e.retry_max_new_tokens),
+            **({"limit": e.limit} if e.limit else {}),
+            **({"keys": list(e.keys)} if e.keys else {}),
+            "posttrainbench": {"eval_dir": name, "objects": objects(ptb.eval_paths(name))},
+        }
+
+    def judge(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> JudgeJob:
+        e = self.cfg.evals[eval_id]
+        judge = self.cfg.judge
+        return JudgeJob(
+            judge=judge,
+            # the checkout's judge prompt for the cells of its evals (only there: other cells' params stay as they were)
+            posttrainbench=self._checkout_judge(e, objects) if e.from_checkout and judge else None,
+            keys=list(self.agent(slot).keys),  # names: their values are redacted from trace.md
+            cell=self.cell(self.cfg.models[model_name], eval_id, slot),
+            runtime=self._judge_runtime(slot),
+        )
+
+    def _checkout_judge(self, e: Eval, objects: Objects) -> dict:
+        name = ptb.eval_dir_name(e.task)
+        return {"eval_dir": name, "objects": objects(ptb.judge_paths(name))}
+
+    def _judge_runtime(self, slot: str) -> dict | None:
+        """An agentic judge (judge.agent) runs its CLI in the cell's agent image, without GPUs."""
+        if not (self.cfg.judge or {}).get("agent"):
+            return None
+        name = images.image_for(self.rt, "train", self.agent(slot))
+        if name is None and not (self.rt.kind == "venv" and self.rt.venv):
+            return None
+        return self.runtime_dict(name, 0, agent_cell=True)
+
+    # ---- images, and PostTrainBench's checkout ----
+
+    def site_image_spec(self, name: str) -> dict:
+        """The site's spec of an image, or PostTrainBench's recipe for the images the checkout builds
+        (posttrainbench.images)."""
+        spec = images.image_spec(self.rt, name)
+        ptb_config = self.cfg.posttrainbench
+        recipe = ptb_config.recipe(name) if ptb_config else None
+        if recipe is None:
+            return spec
+        if self.rt.kind != "apptainer":
+            raise JobsError(
+                f"posttrainbench.images: site {self.rt.site} builds {self.rt.kind} images; PostTrainBench's recipes "
+                "are apptainer .def files (remove images there, or use an apptainer site)"
+            )
+        return {k: v for k, v in spec.items() if k not in ("source", "context")} | {"recipe": recipe}
+
+    def image_spec(self, name: str, basedir: str, checkout_marker: Callable[[], dict]) -> dict:
+        """The site's spec of the image, with the build arguments its recipe declares (the agent CLIs' pins) only
+        when it declares some, so other images' params stay as they were. A recipe of the PostTrainBench checkout
+        is read from the checkout (``checkout_marker``: after its checkpoint)."""
+        spec = self.site_image_spec(name)
+        recipe = str(spec.get("recipe") or "")
+        if recipe.startswith(ptb.RECIPE_PREFIX):
+            rel = recipe[len(ptb.RECIPE_PREFIX) :]
+            marker = checkout_marker()
+            spec = {
+                **spec,
+                "recipe": str(Path(marker["path"], rel)),
+                "recipe_object": marker["objects"][rel],
+                "build_dir": marker["path"],
+            }
+        args = images.build_args_for(spec, self.cfg.image_build_args, basedir)
+        return {**spec, "build_args": args} if args else spec
+
+    def image_from_checkout(self, name: str) -> bool:
+        return str(self.site_image_spec(name).get("recipe") or "").startswith(ptb.RECIPE_PREFIX)
+
+    def checkout_spec(self) -> dict:
+        """What the checkout checkpoint makes - the commit, where, from where, and the paths this run uses (nothing
+        without posttrainbench: then no job asks for it)."""
+        ptb_config = self.cfg.posttrainbench
+        if not ptb_config:
+            return {}
+        return {
+            "commit": ptb_config.commit,
+            "location": ptb_config.location(self.layout.scratch),
+            "repo": ptb_config.repo,
+            "paths": sorted(self._checkout_paths()),
+        }
+
+    def _checkout_paths(self) -> set[str]:
+        cfg, paths = self.cfg, set()
+        for c in cfg.cells:
+            e = cfg.evals[c.eval]
+            if not e.from_checkout:
+                continue
+            name = ptb.eval_dir_name(e.task)
+            paths.update(ptb.eval_paths(name))
+            agent = cfg.agent_for(c.agent)
+            if agent.spec.agent_cli:
+                paths.update(ptb.agent_paths(cfg.ptb_agent(agent) or "", name))
+                paths.discard(ptb.AGENT_DIR.format(agent=""))
+                if cfg.judge:
+                    paths.update(ptb.judge_paths(name))
+        for name in self.rt.images if images.needs_images(self.rt) else ():
+            recipe = str(self.site_image_spec(name).get("recipe") or "")
+            if recipe.startswith(ptb.RECIPE_PREFIX):
+                paths.add(recipe[len(ptb.RECIPE_PREFIX) :])
+        return paths
+
+    # ---- the matrix ----
+
+    def scoring(self, reference: Any) -> ScoringJob:
+        cfg = self.cfg
+        return ScoringJob(
+            raw={k: cfg.raw.get(k) for k in ("scoring", "models", "agents")},
+            reference=reference,
+            agent_gpus={
+                a.id: {
+                    "train": self.site.request("train", a).gpus if a.trains else 0,
+                    "eval": self.site.request("evaluate", a).gpus,
+                }
+                for a in cfg.agents.values()
+            },
+            expected=[{"model": c.model, "eval": c.eval, "agent": c.agent} for c in cfg.cells],
+            model_ids={m.name: m.id for m in cfg.models.values()},
+        )

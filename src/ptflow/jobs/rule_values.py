@@ -1,0 +1,132 @@
+"""Threads and resources as Snakemake takes them from a rule: a value where every job of the rule gets the same,
+else a function of the job's wildcards (and attempt) answered from :class:`~ptflow.jobs.build.Jobs`' caches.
+
+Snakemake reads the parameters of an input, param or resource function through ``inspect.signature`` twice per
+job (which arguments to pass it): ~0.1 ms each, a tenth of a 10,000-cell dry-run. :func:`signed` states them once
+with Snakemake's own ``overwrite_function_params`` (what its ioutils helpers use); tests/unit/test_snakemake_contract.py
+pins that Snakemake then passes what was stated.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from ptflow.config.model import Agent
+from ptflow.config.rules import stage_of
+from ptflow.jobs.build import Jobs
+
+
+class RuleError(ValueError):
+    """A rule the table of ptflow.config.rules does not know (the workflow turns it into a WorkflowError)."""
+
+
+def signed(func: Callable) -> Callable:
+    from snakemake.common import overwrite_function_params
+
+    overwrite_function_params(func, inspect.signature(func).parameters)
+    return func
+
+
+def rule_stage(rule: str) -> str:
+    try:
+        return stage_of(rule)
+    except ValueError as exc:
+        raise RuleError(str(exc)) from None
+
+
+def slot_of(wildcards) -> str | None:
+    return wildcards.agent if "agent" in wildcards.keys() else None
+
+
+class RuleValues:
+    """The per-rule factories of ``common.smk`` (``get_threads``, ``get_resources``, ...) over one :class:`Jobs`."""
+
+    def __init__(self, jobs: Jobs):
+        self.jobs = jobs
+
+    def agent_of(self, wildcards) -> Agent | None:
+        slot = slot_of(wildcards)
+        return None if slot is None else self.jobs.agent(slot)
+
+    def rule_agents(self, stage: str, agent_ids: list[str] | None = None) -> list[Agent | None]:
+        """The agents whose requests a rule's jobs may get: only train requests differ per agent (all agents, or
+        those of the rule)."""
+        if stage != "train":
+            return [None]
+        agents = self.jobs.cfg.agents
+        if agent_ids is None:
+            return list(agents.values())
+        return [agents[a] for a in agent_ids] or [None]
+
+    def threads(self, rule: str, agents: list[str] | None = None):
+        """A number where every agent of the rule gets the same, else per job."""
+        stage = rule_stage(rule)
+        values = {self.jobs.request(stage, a).threads for a in self.rule_agents(stage, agents)}
+        if len(values) == 1:
+            return values.pop()
+
+        @signed
+        def threads(wildcards):
+            return self.jobs.request(stage, self.agent_of(wildcards)).threads
+
+        return threads
+
+    def resources(self, rule: str, agents: list[str] | None = None) -> dict:
+        """The plugin's resources of a rule's stage; keys are the union over the rule's agents. A value the same for
+        every agent and attempt is given as it is (Snakemake then evaluates nothing per job); the others (per agent,
+        or grown by the attempt) per job, from the cache."""
+        stage = rule_stage(rule)
+        requests = [self.jobs.request(stage, a) for a in self.rule_agents(stage, agents)]
+        tables = [r.snakemake_resources() for r in requests]
+        keys = sorted({k for t in tables for k in t})
+
+        def value_of(key):
+            @signed
+            def value(wildcards, attempt):
+                return self.jobs.plugin_resources(stage, self.agent_of(wildcards), attempt).get(key)
+
+            return value
+
+        def constant(key):
+            if any(key in r.attempt_scaled for r in requests):
+                return False
+            first = tables[0].get(key)
+            return all(key in t and type(t[key]) is type(first) and t[key] == first for t in tables)
+
+        return {key: tables[0][key] if constant(key) else value_of(key) for key in keys}
+
+    def supervised_held(self, rule: str) -> dict:
+        """gpus_total/cpus_total of the Slurm jobs a supervisor rule submits itself (its own and its agent kind's
+        helper jobs): they count against the run's caps like the plugin's jobs (ptflow.cluster.limits)."""
+        if self.jobs.site.scheduler != "slurm":
+            return {}
+        rule_stage(rule)
+
+        def held(key):
+            @signed
+            def value(wildcards):
+                agent = self.agent_of(wildcards)
+                own = self.jobs.request("train", agent)
+                helpers = [self.jobs.request(s) for s in agent.spec.site_requests]
+                return sum(r.snakemake_resources().get(key, 0) for r in (own, *helpers))
+
+            return value
+
+        return {"gpus_total": held("gpus_total"), "cpus_total": held("cpus_total")}
+
+    def image_resources(self, image_stage: Callable) -> dict:
+        """Per image: its stage's request, image or convert (keys are the union of both stages' resources)."""
+        site = self.jobs.site
+        keys = sorted(
+            set(site.request("image").snakemake_resources()) | set(site.request("convert").snakemake_resources())
+        )
+
+        def value_of(key):
+            @signed
+            def value(wildcards, attempt):
+                return self.jobs.plugin_resources(image_stage(wildcards), None, attempt).get(key)
+
+            return value
+
+        return {key: value_of(key) for key in keys}

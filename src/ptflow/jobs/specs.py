@@ -1,0 +1,324 @@
+"""The job contract: one frozen value per job kind, what its rule's ``params`` carry and its script reads.
+
+Each spec has ``to_params()`` - the plain dict Snakemake stores and compares (a job whose params change is run
+again) - and ``from_params()``, the one way scripts and stages read it back. A key whose value is its default is left
+out of the params, so finished cells of configs that never set it keep their params: that rule lives in
+:func:`_unless_default` alone, and the defaults it compares with are the config model's
+(:mod:`ptflow.config.model`). The key order of each dict is part of the contract too (Snakemake compares the params'
+``repr``); tests/unit/test_job_params.py pins every job of every shipped config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptflow.config.kinds import KINDS
+from ptflow.config.model import DEFAULT_ON_RESTART
+
+Params = dict[str, Any]
+
+
+def _unless_default(**values: tuple[Any, Any]) -> Params:
+    """``name=(value, default)`` -> ``{name: value}`` for the values that are not their default, in order."""
+    return {name: value for name, (value, default) in values.items() if value != default}
+
+
+@dataclass(frozen=True)
+class CellRef:
+    """A cell as its files record it: the model's Hub id and path name, the eval, the agent slot (``sft@run2``)."""
+
+    model: str
+    model_name: str
+    eval: str
+    agent: str
+    run: int = 1
+
+    def to_params(self, with_run: bool = True) -> Params:
+        cell = {"model": self.model, "model_name": self.model_name, "eval": self.eval, "agent": self.agent}
+        # "run" only for repeats, so other cells' params stay as they were
+        return {**cell, **_unless_default(run=(self.run, 1))} if with_run else cell
+
+    @classmethod
+    def from_params(cls, d: Params) -> CellRef:
+        return cls(d["model"], d["model_name"], d["eval"], d["agent"], d.get("run", 1))
+
+
+@dataclass(frozen=True)
+class Supervise:
+    """A train job a login-node supervisor submits (ptflow.cluster.supervise), with its request resolved."""
+
+    max_retries: int
+    max_resumes: int
+    internal_timeout_fraction: float
+    request: Params
+
+    def to_params(self) -> Params:
+        return {
+            "max_retries": self.max_retries,
+            "max_resumes": self.max_resumes,
+            "internal_timeout_fraction": self.internal_timeout_fraction,
+            "request": self.request,
+        }
+
+    @classmethod
+    def from_params(cls, d: Params) -> Supervise:
+        return cls(d["max_retries"], d["max_resumes"], d["internal_timeout_fraction"], d["request"])
+
+
+@dataclass(frozen=True)
+class Multinode:
+    """A torchrun kind over several nodes: the script again on each node (ptflow.cluster.multinode)."""
+
+    nodes: int
+    gpus_per_node: int
+
+    def to_params(self) -> Params:
+        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node}
+
+    @classmethod
+    def from_params(cls, d: Params) -> Multinode:
+        return cls(d["nodes"], d["gpus_per_node"])
+
+
+@dataclass(frozen=True)
+class AgentCli:
+    """An agent-CLI cell's agent (kinds with ``agent_cli``): the CLI and model, its budget, the key names (values come
+    from the environment), and either the final evaluation's task and call (ptflow's tasks) or PostTrainBench's
+    checkout paths (``posttrainbench``)."""
+
+    id: str
+    cli: str | None
+    model: str | None
+    hours: float
+    grace_minutes: float
+    command: list[str] | None
+    keys: list[str]
+    trace_dir: str
+    hf_home: str
+    on_restart: str = DEFAULT_ON_RESTART
+    sync_minutes: float | None = None
+    cli_version: str | None = None
+    base_url: str | None = None
+    grader_keys: list[str] = field(default_factory=list)
+    # ptflow's tasks: the same task and settings as the final evaluation, on the agent's own allocation
+    evals_cache: str | None = None
+    eval_task: str | None = None
+    max_new_tokens: int | None = None
+    eval_call: Params | None = None
+    eval_test_parquet: str | None = None
+    # a PostTrainBench checkout eval: run_task.sh's task dir and prompt, the checkout's solve.sh
+    posttrainbench: Params | None = None
+
+    def to_params(self) -> Params:
+        head = {
+            "id": self.id,
+            "cli": self.cli,
+            "model": self.model,
+            "hours": self.hours,
+            "grace_minutes": self.grace_minutes,
+            "command": self.command,
+            "keys": self.keys,
+            "trace_dir": self.trace_dir,
+            "hf_home": self.hf_home,
+        }
+        if self.posttrainbench is None:
+            head |= {
+                "evals_cache": self.evals_cache,
+                "eval_task": self.eval_task,
+                "max_new_tokens": self.max_new_tokens,
+                "eval_call": self.eval_call,
+                **_unless_default(eval_test_parquet=(self.eval_test_parquet, None)),
+            }
+        # only when set, so the params (and finished cells) of agents without them stay as they were; a changed CLI
+        # pin reruns that CLI's cells; the grader key names reach the agent's evaluate.py, no other key does
+        optional = _unless_default(
+            on_restart=(self.on_restart, DEFAULT_ON_RESTART),
+            sync_minutes=(self.sync_minutes, None),
+            cli_version=(self.cli_version, None),
+            base_url=(self.base_url, None),
+            grader_keys=(self.grader_keys, []),
+        )
+        tail = {"posttrainbench": self.posttrainbench} if self.posttrainbench is not None else {}
+        return head | optional | tail
+
+    @classmethod
+    def from_params(cls, d: Params) -> AgentCli:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class RuntimeServer:
+    """Kinds that submit a runtime server beside their trainer (SkyRL): the server's resolved request and where the
+    coordination dirs go (<cell>/.skyrl_jobs/<stamp>_<server job>/)."""
+
+    coord_base: str
+    server: Params
+
+    def to_params(self) -> Params:
+        return {"coord_base": self.coord_base, "server": self.server}
+
+    @classmethod
+    def from_params(cls, d: Params) -> RuntimeServer:
+        return cls(d["coord_base"], d["server"])
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """Rule train / train_supervised. ``agent`` is the kind's own part: an :class:`AgentCli` (agent-CLI kinds), a
+    :class:`RuntimeServer` (kinds with a runtime server on a site that has its request) or None; the params keep
+    both under the key ``agent``, and :meth:`from_params` tells them apart by the kind, not by the dict's shape."""
+
+    cell: CellRef
+    kind: str
+    params: Params
+    model_revision: str
+    checkpoint_dir: str
+    config_hash: str
+    hf_home: str
+    runtime: Params | None = None
+    supervise: Supervise | None = None
+    multinode: Multinode | None = None
+    agent: AgentCli | RuntimeServer | None = None
+
+    def to_params(self) -> Params:
+        out = {
+            "cell": self.cell.to_params(),
+            "kind": self.kind,
+            "params": self.params,
+            "model_revision": self.model_revision,
+            "checkpoint_dir": self.checkpoint_dir,
+            "config_hash": self.config_hash,
+            "hf_home": self.hf_home,
+        }
+        # each only where it applies, so other jobs' params (and outputs) stay as they were
+        if self.runtime:
+            out["runtime"] = self.runtime
+        if self.supervise:
+            out["supervise"] = self.supervise.to_params()
+        if self.multinode:
+            out["multinode"] = self.multinode.to_params()
+        if self.agent is not None:
+            out["agent"] = self.agent.to_params()
+        return out
+
+    @classmethod
+    def from_params(cls, d: Params) -> TrainJob:
+        agent = d.get("agent")
+        if agent is not None:
+            agent = AgentCli.from_params(agent) if KINDS[d["kind"]].agent_cli else RuntimeServer.from_params(agent)
+        return cls(
+            cell=CellRef.from_params(d["cell"]),
+            kind=d["kind"],
+            params=d["params"],
+            model_revision=d["model_revision"],
+            checkpoint_dir=d["checkpoint_dir"],
+            config_hash=d["config_hash"],
+            hf_home=d["hf_home"],
+            runtime=d.get("runtime"),
+            supervise=Supervise.from_params(d["supervise"]) if d.get("supervise") else None,
+            multinode=Multinode.from_params(d["multinode"]) if d.get("multinode") else None,
+            agent=agent,
+        )
+
+    @property
+    def agent_cli(self) -> AgentCli | None:
+        return self.agent if isinstance(self.agent, AgentCli) else None
+
+    @property
+    def runtime_server(self) -> RuntimeServer | None:
+        return self.agent if isinstance(self.agent, RuntimeServer) else None
+
+
+@dataclass(frozen=True)
+class EvaluateJob:
+    """Rule evaluate: the cell, the model evaluated when it is not the cell's (an instruct cell evaluates the
+    counterpart), and the evaluation call (ptflow's task, or PostTrainBench's from its checkout)."""
+
+    cell: CellRef
+    call: Params
+    model_revision: str
+    hf_home: str
+    evals_cache: str
+    evaluated_model: Params | None = None
+    runtime: Params | None = None
+
+    def to_params(self) -> Params:
+        return {
+            "cell": self.cell.to_params(),
+            **({"evaluated_model": self.evaluated_model} if self.evaluated_model else {}),
+            "call": self.call,
+            "model_revision": self.model_revision,
+            "hf_home": self.hf_home,
+            "evals_cache": self.evals_cache,
+            **({"runtime": self.runtime} if self.runtime else {}),
+        }
+
+    @classmethod
+    def from_params(cls, d: Params) -> EvaluateJob:
+        return cls(
+            cell=CellRef.from_params(d["cell"]),
+            call=d["call"],
+            model_revision=d["model_revision"],
+            hf_home=d["hf_home"],
+            evals_cache=d["evals_cache"],
+            evaluated_model=d.get("evaluated_model"),
+            runtime=d.get("runtime"),
+        )
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    """Rule judge: the judge's config (None: skipped, with a visible mark), the key names whose values are redacted
+    from trace.md, the cell, and for checkout evals PostTrainBench's judge prompt."""
+
+    judge: Params | None
+    keys: list[str]
+    cell: CellRef
+    posttrainbench: Params | None = None
+    runtime: Params | None = None
+
+    def to_params(self) -> Params:
+        return {
+            "judge": self.judge,
+            **({"posttrainbench": self.posttrainbench} if self.posttrainbench else {}),
+            "keys": self.keys,
+            "cell": self.cell.to_params(with_run=False),
+            **({"runtime": self.runtime} if self.runtime else {}),
+        }
+
+    @classmethod
+    def from_params(cls, d: Params) -> JudgeJob:
+        return cls(
+            judge=d["judge"],
+            keys=d["keys"],
+            cell=CellRef.from_params(d["cell"]),
+            posttrainbench=d.get("posttrainbench"),
+            runtime=d.get("runtime"),
+        )
+
+
+@dataclass(frozen=True)
+class ScoringJob:
+    """Rule aggregate: the config's scoring settings (raw: the scorer parses them with the config model), the
+    reference table loaded (a changed table rescores), GPUs per agent from the site's requests, every cell the score
+    expects and each model's Hub id."""
+
+    raw: Params
+    reference: Any
+    agent_gpus: Params
+    expected: list[Params]
+    model_ids: Params
+
+    def to_params(self) -> Params:
+        return {
+            "raw": self.raw,
+            "reference": self.reference,
+            "agent_gpus": self.agent_gpus,
+            "expected": self.expected,
+            "model_ids": self.model_ids,
+        }
+
+    @classmethod
+    def from_params(cls, d: Params) -> ScoringJob:
+        return cls(d["raw"], d["reference"], d["agent_gpus"], d["expected"], d["model_ids"])
