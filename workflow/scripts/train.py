@@ -12,6 +12,7 @@ from ptflow.cluster.runtime import IN_RUNTIME_ENV, JobRuntime, inside_runtime, r
 from ptflow.config.kinds import KINDS
 from ptflow.config.sites import Request
 from ptflow.jobenv import package_root, rule_log
+from ptflow.jobs.specs import TrainSpec
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.posttrainbench.agent import with_checkout
 from ptflow.stages.train.cell import train_cell
@@ -20,26 +21,27 @@ from ptflow.warmstart import hand_over
 hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
 
 
-def supervise_this_job(job, log) -> None:
+def supervise_this_job(job: TrainSpec, log) -> None:
     """Login node: submit this script as the GPU job (resubmitted after infrastructure failures and saved stops),
     with its helper job first where the kind has one (SkyRL's runtime server), and wait."""
-    spec = job["supervise"]
+    spec = job.supervise
     companion = None
-    if job.get("agent", {}).get("server"):
+    if job.runtime_server:
         from ptflow.launch.skyrl import ServerCompanion
 
-        companion = ServerCompanion.for_cell(job, snakemake.wildcards, log=log)
+        server = job.runtime_server
+        companion = ServerCompanion.for_cell(server.server, server.coord_base, job.params, snakemake.wildcards, log=log)
     supervise.supervise(
         sys.argv[0],
-        request=Request.from_dict(spec["request"]),
+        request=Request.from_dict(spec.request),
         attempt=snakemake.resources["attempt"],
         rule="train",
         wildcards=list(snakemake.wildcards),
         results_dir=Path(snakemake.output[0]).parent,
         workdir=os.getcwd(),
-        max_retries=spec["max_retries"],
-        max_resumes=spec["max_resumes"],
-        internal_timeout_fraction=spec["internal_timeout_fraction"],
+        max_retries=spec.max_retries,
+        max_resumes=spec.max_resumes,
+        internal_timeout_fraction=spec.internal_timeout_fraction,
         companion=companion,
         log=log,
     )
@@ -47,20 +49,20 @@ def supervise_this_job(job, log) -> None:
         raise RuntimeError(f"the supervised job succeeded but wrote no {snakemake.output[0]}")
 
 
-def run_on_nodes(job, log) -> int:
+def run_on_nodes(job: TrainSpec, log) -> int:
     """A multi-node job of a torchrun kind: this script again on every node of the allocation, in the site's
     runtime, with TAO's rendezvous env (ptflow.cluster.multinode); rank 0 writes the outputs."""
     from ptflow.cluster import multinode
     from ptflow.config.sites import RuntimeSpec
 
-    spec = JobRuntime.from_dict(job["runtime"]) if job.get("runtime") else None
+    spec = JobRuntime.from_dict(job.runtime) if job.runtime else None
     rt = spec.runtime if spec else RuntimeSpec(site="local")
     python = rt.python if rt.is_container else sys.executable
     return multinode.run_nodes(
         rt,
         multinode.torchrun_argv(python, sys.argv[0]),
         Path(snakemake.output[0]).parent,
-        gpus_per_node=job["multinode"]["gpus_per_node"],
+        gpus_per_node=job.multinode.gpus_per_node,
         image=spec.image if spec else None,
         binds=(*spec.binds, os.getcwd(), package_root()) if spec else (),
         extra_env={IN_RUNTIME_ENV: "1", "HF_HUB_OFFLINE": "1"},
@@ -69,36 +71,35 @@ def run_on_nodes(job, log) -> int:
 
 
 with rule_log(snakemake.log[0]) as log:
-    job = snakemake.params.job
-    if job.get("supervise") and not supervise.inside_supervised_job():
+    job = TrainSpec.from_params(snakemake.params.job)
+    if job.supervise and not supervise.inside_supervised_job():
         supervise_this_job(job, log)
         sys.exit(0)
-    if job.get("multinode") and os.environ.get("SLURM_JOB_ID") and not inside_runtime():
+    if job.multinode and os.environ.get("SLURM_JOB_ID") and not inside_runtime():
         sys.exit(run_on_nodes(job, log))
-    if KINDS[job["kind"]].reexec_in_runtime:
-        reexec_in_runtime(job.get("runtime"), log)  # container or site venv; returns at once on the local default
+    if KINDS[job.kind].reexec_in_runtime:
+        reexec_in_runtime(job.runtime, log)  # container or site venv; returns at once on the local default
     parent = snakemake.input.get("parent")
     if parent:
         start = str(verify_checkpoint(json.loads(Path(parent).read_text())))
     else:
-        start = str(hfcache.snapshot_path(job["hf_home"], job["cell"]["model"], "model", job["model_revision"]))
+        start = str(hfcache.snapshot_path(job.hf_home, job.cell.model, "model", job.model_revision))
     try:
         train_cell(
-            cell=job["cell"],
-            kind=job["kind"],
-            params=job["params"],
+            cell=job.cell.to_params(),
+            kind=job.kind,
+            params=job.params,
             start_model=start,
             train_parquet=snakemake.input.get("data"),
-            checkpoint_dir=job["checkpoint_dir"],
-            config_hash=job["config_hash"],
+            checkpoint_dir=job.checkpoint_dir,
+            config_hash=job.config_hash,
             manifest_path=snakemake.output[0],
             parent_manifest=parent,
             # supervised: the job's CPUs are its request's (the login-node rule itself has one thread)
-            threads=Request.from_dict(job["supervise"]["request"]).threads
-            if job.get("supervise")
-            else snakemake.threads,
-            runtime=job.get("runtime"),
-            agent=with_checkout(job.get("agent"), snakemake.input.get("checkout")),
+            threads=Request.from_dict(job.supervise.request).threads if job.supervise else snakemake.threads,
+            runtime=job.runtime,
+            # the kind's own part (agent CLI, runtime server) as the kinds read it
+            agent=with_checkout(job.agent.to_params() if job.agent else None, snakemake.input.get("checkout")),
             warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),
             log=log,
         )

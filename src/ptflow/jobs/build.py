@@ -24,13 +24,13 @@ from ptflow.config.sites import Request, Site
 from ptflow.jobs.specs import (
     AgentCli,
     CellRef,
-    EvaluateJob,
-    JudgeJob,
+    EvaluateSpec,
+    JudgeSpec,
     Multinode,
     RuntimeServer,
-    ScoringJob,
+    ScoringSpec,
     Supervise,
-    TrainJob,
+    TrainSpec,
 )
 from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 from ptflow.stages.evaluate.settings import Provider, build_call
@@ -132,10 +132,10 @@ class Jobs:
     def cell(self, model: Model, eval_id: str, slot: str) -> CellRef:
         return CellRef(model.id, model.name, eval_id, slot, Cell(model.name, eval_id, slot).run)
 
-    def train(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> TrainJob:
+    def train(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> TrainSpec:
         agent = self.agent(slot)
         model = self.cfg.models[model_name]
-        return TrainJob(
+        return TrainSpec(
             cell=self.cell(model, eval_id, slot),
             kind=agent.kind,
             params=self.cfg.trained_params(slot),
@@ -221,11 +221,11 @@ class Jobs:
             eval_test_parquet=self.layout.data(eval_id, "test") if e.uses_parquet else None,
         )
 
-    def evaluate(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> EvaluateJob:
+    def evaluate(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> EvaluateSpec:
         e = self.cfg.evals[eval_id]
         model = self.cfg.models[model_name]
         evaluated = self.cfg.evaluated_model(Cell(model_name, eval_id, slot))
-        return EvaluateJob(
+        return EvaluateSpec(
             cell=self.cell(model, e.id, slot),
             # an instruct cell evaluates the counterpart; only there, so other cells' params stay as they were
             evaluated_model={"id": evaluated.id, "revision": evaluated.revision} if evaluated is not model else None,
@@ -249,10 +249,10 @@ class Jobs:
             "posttrainbench": {"eval_dir": name, "objects": objects(ptb.eval_paths(name))},
         }
 
-    def judge(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> JudgeJob:
+    def judge(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> JudgeSpec:
         e = self.cfg.evals[eval_id]
         judge = self.cfg.judge
-        return JudgeJob(
+        return JudgeSpec(
             judge=judge,
             # the checkout's judge prompt for the cells of its evals (only there: other cells' params stay as they were)
             posttrainbench=self._checkout_judge(e, objects) if e.from_checkout and judge else None,
@@ -347,9 +347,9 @@ class Jobs:
 
     # ---- the matrix ----
 
-    def scoring(self, reference: Any) -> ScoringJob:
+    def scoring(self, reference: Any) -> ScoringSpec:
         cfg = self.cfg
-        return ScoringJob(
+        return ScoringSpec(
             raw={k: cfg.raw.get(k) for k in ("scoring", "models", "agents")},
             reference=reference,
             agent_gpus={

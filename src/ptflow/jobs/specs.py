@@ -164,7 +164,7 @@ class RuntimeServer:
 
 
 @dataclass(frozen=True)
-class TrainJob:
+class TrainSpec:
     """Rule train / train_supervised. ``agent`` is the kind's own part: an :class:`AgentCli` (agent-CLI kinds), a
     :class:`RuntimeServer` (kinds with a runtime server on a site that has its request) or None; the params keep
     both under the key ``agent``, and :meth:`from_params` tells them apart by the kind, not by the dict's shape."""
@@ -203,7 +203,7 @@ class TrainJob:
         return out
 
     @classmethod
-    def from_params(cls, d: Params) -> TrainJob:
+    def from_params(cls, d: Params) -> TrainSpec:
         agent = d.get("agent")
         if agent is not None:
             agent = AgentCli.from_params(agent) if KINDS[d["kind"]].agent_cli else RuntimeServer.from_params(agent)
@@ -231,7 +231,7 @@ class TrainJob:
 
 
 @dataclass(frozen=True)
-class EvaluateJob:
+class EvaluateSpec:
     """Rule evaluate: the cell, the model evaluated when it is not the cell's (an instruct cell evaluates the
     counterpart), and the evaluation call (ptflow's task, or PostTrainBench's from its checkout)."""
 
@@ -255,7 +255,7 @@ class EvaluateJob:
         }
 
     @classmethod
-    def from_params(cls, d: Params) -> EvaluateJob:
+    def from_params(cls, d: Params) -> EvaluateSpec:
         return cls(
             cell=CellRef.from_params(d["cell"]),
             call=d["call"],
@@ -268,7 +268,7 @@ class EvaluateJob:
 
 
 @dataclass(frozen=True)
-class JudgeJob:
+class JudgeSpec:
     """Rule judge: the judge's config (None: skipped, with a visible mark), the key names whose values are redacted
     from trace.md, the cell, and for checkout evals PostTrainBench's judge prompt."""
 
@@ -288,7 +288,7 @@ class JudgeJob:
         }
 
     @classmethod
-    def from_params(cls, d: Params) -> JudgeJob:
+    def from_params(cls, d: Params) -> JudgeSpec:
         return cls(
             judge=d["judge"],
             keys=d["keys"],
@@ -299,7 +299,7 @@ class JudgeJob:
 
 
 @dataclass(frozen=True)
-class ScoringJob:
+class ScoringSpec:
     """Rule aggregate: the config's scoring settings (raw: the scorer parses them with the config model), the
     reference table loaded (a changed table rescores), GPUs per agent from the site's requests, every cell the score
     expects and each model's Hub id."""
@@ -320,5 +320,5 @@ class ScoringJob:
         }
 
     @classmethod
-    def from_params(cls, d: Params) -> ScoringJob:
+    def from_params(cls, d: Params) -> ScoringSpec:
         return cls(d["raw"], d["reference"], d["agent_gpus"], d["expected"], d["model_ids"])

@@ -301,13 +301,13 @@ class ServerCompanion:
         self.job_id: str | None = None
 
     @classmethod
-    def for_cell(cls, job: dict, wildcards, log=print) -> ServerCompanion:
-        """From a train rule's params (``common.smk``): the site's server request and the cell's coordination base."""
-        agent = job["agent"]
+    def for_cell(cls, server: dict, coord_base: str, params: dict, wildcards, log=print) -> ServerCompanion:
+        """From a train job's spec (ptflow.jobs.specs.RuntimeServer): the site's server request and the cell's
+        coordination base; ``params``: the training's."""
         return cls(
-            ServerSite.from_dict(agent["server"]),
-            agent["coord_base"],
-            job["params"],
+            ServerSite.from_dict(server),
+            coord_base,
+            params,
             job_name=ownership.owned_job_name(os.getcwd()),
             comment=ownership.job_comment("train", list(wildcards), role="skyrl-server"),
             log=log,

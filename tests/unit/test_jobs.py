@@ -1,0 +1,108 @@
+"""ptflow.jobs without Snakemake: the specs read back what they wrote, leave defaults out in one place, tell a kind's
+part by the kind; the builder answers each (stage, agent) once and hands out copies; the rule values are constants
+where they can be. (That every job's params of every shipped config are unchanged: test_job_params.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from ptflow.config.load import load
+from ptflow.jobs.build import Jobs, copied
+from ptflow.jobs.rule_values import RuleError, RuleValues
+from ptflow.jobs.specs import AgentCli, CellRef, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
+from tests.conftest import REPO
+
+
+def objects(paths):
+    """FIXTURE object ids of the PostTrainBench checkout (the workflow reads them from the checkpoint's marker)."""
+    return {p: hashlib.sha1(p.encode()).hexdigest() for p in sorted(paths)}
+
+
+def jobs_of(configfile: str | None = None, site: str = "local", tmp_path=None) -> Jobs:
+    loaded = load(REPO, [REPO / "config" / configfile] if configfile else [], [f"site={site}"], workdir=tmp_path)
+    return Jobs(loaded.cfg, loaded.site, loaded.layout)
+
+
+@pytest.mark.parametrize("configfile", [None, "posttrainbench-ptflow.yaml", "skyrl.yaml", "verl.yaml"])
+def test_every_cell_spec_reads_back_what_it_wrote(configfile, tmp_path):
+    jobs = jobs_of(configfile, "generic", tmp_path)
+    cfg = jobs.cfg
+    checked = 0
+    for c in cfg.cells:
+        agent = jobs.agent(c.agent)
+        specs = [jobs.evaluate(c.model, c.eval, c.agent, objects)]
+        if agent.trains:
+            specs.append(jobs.train(c.model, c.eval, c.agent, objects))
+        if agent.spec.agent_cli:
+            specs.append(jobs.judge(c.model, c.eval, c.agent, objects))
+        for spec in specs:
+            params = spec.to_params()
+            again = type(spec).from_params(copied(params))
+            assert again == spec and repr(again.to_params()) == repr(params), f"{type(spec).__name__} of {c.key}"
+            checked += 1
+    assert checked >= len(cfg.cells)
+
+
+def test_the_kinds_part_is_told_by_the_kind_not_the_shape(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTFLOW_ACCOUNT", "test-account")  # what fasrc.yaml reads
+    cli = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
+    c = next(c for c in cli.cfg.cells if cli.agent(c.agent).spec.agent_cli)
+    spec = TrainSpec.from_params(cli.train(c.model, c.eval, c.agent, objects).to_params())
+    assert isinstance(spec.agent, AgentCli) and spec.agent_cli is spec.agent and spec.runtime_server is None
+
+    skyrl = jobs_of("skyrl.yaml", "fasrc", tmp_path)  # the shipped site with a runtime_server request
+    c = next(c for c in skyrl.cfg.cells if "runtime_server" in skyrl.agent(c.agent).spec.site_requests)
+    spec = TrainSpec.from_params(skyrl.train(c.model, c.eval, c.agent, objects).to_params())
+    assert isinstance(spec.agent, RuntimeServer) and spec.runtime_server.coord_base.endswith(".skyrl_jobs")
+    assert spec.agent_cli is None
+
+    # the same kind on a site without the server's request: no server part (preflight names the missing request)
+    local = jobs_of("skyrl.yaml", "local", tmp_path)
+    assert local.train(c.model, c.eval, c.agent, objects).agent is None
+
+
+def test_defaults_are_left_out_and_set_values_kept_in_their_place():
+    base = dict(
+        id="claude", cli="claude", model="m", hours=10, grace_minutes=5.0, command=None, keys=["K"],
+        trace_dir="t", hf_home="h", evals_cache="e", eval_task="task", max_new_tokens=16, eval_call={"a": 1},
+    )  # fmt: skip
+    plain = AgentCli(**base).to_params()
+    assert list(plain)[-1] == "eval_call"
+    for key in ("on_restart", "sync_minutes", "cli_version", "base_url", "grader_keys", "eval_test_parquet"):
+        assert key not in plain
+    full = AgentCli(**base, on_restart="fresh", sync_minutes=2.0, cli_version="1.0", grader_keys=["G"]).to_params()
+    assert list(full)[-4:] == ["on_restart", "sync_minutes", "cli_version", "grader_keys"]
+    checkout = AgentCli(**{k: v for k, v in base.items() if not k.startswith(("eval", "max"))}, posttrainbench={})
+    assert list(checkout.to_params())[-1] == "posttrainbench" and "eval_call" not in checkout.to_params()
+
+    cell = CellRef("org/m", "org--m", "gsm8k", "sft")
+    assert "run" not in cell.to_params() and CellRef(*cell.to_params().values(), run=2).to_params()["run"] == 2
+    judge = JudgeSpec(None, [], CellRef("org/m", "org--m", "gsm8k", "sft@run2", 2)).to_params()
+    assert "run" not in judge["cell"] and list(judge) == ["judge", "keys", "cell"]
+    evaluate = EvaluateSpec(cell, {"c": 1}, "main", "h", "e").to_params()
+    assert list(evaluate) == ["cell", "call", "model_revision", "hf_home", "evals_cache"]
+
+
+def test_each_request_is_kept_once_and_runtimes_are_copies(tmp_path):
+    jobs = jobs_of(None, "alps", tmp_path)
+    for agent in [None, *jobs.cfg.agents.values()]:
+        assert jobs.request("train", agent) is jobs.request("train", agent)
+        assert jobs.plugin_resources("train", agent, 2) is jobs.plugin_resources("train", agent, 2)
+    runtime = jobs.runtime("evaluate", None)
+    assert runtime is not None  # alps runs every job in its image
+    runtime["binds"].append("/elsewhere")
+    assert "/elsewhere" not in jobs.runtime("evaluate", None)["binds"]
+
+
+def test_rule_values_are_constants_where_every_job_gets_the_same(tmp_path):
+    values = RuleValues(jobs_of(None, "alps", tmp_path))
+    assert isinstance(values.threads("evaluate"), int)
+    resources = values.resources("evaluate")
+    assert isinstance(resources["slurm_partition"], str)
+    assert callable(resources["runtime"]) == ("runtime" in values.jobs.request("evaluate").attempt_scaled)
+    with pytest.raises(RuleError, match="add it to ptflow.config.rules.RULE_STAGES"):
+        values.threads("no_such_rule")
+    assert values.supervised_held("train_supervised") != {}  # a Slurm site counts a supervisor's jobs
+    assert RuleValues(jobs_of(None, "local", tmp_path)).supervised_held("train_supervised") == {}
