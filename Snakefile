@@ -56,4 +56,4 @@ onerror:
 rule all:
     default_target: True
     input:
-        get_final_outputs(),
+        final_outputs(),

@@ -17,7 +17,7 @@ include: "../workflow/rules/common.smk"
 rule all:
     default_target: True
     input:
-        get_eval_jsons(),
+        eval_jsons(),
 
 
 rule train:
@@ -27,9 +27,9 @@ rule train:
         L.manifest("{model}", "{eval}", "{agent}"),
     log:
         L.log("train", "{model}", "{eval}", "{agent}"),
-    threads: get_threads("train")
+    threads: threads_of("train")
     resources:
-        **get_resources("train"),
+        **resources_of("train"),
     params:
         # bench/slurm_submission.py's latency cells a0, a1, ... end PTFLOW_BENCH_STAGGER_S apart, so their ends fall
         # at every phase of the plugin's status checks (all at once, they share one check and one figure)
@@ -46,8 +46,8 @@ rule evaluate:
         L.eval_json("{model}", "{eval}", "{agent}"),
     log:
         L.log("evaluate", "{model}", "{eval}", "{agent}"),
-    threads: get_threads("evaluate")
+    threads: threads_of("evaluate")
     resources:
-        **get_resources("evaluate"),
+        **resources_of("evaluate"),
     shell:
         "touch {output} {log}"

@@ -345,7 +345,7 @@ def test_scoring_reads_the_aggregate_params_as_the_workflow_parsed_its_config(de
     raw = default_raw
     raw["scoring"] = {**(raw.get("scoring") or {}), "unjudged": "fallback", "gpus": {"train": 2, "eval": 1}}
     cfg = build_config(raw)
-    params = {k: cfg.raw.get(k) for k in ("scoring", "models", "agents")}  # workflow/rules/common.smk get_scoring
+    params = {k: cfg.raw.get(k) for k in ("scoring", "models", "agents")}  # workflow/rules/common.smk scoring_params
     parsed = settings_from_parsed(cfg.raw["scoring"], cfg.models, cfg.agents)
     assert settings_from_config(params) == parsed
     assert parsed.unjudged == "fallback" and parsed.gpus == {"train": 2, "eval": 1}

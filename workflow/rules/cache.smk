@@ -8,9 +8,9 @@ rule cache_dataset:
         L.log("cache", "datasets", "{dataset}"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache_dataset")
+    threads: threads_of("cache_dataset")
     resources:
-        **get_resources("cache_dataset"),
+        **resources_of("cache_dataset"),
     params:
         spec=get_dataset_spec,
         hf_home=HF_HOME,
@@ -27,9 +27,9 @@ rule cache_model:
         L.log("cache", "models", "{model}"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache_model")
+    threads: threads_of("cache_model")
     resources:
-        **get_resources("cache_model"),
+        **resources_of("cache_model"),
     params:
         spec=get_model_spec,
         hf_home=HF_HOME,
@@ -44,9 +44,9 @@ rule cache_eval_data:
         L.log("cache", "evals", "{eval}"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache_eval_data")
+    threads: threads_of("cache_eval_data")
     resources:
-        **get_resources("cache_eval_data"),
+        **resources_of("cache_eval_data"),
     params:
         spec=get_eval_data_spec,
         hf_home=HF_HOME,
@@ -57,18 +57,18 @@ rule cache_eval_data:
 
 rule cache_resources:
     input:
-        get_cache_resources(),
+        cache_resource_files(),
     output:
         L.resources_marker(),
     log:
         L.log("cache", "resources"),
     conda:
         CONDA_ENV
-    threads: get_threads("cache_resources")
+    threads: threads_of("cache_resources")
     resources:
-        **get_resources("cache_resources"),
+        **resources_of("cache_resources"),
     params:
-        files=get_cache_resources(),
+        files=cache_resource_files(),
         hf_home=HF_HOME,
         evals_cache=L.evals_cache,
     script:
@@ -77,17 +77,17 @@ rule cache_resources:
 
 rule hf_cache:
     input:
-        repos=get_cache_markers(),
-        data=get_data_markers(),
+        repos=cache_markers(),
+        data=data_markers(),
     output:
         L.cache_marker(),
     log:
         L.log("cache", "hf_cache"),
     conda:
         CONDA_ENV
-    threads: get_threads("hf_cache")
+    threads: threads_of("hf_cache")
     resources:
-        **get_resources("hf_cache"),
+        **resources_of("hf_cache"),
     params:
         hf_home=HF_HOME,
     script:

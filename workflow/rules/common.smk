@@ -1,5 +1,7 @@
-# Configuration, site and paths, loaded once; every rule input, param and resource comes from a get_* here. What a
-# job's params hold is ptflow.jobs (typed specs, built by one Jobs object); these functions only look them up.
+# Configuration, site and paths, loaded once; every rule input, param and resource comes from here. What a job's
+# params hold is ptflow.jobs (typed specs, built by one Jobs object); these functions only look them up. Names:
+# get_* take a job's wildcards (Snakemake calls them per job); *_of(rule) give a rule its threads or resources when
+# the workflow is parsed; other names are values of the whole matrix, read at parse.
 import functools
 import inspect
 import json
@@ -80,9 +82,9 @@ def is_local(rule):
     return rule in LOGIN_NODE_RULES
 
 
-get_threads = _workflow_error(VALUES.threads)
-get_resources = _workflow_error(VALUES.resources)
-get_supervised_held = _workflow_error(VALUES.supervised_held)
+threads_of = _workflow_error(VALUES.threads)
+resources_of = _workflow_error(VALUES.resources)
+supervised_held_of = _workflow_error(VALUES.supervised_held)
 
 
 def supervised_agents(supervised=True):
@@ -135,14 +137,14 @@ def get_tokenizer_datasets(wildcards):
     return [L.dataset_marker(n) for n in names]
 
 
-def get_cache_markers():
+def cache_markers():
     models = sorted({c.model for c in CFG.training_cells() + CFG.cells})
     models += sorted({CFG.evaluated_model(c).name for c in CFG.cells} - set(models))
     datasets = sorted({CFG.evals[c.eval].dataset_name for c in CFG.cells} - {None})
     return [L.model_marker(m) for m in models] + [L.dataset_marker(d) for d in datasets]
 
 
-def get_data_markers():
+def data_markers():
     """What the evals' evaluations read (and cache_resources): fetched by CPU cache jobs, read offline by GPU jobs.
     Every eval of the matrix reads data of its own but the toy one (the parquet) and the PostTrainBench checkout's
     (its code loads its own, as PostTrainBench's run does)."""
@@ -162,7 +164,7 @@ def get_eval_data_spec(wildcards):
     return {"id": e.id, "task": e.task, "task_args": e.task_args, "grader": e.grader}
 
 
-def get_cache_resources():
+def cache_resource_files():
     return list(CFG.raw.get("cache_resources") or [])
 
 
@@ -197,12 +199,12 @@ def get_train_input(wildcards):
     parent = CFG.parent_slot(wildcards.agent)
     if parent:
         inputs["parent"] = L.manifest(wildcards.model, wildcards.eval, parent)
-    inputs.update(get_image_inputs("train", wildcards))
-    inputs.update(get_env_inputs(wildcards))
+    inputs.update(image_inputs_of("train", wildcards))
+    inputs.update(env_inputs(wildcards))
     return inputs
 
 
-def get_env_inputs(wildcards):
+def env_inputs(wildcards):
     """The software environments (rule env) this agent's train job runs with."""
     names = envs.envs_for(RT, JOBS.agent(wildcards.agent))
     return {f"env_{n}": L.env_record(n) for n in names}
@@ -245,7 +247,7 @@ def get_evaluate_input(wildcards):
         cell = Cell(wildcards.model, wildcards.eval, wildcards.agent)
         inputs["base"] = L.model_marker(CFG.evaluated_model(cell).name)
     inputs.update(_evaluation_data_input(wildcards.eval))
-    inputs.update(get_image_inputs("evaluate", wildcards))
+    inputs.update(image_inputs_of("evaluate", wildcards))
     return inputs
 
 
@@ -255,7 +257,7 @@ def _evaluation_data_input(eval_id):
     if CFG.evals[eval_id].uses_parquet:
         return {"test": L.data(eval_id, "test")}
     if CFG.evals[eval_id].from_checkout:
-        return get_ptb_input()
+        return ptb_input()
     return {"eval_data": L.eval_data_marker(eval_id)}
 
 
@@ -268,19 +270,19 @@ def get_evaluate_params(wildcards):
 # ---- judge: agent-CLI cells' traces checked for contamination / disallowed models (optional) ----
 
 
-def get_judge_jsons():
+def judge_jsons():
     cells = [c for c in CFG.cells if CFG.agent_for(c.agent).spec.agent_cli]
     return [L.judge_json(c.model, c.eval, c.agent) for c in cells]
 
 
 def get_judge_input(wildcards):
     return {
-        **(get_ptb_input() if CFG.evals[wildcards.eval].from_checkout else {}),
+        **(ptb_input() if CFG.evals[wildcards.eval].from_checkout else {}),
         "manifest": L.manifest(wildcards.model, wildcards.eval, wildcards.agent),
         "eval_json": L.eval_json(wildcards.model, wildcards.eval, wildcards.agent),
         # an agentic judge runs its CLI in the agent's image (a CPU job)
         **(
-            get_image_inputs("train", wildcards)
+            image_inputs_of("train", wildcards)
             if (CFG.judge or {}).get("agent")
             else {}
         ),
@@ -296,21 +298,21 @@ def get_judge_params(wildcards):
 # ---- report ----
 
 
-def get_eval_jsons():
+def eval_jsons():
     return [L.eval_json(c.model, c.eval, c.agent) for c in CFG.cells]
 
 
-def get_scoring():
+def scoring_params():
     return JOBS.scoring(reference_table(CFG.raw, Path(workflow.basedir))).to_params()
 
 
-def get_final_outputs():
+def final_outputs():
     # Every cell's eval.json (and judge.json) is a target itself: Snakemake does not redo a missing intermediate file
     # when what was made from it (summary.csv) is up to date, so a deleted eval.json would otherwise stay deleted.
     return [
         L.cache_marker(),
-        *get_eval_jsons(),
-        *get_judge_jsons(),
+        *eval_jsons(),
+        *judge_jsons(),
         L.summary(),
         L.agents_csv(),
         L.leaderboard(),
@@ -326,7 +328,7 @@ IMAGES_DIR = images.images_dir(RT)
 RUN_TOKEN = time.strftime("%Y%m%dT%H%M%S")
 
 
-def get_image_inputs(stage, wildcards):
+def image_inputs_of(stage, wildcards):
     """ancient(): a rebuilt image does not make finished 10-hour cells stale; only a missing one is made."""
     agent = JOBS.agent(wildcards.agent) if "agent" in wildcards.keys() else None
     files = images.image_inputs(RT, images.image_for(RT, stage, agent))
@@ -379,7 +381,7 @@ def get_image_threads(wildcards):
     return JOBS.request(get_image_stage(wildcards)).threads
 
 
-def get_image_resources():
+def image_resources():
     return VALUES.image_resources(get_image_stage)
 
 
@@ -395,11 +397,11 @@ def get_edf_name(wildcards):
 
 
 @_workflow_error
-def get_ptb_checkout_spec():
+def ptb_checkout_spec():
     return JOBS.checkout_spec()
 
 
-def get_ptb_input():
+def ptb_input():
     """ancient(): a re-made checkout marker (a new commit) reruns only the cells whose paths' ids changed (params)."""
     return {"checkout": ancient(L.posttrainbench_marker())}
 

@@ -11,9 +11,9 @@ rule preprocess:
         L.log("preprocess", "{eval}"),
     conda:
         CONDA_ENV
-    threads: get_threads("preprocess")
+    threads: threads_of("preprocess")
     resources:
-        **get_resources("preprocess"),
+        **resources_of("preprocess"),
     params:
         spec=get_eval_spec,
         hf_home=HF_HOME,

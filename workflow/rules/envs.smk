@@ -1,6 +1,6 @@
 # Software environments as outputs (site runtime.envs): the verl venv over the ngc-ray-vllm image (Alps guide, step
 # 8) and NeMo-RL's uv environment (JUWELS plan, step 2), built in a CPU job (resources.env, else resources.image)
-# with their import check; the train jobs of the agents each one is `for` depend on it (common.smk: get_env_inputs).
+# with their import check; the train jobs of the agents each one is `for` depend on it (common.smk: env_inputs).
 
 
 rule env:
@@ -14,9 +14,9 @@ rule env:
         env=naming.SAFE_ID_PATTERN,
     conda:
         CONDA_ENV
-    threads: get_threads("env")
+    threads: threads_of("env")
     resources:
-        **get_resources("env"),
+        **resources_of("env"),
     params:
         spec=get_env_build_spec,
         runtime=RT.to_dict(),

@@ -11,9 +11,9 @@ rule evaluate:
         L.log("evaluate", "{model}", "{eval}", "{agent}"),
     conda:
         CONDA_ENV
-    threads: get_threads("evaluate")
+    threads: threads_of("evaluate")
     resources:
-        **get_resources("evaluate"),
+        **resources_of("evaluate"),
     params:
         job=get_evaluate_params,
     script:

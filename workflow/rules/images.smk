@@ -1,5 +1,5 @@
 # Container images and CSCS EDF files as outputs: built once per name and recipe in a CPU job (resources.image),
-# never on a GPU allocation. Rules that run inside an image depend on it (common.smk: get_image_inputs).
+# never on a GPU allocation. Rules that run inside an image depend on it (common.smk: image_inputs_of).
 
 
 rule image:
@@ -17,7 +17,7 @@ rule image:
         CONDA_ENV
     threads: get_image_threads
     resources:
-        **get_image_resources(),
+        **image_resources(),
     params:
         name=get_image_name,
         spec=get_image_spec,
@@ -41,9 +41,9 @@ rule edf:
     localrule: is_local("edf")
     conda:
         CONDA_ENV
-    threads: get_threads("edf")
+    threads: threads_of("edf")
     resources:
-        **get_resources("edf"),
+        **resources_of("edf"),
     params:
         name=get_edf_name,
         mounts=list(RT.mounts),

@@ -13,9 +13,9 @@ rule judge:
     localrule: is_local("judge")
     conda:
         CONDA_ENV
-    threads: get_threads("judge")
+    threads: threads_of("judge")
     resources:
-        **get_resources("judge"),
+        **resources_of("judge"),
     params:
         job=get_judge_params,
     script:

@@ -10,10 +10,10 @@ checkpoint posttrainbench_checkout:
     localrule: is_local("posttrainbench_checkout")
     conda:
         CONDA_ENV
-    threads: get_threads("posttrainbench_checkout")
+    threads: threads_of("posttrainbench_checkout")
     resources:
-        **get_resources("posttrainbench_checkout"),
+        **resources_of("posttrainbench_checkout"),
     params:
-        spec=get_ptb_checkout_spec(),
+        spec=ptb_checkout_spec(),
     script:
         "../scripts/posttrainbench_checkout.py"

@@ -4,8 +4,8 @@
 
 rule aggregate:
     input:
-        evals=get_eval_jsons(),
-        judges=get_judge_jsons(),
+        evals=eval_jsons(),
+        judges=judge_jsons(),
     output:
         summary=L.summary(),
         agents=L.agents_csv(),
@@ -20,10 +20,10 @@ rule aggregate:
         L.log("aggregate", "aggregate"),
     conda:
         CONDA_ENV
-    threads: get_threads("aggregate")
+    threads: threads_of("aggregate")
     resources:
-        **get_resources("aggregate"),
+        **resources_of("aggregate"),
     params:
-        scoring=get_scoring(),
+        scoring=scoring_params(),
     script:
         "../scripts/aggregate.py"

@@ -18,9 +18,9 @@ rule train:
     priority: 1
     conda:
         CONDA_ENV
-    threads: get_threads("train", supervised_agents(False))
+    threads: threads_of("train", supervised_agents(False))
     resources:
-        **get_resources("train", supervised_agents(False)),
+        **resources_of("train", supervised_agents(False)),
     params:
         job=get_train_params,
     script:
@@ -44,7 +44,7 @@ rule train_supervised:
     # submits gets the site's CPUs (its request, in params)
     threads: 1
     resources:
-        **get_supervised_held("train_supervised"),
+        **supervised_held_of("train_supervised"),
         # the supervisor scales the job it submits by the rule's attempt, which scripts see only here
         attempt=get_attempt,
     params:

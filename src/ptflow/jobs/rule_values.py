@@ -40,7 +40,7 @@ def slot_of(wildcards) -> str | None:
 
 
 class RuleValues:
-    """The per-rule factories of ``common.smk`` (``get_threads``, ``get_resources``, ...) over one :class:`Jobs`."""
+    """The per-rule factories of ``common.smk`` (``threads_of``, ``resources_of``, ...) over one :class:`Jobs`."""
 
     def __init__(self, jobs: Jobs):
         self.jobs = jobs
