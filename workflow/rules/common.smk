@@ -38,7 +38,6 @@ HOOKS.patient_slurm_clients()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")
 HF_HOME = L.hf_home
-PTB = CFG.posttrainbench
 
 
 wildcard_constraints:
@@ -109,66 +108,23 @@ def get_attempt(wildcards, attempt):
     return attempt
 
 
-# ---- cache ----
+# ---- cache and data ----
 
 
 def get_dataset_spec(wildcards):
-    return next(
-        e.dataset for e in CFG.evals.values() if e.dataset_name == wildcards.dataset
-    )
+    return JOBS.dataset_spec(wildcards.dataset)
 
 
 def get_model_spec(wildcards):
-    m = CFG.model_named(wildcards.model)
-    return {"id": m.id, "source": m.source, "revision": m.revision, "tiny": m.tiny}
+    return JOBS.model_spec(wildcards.model)
 
 
 def get_tokenizer_datasets(wildcards):
-    """A local tiny model's tokenizer is built from the text of every local dataset."""
-    if CFG.model_named(wildcards.model).source != "local":
-        return []
-    names = sorted(
-        {
-            e.dataset_name
-            for e in CFG.evals.values()
-            if e.dataset and e.dataset["source"] == "local"
-        }
-    )
-    return [L.dataset_marker(n) for n in names]
-
-
-def cache_markers():
-    models = sorted({c.model for c in CFG.training_cells() + CFG.cells})
-    models += sorted({CFG.evaluated_model(c).name for c in CFG.cells} - set(models))
-    datasets = sorted({CFG.evals[c.eval].dataset_name for c in CFG.cells} - {None})
-    return [L.model_marker(m) for m in models] + [L.dataset_marker(d) for d in datasets]
-
-
-def data_markers():
-    """What the evals' evaluations read (and cache_resources): fetched by CPU cache jobs, read offline by GPU jobs.
-    Every eval of the matrix reads data of its own but the toy one (the parquet) and the PostTrainBench checkout's
-    (its code loads its own, as PostTrainBench's run does)."""
-    evals = sorted(
-        {
-            c.eval
-            for c in CFG.cells
-            if not (CFG.evals[c.eval].uses_parquet or CFG.evals[c.eval].from_checkout)
-        }
-    )
-    markers = [L.eval_data_marker(e) for e in evals]
-    return markers + ([L.resources_marker()] if CFG.raw.get("cache_resources") else [])
+    return JOBS.tokenizer_datasets(wildcards.model)
 
 
 def get_eval_data_spec(wildcards):
-    e = CFG.evals[wildcards.eval]
-    return {"id": e.id, "task": e.task, "task_args": e.task_args, "grader": e.grader}
-
-
-def cache_resource_files():
-    return list(CFG.raw.get("cache_resources") or [])
-
-
-# ---- data ----
+    return JOBS.eval_data_spec(wildcards.eval)
 
 
 def get_preprocess_input(wildcards):
@@ -176,8 +132,15 @@ def get_preprocess_input(wildcards):
 
 
 def get_eval_spec(wildcards):
-    e = CFG.evals[wildcards.eval]
-    return {"id": e.id, "dataset": e.dataset, "preprocess": e.preprocess}
+    return JOBS.eval_spec(wildcards.eval)
+
+
+cache_markers = JOBS.cache_markers
+data_markers = JOBS.data_markers
+
+
+def cache_resource_files():
+    return list(CFG.raw.get("cache_resources") or [])
 
 
 # ---- train ----

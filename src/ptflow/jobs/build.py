@@ -127,6 +127,50 @@ class Jobs:
             agent_cell=agent_cell,
         ).to_dict()
 
+    # ---- caches and data (their specs are plain dicts) ----
+
+    def dataset_spec(self, dataset_name: str) -> dict:
+        return next(e.dataset for e in self.cfg.evals.values() if e.dataset_name == dataset_name)
+
+    def model_spec(self, model_name: str) -> dict:
+        m = self.cfg.model_named(model_name)
+        return {"id": m.id, "source": m.source, "revision": m.revision, "tiny": m.tiny}
+
+    def tokenizer_datasets(self, model_name: str) -> list[str]:
+        """A local tiny model's tokenizer is built from the text of every local dataset."""
+        if self.cfg.model_named(model_name).source != "local":
+            return []
+        names = sorted(
+            {e.dataset_name for e in self.cfg.evals.values() if e.dataset and e.dataset["source"] == "local"}
+        )
+        return [self.layout.dataset_marker(n) for n in names]
+
+    def eval_data_spec(self, eval_id: str) -> dict:
+        e = self.cfg.evals[eval_id]
+        return {"id": e.id, "task": e.task, "task_args": e.task_args, "grader": e.grader}
+
+    def eval_spec(self, eval_id: str) -> dict:
+        e = self.cfg.evals[eval_id]
+        return {"id": e.id, "dataset": e.dataset, "preprocess": e.preprocess}
+
+    def cache_markers(self) -> list[str]:
+        cfg, layout = self.cfg, self.layout
+        models = sorted({c.model for c in cfg.training_cells() + cfg.cells})
+        models += sorted({cfg.evaluated_model(c).name for c in cfg.cells} - set(models))
+        datasets = sorted({cfg.evals[c.eval].dataset_name for c in cfg.cells} - {None})
+        return [layout.model_marker(m) for m in models] + [layout.dataset_marker(d) for d in datasets]
+
+    def data_markers(self) -> list[str]:
+        """What the evals' evaluations read (and cache_resources): fetched by CPU cache jobs, read offline by GPU
+        jobs. Every eval of the matrix reads data of its own but the toy one (the parquet) and the PostTrainBench
+        checkout's (its code loads its own, as PostTrainBench's run does)."""
+        cfg = self.cfg
+        evals = sorted(
+            {c.eval for c in cfg.cells if not (cfg.evals[c.eval].uses_parquet or cfg.evals[c.eval].from_checkout)}
+        )
+        markers = [self.layout.eval_data_marker(e) for e in evals]
+        return markers + ([self.layout.resources_marker()] if cfg.raw.get("cache_resources") else [])
+
     # ---- the jobs of a cell ----
 
     def cell(self, model: Model, eval_id: str, slot: str) -> CellRef:
