@@ -23,7 +23,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ptflow-demo-"))
-    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    # absolute: the run's directory is a temporary one, and a relative PATH would make sys.executable relative
+    snakemake = str(Path(os.path.abspath(sys.executable)).with_name("snakemake"))
     cmd = [
         snakemake,
         "-s",

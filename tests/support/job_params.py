@@ -217,6 +217,8 @@ def differences(old, new, where: str = "") -> list[str]:
             else:
                 out.extend(differences(old[key], new[key], path))
         return out
+    if type(old) is not type(new) and isinstance(old, list | tuple) and isinstance(new, list | tuple):
+        return [f"{where}: {type(old).__name__} -> {type(new).__name__} (Snakemake reruns for that too)"]
     if old != new:
         return [f"{where}: {json.dumps(old)[:200]} -> {json.dumps(new)[:200]}"]
     return []

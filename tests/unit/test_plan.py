@@ -120,14 +120,14 @@ def test_figures_equal_site_requests(fresh):
     assert out["cell_counts"] == {"done": 0, "to run": 12, "failed before": 0, "stale": 0}
 
 
-def plan_posttrainbench(work: Path, site: str) -> tuple[dict, object]:
+def plan_posttrainbench(work: Path, site: str, config: str = "posttrainbench-ptflow.yaml") -> tuple[dict, object]:
     """``ptflow plan`` of the PostTrainBench matrix on a packaged site, as a new user runs it, and the loaded
     configuration of the same command line."""
     args = [
         "--profile",
         str(REPO / "profiles" / "slurm"),
         "--configfile",
-        str(REPO / "config" / "posttrainbench-ptflow.yaml"),
+        str(REPO / "config" / config),
     ]
     args += ["--config", f"site={site}", "-s", str(REPO / "Snakefile"), "--directory", str(work)]
     proc = subprocess.run([PTFLOW, "plan", "--json", *args], capture_output=True, text=True, cwd=REPO, env=PLAN_ENV)
@@ -153,6 +153,14 @@ def posttrainbench_generic(tmp_path_factory):
 @pytest.fixture(scope="module")
 def posttrainbench_pyxis(tmp_path_factory):
     return plan_posttrainbench(tmp_path_factory.mktemp("ptb_pyxis"), "pyxis")
+
+
+def test_the_checkout_checkpoint_is_a_planned_job(tmp_path):
+    """config/posttrainbench.yaml (PostTrainBench's own evaluation from its checkout): the dry-run prints the checkout
+    as a ``checkpoint`` block; the plan reads it like a rule's (it once dropped it, then refused the dry-run)."""
+    out, _ = plan_posttrainbench(tmp_path, "generic", "posttrainbench.yaml")
+    assert out["jobs_per_rule"]["posttrainbench_checkout"] == 1
+    assert sum(out["jobs_per_rule"].values()) == sum(out["dry_run_job_stats"].values())
 
 
 def test_cpu_hours_count_threads_on_generic(posttrainbench_generic):

@@ -1,7 +1,8 @@
 """The agent kinds: what each kind needs and does, in one table that config checks, rules, scripts and preflight ask.
 
 A new agent kind is one entry here plus its trainer module (``ptflow.stages.train.<module>``, a ``run(job)``
-function). The config schema's ``kind`` enum is filled from this table at validation time.
+function), and its params' keys in the config schema (``agents[].params``); the schema's ``kind`` is a string,
+checked against this table by ``ptflow.config.model`` (docs/howto-add-an-agent-kind.md walks through it).
 """
 
 from __future__ import annotations

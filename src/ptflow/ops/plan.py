@@ -40,7 +40,7 @@ from ptflow.ops.status import rule_log_failed, valid_eval_json
 DONE, TO_RUN, FAILED_BEFORE, STALE = "done", "to run", "failed before", "stale"
 CELL_STATES = (DONE, TO_RUN, FAILED_BEFORE, STALE)
 
-_RULE = re.compile(r"^(local)?rule (\w+):\s*$")
+_RULE = re.compile(r"^(local)?(?:rule|checkpoint) (\w+):\s*$")  # a checkpoint is a job too
 _FIELD = re.compile(r"^\s{4}(\w+): (.*)$")
 _STATS_ROW = re.compile(r"^(\w+)\s+(\d+)\s*$")
 

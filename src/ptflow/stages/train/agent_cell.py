@@ -8,7 +8,8 @@ Per cell, as PostTrainBench does it:
    ``timer.sh``;
 2. the HF cache as a private writable view (``ptflow.cluster.hfview``) so the agent cannot damage the shared cache;
 3. the agent CLI under ``timeout --signal=TERM --kill-after=30s <minutes left + grace>``, on container sites inside
-   the agent's image with ``--nv -c --writable-tmpfs --home <task_dir>:/home/agent`` (``ptflow.cluster.runtime``);
+   the agent's image with ``--nv -c --writable-tmpfs --home <the cell's private home>:/home/agent``
+   (``ptflow.cluster.runtime``);
 4. ``time_taken`` and the exit code recorded; exit 124 (137 after the KILL) means the budget ran out — not an error:
    whatever ``final_model/`` exists is used, and the manifest says so;
 5. ``final_model/`` copied to the checkpoint dir on scratch; the trace (stdout/stderr) kept in the cell's results.
@@ -583,7 +584,7 @@ def _run_in_home(
     root = os.geteuid() == 0  # the CLI runs as the job's user in every runtime ptflow builds (docs: agent cells)
     cli_env = prepare_cli_home(agent, host_home, home, str(task_dir), root)
     if root and agent["cli"] in CLIS:
-        log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see README)")
+        log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see docs/concepts.md)")
     (host_home / "tmp").mkdir()  # the agent's own temp dir (the CLIs leave error reports there), removed with it
     job_env = dict(env or os.environ)
     if not container:  # the job's python first (a venv site's interpreter need not be on the job's PATH)
