@@ -10,7 +10,7 @@ import pytest
 
 from ptflow.config.load import load
 from ptflow.jobs.build import Jobs, copied
-from ptflow.jobs.rule_values import RuleError, RuleValues
+from ptflow.jobs.rule_values import RuleError, RuleValues, sign_job_functions
 from ptflow.jobs.specs import AgentCli, CellRef, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
 from tests.conftest import REPO
 
@@ -106,3 +106,20 @@ def test_rule_values_are_constants_where_every_job_gets_the_same(tmp_path):
         values.threads("no_such_rule")
     assert values.supervised_held("train_supervised") != {}  # a Slurm site counts a supervisor's jobs
     assert RuleValues(jobs_of(None, "local", tmp_path)).supervised_held("train_supervised") == {}
+
+
+def test_per_job_functions_are_signed_once_with_what_they_take():
+    """Snakemake reads a signed function's parameters from the function instead of inspect.signature per job (the
+    contract test pins that Snakemake honours it)."""
+    from snakemake.common import FUNC_OVERWRITE_PARAMS_ATTR, get_function_params
+
+    def get_spec(wildcards, attempt):
+        return attempt
+
+    def helper(wildcards):
+        return wildcards
+
+    namespace = {"get_spec": get_spec, "helper": helper, "get_value": 3}
+    assert sign_job_functions(namespace) == ["get_spec"]
+    assert hasattr(get_spec, FUNC_OVERWRITE_PARAMS_ATTR) and not hasattr(helper, FUNC_OVERWRITE_PARAMS_ATTR)
+    assert list(get_function_params(get_spec)) == ["wildcards", "attempt"]

@@ -3,7 +3,6 @@
 # get_* take a job's wildcards (Snakemake calls them per job); *_of(rule) give a rule its threads or resources when
 # the workflow is parsed; other names are values of the whole matrix, read at parse.
 import functools
-import inspect
 import json
 import re
 import time
@@ -19,7 +18,12 @@ from ptflow.config.model import Cell, ConfigError
 from ptflow.config.rules import LOGIN_NODE_RULES
 from ptflow.jobenv import apply_site_env
 from ptflow.jobs.build import Jobs, JobsError
-from ptflow.jobs.rule_values import RuleError, RuleValues, rule_stage, signed
+from ptflow.jobs.rule_values import (
+    RuleError,
+    RuleValues,
+    rule_stage,
+    sign_job_functions,
+)
 from ptflow.ops.run_hooks import RunHooks
 
 try:
@@ -383,7 +387,5 @@ def _ptb_objects(paths):
     return {p: objects[p] for p in sorted(paths)}
 
 
-# Every get_* that rules call per job: its signature stated once (ptflow.jobs.rule_values.signed).
-for _name, _function in list(globals().items()):
-    if _name.startswith("get_") and inspect.isfunction(_function):
-        signed(_function)
+# Every get_* that rules call per job: its signature stated once.
+sign_job_functions(globals())

@@ -28,6 +28,15 @@ def signed(func: Callable) -> Callable:
     return func
 
 
+def sign_job_functions(namespace: dict) -> list[str]:
+    """:func:`signed` for every per-job function of a workflow's namespace (by the workflow's naming: ``get_*``);
+    the names signed."""
+    names = [n for n, f in namespace.items() if n.startswith("get_") and inspect.isfunction(f)]
+    for name in names:
+        signed(namespace[name])
+    return names
+
+
 def rule_stage(rule: str) -> str:
     try:
         return stage_of(rule)
