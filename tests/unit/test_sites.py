@@ -7,7 +7,7 @@ import yaml
 
 from ptflow.cluster.preflight import requests_in_use
 from ptflow.config.model import Agent, ConfigError, build_config
-from ptflow.config.rules import REQUEST_FALLBACK, RULE_STAGES, SITE_REQUESTS
+from ptflow.config.rules import REQUEST_FALLBACK, RULE_STAGES, SITE_REQUESTS, stage_of
 from ptflow.config.sites import SITE_SCHEMA, load_site
 from ptflow.ops import plan as planning
 from tests.conftest import REPO
@@ -181,14 +181,14 @@ def test_a_shipped_site_sizes_every_rule_as_before(name, monkeypatch):
         monkeypatch.setenv(var, "x")
     site = load_site(name, SITES)
     for rule in RULE_STAGES:
-        assert site.rule_request(rule) == site.request(RULE_REQUEST_BEFORE[rule]), rule
+        assert site.request(stage_of(rule)) == site.request(RULE_REQUEST_BEFORE[rule]), rule
 
 
 def test_a_site_without_a_judge_request_sizes_judge_jobs_with_aggregate_s(tmp_path):
     site = requests_site(tmp_path)
-    assert site.rule_request("judge") == site.request("aggregate") and site.rule_request("judge").threads == 2
-    assert site.rule_request("edf") == site.request("aggregate")
-    assert site.rule_request("env") == site.request("image") == site.request("convert")
+    assert site.request(stage_of("judge")) == site.request("aggregate") and site.request(stage_of("judge")).threads == 2
+    assert site.request(stage_of("edf")) == site.request("aggregate")
+    assert site.request(stage_of("env")) == site.request("image") == site.request("convert")
     names = {kind: site.request_name(kind) for kind in ("judge", "edf", "env", "convert", "cache", "aggregate")}
     assert names == {"judge": "aggregate", "edf": "aggregate", "env": "image", "convert": "image", "cache": "cache",
                      "aggregate": "aggregate"}  # fmt: skip
@@ -197,11 +197,11 @@ def test_a_site_without_a_judge_request_sizes_judge_jobs_with_aggregate_s(tmp_pa
 def test_a_site_with_a_judge_request_sizes_judge_jobs_with_it(tmp_path, default_raw):
     """The judge's own request, over default (a fallback is a whole request, never merged with the judge's)."""
     site = requests_site(tmp_path, "  judge: {threads: 4, mem_mb: 8000, partition: judges}\n  env: {threads: 3}\n")
-    judge = site.rule_request("judge")
+    judge = site.request(stage_of("judge"))
     assert (judge.threads, judge["mem_mb"], judge["partition"], judge["runtime"]) == (4, 8000, "judges", 10)
-    assert site.request_name("judge") == "judge" and site.rule_request("aggregate").threads == 2
-    assert site.rule_request("env").threads == 3 and site.request("convert") == site.request("image")
-    assert site.rule_request("edf") == site.request("aggregate")
+    assert site.request_name("judge") == "judge" and site.request(stage_of("aggregate")).threads == 2
+    assert site.request(stage_of("env")).threads == 3 and site.request("convert") == site.request("image")
+    assert site.request(stage_of("edf")) == site.request("aggregate")
     # the plan prices and labels judge jobs by it; preflight and doctor see it once the matrix has agent-CLI cells
     cfg = build_config(default_raw)
     (job,) = planning.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": "a"})

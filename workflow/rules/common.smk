@@ -322,7 +322,7 @@ def get_image_runtime(wildcards):
 
 @_workflow_error
 def get_image_recipe(wildcards):
-    if JOBS.image_from_checkout(get_image_name(wildcards)):
+    if JOBS.checkout_recipe(get_image_name(wildcards)) is not None:
         return [ancient(L.posttrainbench_marker())]
     spec = get_image_spec(wildcards)
     return [str(Path(workflow.basedir) / spec["recipe"])] if spec.get("recipe") else []

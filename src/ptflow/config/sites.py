@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import yaml
 
 from ptflow.config.model import SCHEMA_DIR, ConfigError
-from ptflow.config.rules import REQUEST_FALLBACK, SITE_REQUESTS, stage_of
+from ptflow.config.rules import REQUEST_FALLBACK, SITE_REQUESTS
 from ptflow.config.uris import PathURIError, cluster_path
 from ptflow.jobenv import WARNING_SIGNAL, user_name
 
@@ -366,11 +366,6 @@ class Site:
         if agent is not None and agent.spec.site_requests:
             return Supervision(0, fraction, resumes)
         return None
-
-    def rule_request(self, rule: str, agent=None) -> Request:
-        """The request of a rule's jobs (``ptflow.config.rules``); ``agent`` for the train rules, where agents
-        differ."""
-        return self.request(stage_of(rule), agent)
 
     def has_request(self, stage: str) -> bool:
         return stage in self.raw["resources"]

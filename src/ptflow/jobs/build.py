@@ -52,6 +52,11 @@ def copied(value: Any) -> Any:
     return value
 
 
+def _key(stage: str, agent: Agent | None) -> tuple[str, str | None]:
+    """What a request depends on: the stage and, for train, the agent's id."""
+    return stage, agent.id if agent is not None else None
+
+
 class Jobs:
     def __init__(self, cfg: Config, site: Site, layout: Layout):
         self.cfg, self.site, self.layout = cfg, site, layout
@@ -71,19 +76,19 @@ class Jobs:
         return self._agents[slot]
 
     def request(self, stage: str, agent: Agent | None = None) -> Request:
-        key = (stage, agent.id if agent is not None else None)
+        key = _key(stage, agent)
         if key not in self._requests:
             self._requests[key] = self.site.request(stage, agent)
         return self._requests[key]
 
     def plugin_resources(self, stage: str, agent: Agent | None, attempt: int) -> dict:
-        key = (stage, agent.id if agent is not None else None, attempt)
+        key = (*_key(stage, agent), attempt)
         if key not in self._plugin_resources:
             self._plugin_resources[key] = self.request(stage, agent).snakemake_resources(attempt)
         return self._plugin_resources[key]
 
     def request_dict(self, stage: str, agent: Agent | None) -> dict:
-        key = (stage, agent.id if agent is not None else None)
+        key = _key(stage, agent)
         if key not in self._request_dicts:
             self._request_dicts[key] = self.request(stage, agent).to_dict()
         return self._request_dicts[key]
@@ -91,7 +96,7 @@ class Jobs:
     def runtime(self, stage: str, agent: Agent | None) -> dict | None:
         """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python;
         each job gets its own copy."""
-        key = (stage, agent.id if agent is not None else None)
+        key = _key(stage, agent)
         if key not in self._runtimes:
             self._runtimes[key] = self._runtime(stage, agent)
         return copied(self._runtimes[key])
@@ -245,15 +250,13 @@ class Jobs:
         )
         if e.from_checkout:
             name = ptb.eval_dir_name(e.task)
-            solve = self.cfg.ptb_agent(agent)
-            paths = [p for p in ptb.agent_paths(solve or "", name) if p != ptb.AGENT_DIR.format(agent="")]
             return AgentCli(
                 **common,
                 posttrainbench={
                     "eval_dir": name,
-                    "solve": solve,
+                    "solve": self.cfg.ptb_agent(agent),
                     "num_gpus": max(self.request("train", agent).gpus, 1),
-                    "objects": objects(paths),
+                    "objects": objects(self._agent_paths(agent, name)),
                 },
             )
         return AgentCli(
@@ -264,6 +267,12 @@ class Jobs:
             eval_call=build_call(e, Provider.from_site(self.site, "train", agent)),
             eval_test_parquet=self.layout.data(eval_id, "test") if e.uses_parquet else None,
         )
+
+    def _agent_paths(self, agent: Agent, eval_dir: str) -> list[str]:
+        """The checkout paths an agent cell of a checkout eval uses: its solve.sh's dir (none for ptflow's own
+        commands, which run no solve.sh) and the eval's."""
+        empty = ptb.AGENT_DIR.format(agent="")
+        return [p for p in ptb.agent_paths(self.cfg.ptb_agent(agent) or "", eval_dir) if p != empty]
 
     def evaluate(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> EvaluateSpec:
         e = self.cfg.evals[eval_id]
@@ -340,9 +349,8 @@ class Jobs:
         when it declares some, so other images' params stay as they were. A recipe of the PostTrainBench checkout
         is read from the checkout (``checkout_marker``: after its checkpoint)."""
         spec = self.site_image_spec(name)
-        recipe = str(spec.get("recipe") or "")
-        if recipe.startswith(ptb.RECIPE_PREFIX):
-            rel = recipe[len(ptb.RECIPE_PREFIX) :]
+        rel = self.checkout_recipe(name)
+        if rel is not None:
             marker = checkout_marker()
             spec = {
                 **spec,
@@ -353,8 +361,10 @@ class Jobs:
         args = images.build_args_for(spec, self.cfg.image_build_args, basedir)
         return {**spec, "build_args": args} if args else spec
 
-    def image_from_checkout(self, name: str) -> bool:
-        return str(self.site_image_spec(name).get("recipe") or "").startswith(ptb.RECIPE_PREFIX)
+    def checkout_recipe(self, name: str) -> str | None:
+        """The path in PostTrainBench's checkout of the image's recipe, or None for the site's own images."""
+        recipe = str(self.site_image_spec(name).get("recipe") or "")
+        return recipe[len(ptb.RECIPE_PREFIX) :] if recipe.startswith(ptb.RECIPE_PREFIX) else None
 
     def checkout_spec(self) -> dict:
         """What the checkout checkpoint makes - the commit, where, from where, and the paths this run uses (nothing
@@ -379,14 +389,13 @@ class Jobs:
             paths.update(ptb.eval_paths(name))
             agent = cfg.agent_for(c.agent)
             if agent.spec.agent_cli:
-                paths.update(ptb.agent_paths(cfg.ptb_agent(agent) or "", name))
-                paths.discard(ptb.AGENT_DIR.format(agent=""))
+                paths.update(self._agent_paths(agent, name))
                 if cfg.judge:
                     paths.update(ptb.judge_paths(name))
         for name in self.rt.images if images.needs_images(self.rt) else ():
-            recipe = str(self.site_image_spec(name).get("recipe") or "")
-            if recipe.startswith(ptb.RECIPE_PREFIX):
-                paths.add(recipe[len(ptb.RECIPE_PREFIX) :])
+            rel = self.checkout_recipe(name)
+            if rel is not None:
+                paths.add(rel)
         return paths
 
     # ---- the matrix ----
@@ -398,8 +407,8 @@ class Jobs:
             reference=reference,
             agent_gpus={
                 a.id: {
-                    "train": self.site.request("train", a).gpus if a.trains else 0,
-                    "eval": self.site.request("evaluate", a).gpus,
+                    "train": self.request("train", a).gpus if a.trains else 0,
+                    "eval": self.request("evaluate", a).gpus,
                 }
                 for a in cfg.agents.values()
             },

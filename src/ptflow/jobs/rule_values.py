@@ -116,9 +116,8 @@ class RuleValues:
             @signed
             def value(wildcards):
                 agent = self.agent_of(wildcards)
-                own = self.jobs.request("train", agent)
-                helpers = [self.jobs.request(s) for s in agent.spec.site_requests]
-                return sum(r.snakemake_resources().get(key, 0) for r in (own, *helpers))
+                tables = [self.jobs.plugin_resources(s, None, 1) for s in agent.spec.site_requests]
+                return sum(t.get(key, 0) for t in (self.jobs.plugin_resources("train", agent, 1), *tables))
 
             return value
 
@@ -126,9 +125,9 @@ class RuleValues:
 
     def image_resources(self, image_stage: Callable) -> dict:
         """Per image: its stage's request, image or convert (keys are the union of both stages' resources)."""
-        site = self.jobs.site
         keys = sorted(
-            set(site.request("image").snakemake_resources()) | set(site.request("convert").snakemake_resources())
+            set(self.jobs.request("image").snakemake_resources())
+            | set(self.jobs.request("convert").snakemake_resources())
         )
 
         def value_of(key):

@@ -10,7 +10,7 @@ out of the params, so finished cells of configs that never set it keep their par
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ptflow.config.kinds import KINDS
@@ -22,6 +22,17 @@ Params = dict[str, Any]
 def _unless_default(**values: tuple[Any, Any]) -> Params:
     """``name=(value, default)`` -> ``{name: value}`` for the values that are not their default, in order."""
     return {name: value for name, (value, default) in values.items() if value != default}
+
+
+class _Fields:
+    """A spec whose params are its fields, each under its own name, in the order they are declared."""
+
+    def to_params(self) -> Params:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_params(cls, d: Params):
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,7 @@ class CellRef:
 
 
 @dataclass(frozen=True)
-class Supervise:
+class Supervise(_Fields):
     """A train job a login-node supervisor submits (ptflow.cluster.supervise), with its request resolved."""
 
     max_retries: int
@@ -53,36 +64,17 @@ class Supervise:
     internal_timeout_fraction: float
     request: Params
 
-    def to_params(self) -> Params:
-        return {
-            "max_retries": self.max_retries,
-            "max_resumes": self.max_resumes,
-            "internal_timeout_fraction": self.internal_timeout_fraction,
-            "request": self.request,
-        }
-
-    @classmethod
-    def from_params(cls, d: Params) -> Supervise:
-        return cls(d["max_retries"], d["max_resumes"], d["internal_timeout_fraction"], d["request"])
-
 
 @dataclass(frozen=True)
-class Multinode:
+class Multinode(_Fields):
     """A torchrun kind over several nodes: the script again on each node (ptflow.cluster.multinode)."""
 
     nodes: int
     gpus_per_node: int
 
-    def to_params(self) -> Params:
-        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node}
-
-    @classmethod
-    def from_params(cls, d: Params) -> Multinode:
-        return cls(d["nodes"], d["gpus_per_node"])
-
 
 @dataclass(frozen=True)
-class AgentCli:
+class AgentCli(_Fields):
     """An agent-CLI cell's agent (kinds with ``agent_cli``): the CLI and model, its budget, the key names (values come
     from the environment), and either the final evaluation's task and call (ptflow's tasks) or PostTrainBench's
     checkout paths (``posttrainbench``)."""
@@ -142,25 +134,14 @@ class AgentCli:
         tail = {"posttrainbench": self.posttrainbench} if self.posttrainbench is not None else {}
         return head | optional | tail
 
-    @classmethod
-    def from_params(cls, d: Params) -> AgentCli:
-        return cls(**d)
-
 
 @dataclass(frozen=True)
-class RuntimeServer:
+class RuntimeServer(_Fields):
     """Kinds that submit a runtime server beside their trainer (SkyRL): the server's resolved request and where the
     coordination dirs go (<cell>/.skyrl_jobs/<stamp>_<server job>/)."""
 
     coord_base: str
     server: Params
-
-    def to_params(self) -> Params:
-        return {"coord_base": self.coord_base, "server": self.server}
-
-    @classmethod
-    def from_params(cls, d: Params) -> RuntimeServer:
-        return cls(d["coord_base"], d["server"])
 
 
 @dataclass(frozen=True)
@@ -299,7 +280,7 @@ class JudgeSpec:
 
 
 @dataclass(frozen=True)
-class ScoringSpec:
+class ScoringSpec(_Fields):
     """Rule aggregate: the config's scoring settings (raw: the scorer parses them with the config model), the
     reference table loaded (a changed table rescores), GPUs per agent from the site's requests, every cell the score
     expects and each model's Hub id."""
@@ -309,16 +290,3 @@ class ScoringSpec:
     agent_gpus: Params
     expected: list[Params]
     model_ids: Params
-
-    def to_params(self) -> Params:
-        return {
-            "raw": self.raw,
-            "reference": self.reference,
-            "agent_gpus": self.agent_gpus,
-            "expected": self.expected,
-            "model_ids": self.model_ids,
-        }
-
-    @classmethod
-    def from_params(cls, d: Params) -> ScoringSpec:
-        return cls(d["raw"], d["reference"], d["agent_gpus"], d["expected"], d["model_ids"])

@@ -16,12 +16,12 @@ DAG is built and before any job is submitted; never in a dry run or a job), so i
 
 Between the two, the **preflight** (``ptflow.cluster.preflight``, and the cluster limits read for the driver's caps,
 ``ptflow.cluster.limits``): a :class:`~ptflow.cluster.preflight.PreflightError` or
-:class:`~ptflow.cluster.limits.LimitsError` (also as the context of the ``WorkflowError`` that wraps it) **refuses** the
-run. The refusal prints its problems alone, through Snakemake's logger (no traceback: they name what to fix), gives
-the directory back and ends the process with exit status :data:`PREFLIGHT_REFUSED` (78, ``EX_CONFIG`` of
-``sysexits.h``), so a script or ``ptflow remote run --wait`` can tell "refused, nothing submitted" from a run that
-failed (Snakemake's 1). It is a ``SystemExit``, which Snakemake 9 does not catch: its own locks are released on the
-way out and it prints nothing more (tests/unit/test_snakemake_contract.py pins that).
+:class:`~ptflow.cluster.limits.LimitsError` **refuses** the run. The refusal prints its problems alone, through
+Snakemake's logger (no traceback: they name what to fix), gives the directory back and ends the process with exit status
+:data:`PREFLIGHT_REFUSED` (78, ``EX_CONFIG`` of ``sysexits.h``), so a script or ``ptflow remote run --wait`` can tell
+"refused, nothing submitted" from a run that failed (Snakemake's 1). It is a ``SystemExit``, which Snakemake 9 does not
+catch: its own locks are released on the way out and it prints nothing more (tests/unit/test_snakemake_contract.py pins
+that).
 
 Why the re-run: Snakemake fixed its plan before ``onstart``; planned jobs whose outputs appear later would still run.
 Why not Snakemake alone: a new run has a new run UUID and does not see the old run's jobs (NOTES).
@@ -257,19 +257,6 @@ def stop_on_sigterm(log=print) -> None:
 WATCH: SlurmWatch | None = None
 
 
-def refusal(exc: BaseException) -> Exception | None:
-    """The preflight's refusal that ``exc`` is or wraps: a PreflightError or a LimitsError, also as the cause or
-    context of the ``WorkflowError`` the workflow wraps it in (``raise WorkflowError(...) from None`` keeps it as the
-    context); None for any other error."""
-    from ptflow.cluster.limits import LimitsError
-    from ptflow.cluster.preflight import PreflightError
-
-    for candidate in (exc, exc.__cause__, exc.__context__):
-        if isinstance(candidate, PreflightError | LimitsError):
-            return candidate
-    return None
-
-
 def refuse(problem: Exception) -> NoReturn:
     """End the driver for a refusal: its problems alone on Snakemake's log, exit status :data:`PREFLIGHT_REFUSED`."""
     from snakemake.logging import logger
@@ -291,14 +278,14 @@ def on_start(workflow, *, scheduler: str, earlier_jobs: str = "wait", log=print,
         lock.acquire(" ".join(sys.argv))
     except ownership.DriverLocked as exc:
         raise WorkflowError(str(exc)) from None
+    from ptflow.cluster.limits import LimitsError
+    from ptflow.cluster.preflight import PreflightError
+
     try:
         preflight()
-    except Exception as exc:
-        found = refusal(exc)
-        if found is None:
-            raise
+    except (PreflightError, LimitsError) as exc:
         lock.release()
-        refuse(found)
+        refuse(exc)
     if os.environ.get(READOPT_ENV):
         log(f"ptflow: planning again after adopting earlier jobs ({os.environ[READOPT_ENV]})")
     if scheduler != "slurm":
