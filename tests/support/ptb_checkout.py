@@ -14,8 +14,10 @@ the output files and their formats, the benchmark names and the published weight
   ``PTB_FIXTURE_CALLS=<file>`` gets one JSON line per call (its arguments and working directory).
 - ``src/eval/templates/*.jinja`` are OUR templates: they render the plain ``<|role|>`` turns the tiny model is
   trained on (``ptflow.stages.tiny_model``), whatever family name the file has.
-- ``scripts/aggregate_*.py`` write the CSVs PostTrainBench's do; ``scripts/compute_weighted.py`` is a fixture script
-  with no PostTrainBench counterpart of that name (the weighted score over ``factors.json``).
+- ``scripts/aggregate_*.py`` write the CSVs PostTrainBench's do (``aggregate_contamination.py`` picks the newest run
+  comparing run ids as text, ``'9' > '10'``, as PostTrainBench's does, while ``aggregate_methods.py`` compares numbers);
+  ``scripts/compute_single_metrics.py`` is the leaderboard's number over ``factors.json``, with the real one's
+  interface: only tables of its four base models, no renormalising, a non-number stops it.
 - ``agents/<agent>/solve.sh`` call the agent CLIs with PostTrainBench's command lines (and print no key).
 """
 
@@ -541,9 +543,11 @@ def latest_runs(method_dir):
         if not run.is_dir():
             continue
         parts = run.name.split("_")
-        if len(parts) != 4 or not parts[3].isdigit():
+        if len(parts) != 4:
             raise ValueError(f"{run}: not named <benchmark>_<org>_<model>_<runid>")
-        key, run_id = (parts[0], parts[2]), int(parts[3])
+        # compared as text, as PostTrainBench's aggregate_contamination.py does ('9' > '10'); aggregate_methods.py
+        # compares numbers, so with run ids of different lengths the two may pick different runs
+        key, run_id = (parts[0], parts[2]), parts[3]
         if key not in runs or run_id > runs[key][0]:
             runs[key] = (run_id, run)
     return {key: run for key, (_, run) in runs.items()}
@@ -738,56 +742,66 @@ if __name__ == "__main__":
     main()
 '''
 
-COMPUTE_WEIGHTED_PY = r'''#!/usr/bin/env python3
-"""FIXTURE compute_weighted.py (ptflow tests; PostTrainBench has no script of this name): each method's weighted
-score from final_<method>.csv: the sum over its benchmarks of the mean over models, weighted by factors.json's
-weights renormalised to sum to 1 over the benchmarks present. Prints "method,score" lines; writes weighted.csv.
+COMPUTE_SINGLE_METRICS_PY = r'''#!/usr/bin/env python3
+"""FIXTURE compute_single_metrics.py (ptflow tests): PostTrainBench's single number per method.
+
+Reads every final_<method>.csv (not final_time_*) in $POST_TRAIN_BENCH_RESULTS_DIR (default results) and the
+factors.json beside this script. A table is scored only when its rows are exactly the four base models below (any
+other table is left out, silently); its score is the sum, over its columns that factors.json names, of the column's
+mean over the four rows times the factor. Nothing is renormalised: a benchmark the table lacks adds nothing. A cell
+that is empty or not a number stops the script. Writes "method,metric" rows (sorted by method) to --output (default
+final_metrics.csv in the results directory) and prints "Written: <path>".
 """
 
+import argparse
 import csv
 import json
 import os
 import sys
 from pathlib import Path
 
-FACTORS = json.loads((Path(__file__).resolve().parent / "factors.json").read_text())
+FOUR_BASE_MODELS = frozenset({"Qwen3-1.7B-Base", "Qwen3-4B-Base", "SmolLM3-3B-Base", "gemma-3-4b-pt"})
 
 
-def benchmark_means(path):
+def table(path, factors):
+    # ({row: {column: text}}, columns named in factors.json, in the file's order)
     with open(path, newline="") as fh:
-        rows = [row for row in csv.reader(fh) if row]
-    means = {}
-    for i, bench in enumerate(rows[0][1:], start=1):
-        values = []
-        for row in rows[1:]:
-            try:
-                values.append(float(row[i]))
-            except (IndexError, ValueError):
-                pass
-        if values and bench in FACTORS:
-            means[bench] = sum(values) / len(values)
-    return means
+        header, *rows = [row for row in csv.reader(fh) if row]
+    columns = [c for c in header[1:] if c in factors]
+    return {row[0]: dict(zip(header[1:], row[1:])) for row in rows}, columns
+
+
+def score(rows, columns, factors, path):
+    total = 0.0
+    for column in columns:
+        try:
+            values = [float(rows[model][column]) for model in rows]
+        except (KeyError, ValueError) as exc:
+            sys.exit(f"{path}: column {column} holds a value that is not a number ({exc})")
+        total += sum(values) / len(rows) * factors[column]
+    return total
 
 
 def main():
-    methods = sys.argv[1:]
-    if not methods:
-        sys.exit("usage: compute_weighted.py METHOD...")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--output", default=None, help="default: final_metrics.csv in the results directory")
+    args = parser.parse_args()
     results = Path(os.environ.get("POST_TRAIN_BENCH_RESULTS_DIR", "results"))
-    scores = {}
-    for method in methods:
-        path = results / f"final_{method}.csv"
-        means = benchmark_means(path) if path.exists() else {}
-        if not means:
-            print(f"Warning: no scores for method {method!r} in {path}", file=sys.stderr)
+    factors = json.loads((Path(__file__).resolve().parent / "factors.json").read_text())
+    metrics = {}
+    for path in sorted(results.glob("final_*.csv")):
+        if path.name.startswith("final_time_"):
             continue
-        total = sum(FACTORS[b] for b in means)
-        scores[method] = sum(FACTORS[b] / total * m for b, m in means.items())
-        print(f"{method},{scores[method]}")
-    with open(results / "weighted.csv", "w", newline="") as fh:
+        rows, columns = table(path, factors)
+        if set(rows) != FOUR_BASE_MODELS:
+            continue
+        metrics[path.name[len("final_") : -len(".csv")]] = score(rows, columns, factors, path)
+    out = Path(args.output) if args.output else results / "final_metrics.csv"
+    with open(out, "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["method", "score"])
-        writer.writerows(scores.items())
+        writer.writerow(["method", "metric"])
+        writer.writerows(sorted(metrics.items()))
+    print(f"Written: {out}")
 
 
 if __name__ == "__main__":
@@ -796,8 +810,8 @@ if __name__ == "__main__":
 
 AGGREGATE_SH = """#!/bin/bash
 # FIXTURE aggregate.sh (ptflow tests): methods, contamination, then final, over $POST_TRAIN_BENCH_RESULTS_DIR
-# (default results, relative to the working directory). With METHOD arguments, also the summary and the weighted
-# scores of those methods. $PYTHON (default python3) runs the scripts.
+# (default results, relative to the working directory). With METHOD arguments, also the summary of those methods.
+# The single number per method is compute_single_metrics.py, run on its own. $PYTHON (default python3) runs them.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY="${PYTHON:-python3}"
@@ -806,7 +820,6 @@ PY="${PYTHON:-python3}"
 "$PY" "$HERE/aggregate_final.py"
 if [ "$#" -gt 0 ]; then
     "$PY" "$HERE/aggregate_summary.py" "$@"
-    "$PY" "$HERE/compute_weighted.py" "$@"
 fi
 """
 
@@ -879,7 +892,7 @@ def checkout_files(evals, agents, variant: str = "") -> dict[str, str]:
     files["scripts/aggregate_contamination.py"] = AGGREGATE_CONTAMINATION_PY
     files["scripts/aggregate_final.py"] = AGGREGATE_FINAL_PY
     files["scripts/aggregate_summary.py"] = AGGREGATE_SUMMARY_PY
-    files["scripts/compute_weighted.py"] = COMPUTE_WEIGHTED_PY
+    files["scripts/compute_single_metrics.py"] = COMPUTE_SINGLE_METRICS_PY
     files["scripts/aggregate.sh"] = AGGREGATE_SH
     return files
 

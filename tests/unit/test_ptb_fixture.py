@@ -117,8 +117,10 @@ def test_aggregation_falls_back_to_the_baseline_and_averages(checkout, tmp_path)
                       ("humaneval_ptflow_m2_1", 0.3)]:  # fmt: skip
         _run_dir(base, name, acc, judged=None, time_taken=False)
     a = results / "agentA_cfg_1h"
+    # the newest run: by number for the value (run 10: 0.6), by text for the judgement (run '9' > '10': flagged), as
+    # PostTrainBench's aggregate_methods.py and aggregate_contamination.py pick them; the cell falls back
     _run_dir(a, "gsm8k_ptflow_m1_9", 0.5, judged=("contamination detected", CLEAN[1]))
-    _run_dir(a, "gsm8k_ptflow_m1_10", 0.6)  # newest run id by number, not by text
+    _run_dir(a, "gsm8k_ptflow_m1_10", 0.6)
     _run_dir(a, "humaneval_ptflow_m1_1", 0.9, judged=("contamination detected", CLEAN[1]))
     _run_dir(a, "gsm8k_ptflow_m2_1", 0.7)
     _run_dir(a, "humaneval_ptflow_m2_1")  # no metrics, no final_model: "not stored"
@@ -135,9 +137,9 @@ def test_aggregation_falls_back_to_the_baseline_and_averages(checkout, tmp_path)
         ["model", "gsm8k", "humaneval"], ["m1", "0.6", "0.9"], ["m2", "0.7", "not stored"]
     ]  # fmt: skip
     assert _csv(results / "aggregated_agentB_cfg_1h.csv")[2] == ["m2", "0.6", "not avl."]
-    assert _csv(results / "contamination_agentA_cfg_1h.csv")[1:] == [["m1", "", "C"], ["m2", "", ""]]
+    assert _csv(results / "contamination_agentA_cfg_1h.csv")[1:] == [["m1", "C", "C"], ["m2", "", ""]]
     assert _csv(results / "contamination_agentB_cfg_1h.csv")[2] == ["m2", "M:IMPORTANT ERR", "C:ERR M:ERR"]
-    assert _csv(results / "final_agentA_cfg_1h.csv")[1:] == [["m1", "0.6", "0.1"], ["m2", "0.7", "0.3"]]
+    assert _csv(results / "final_agentA_cfg_1h.csv")[1:] == [["m1", "0.2", "0.1"], ["m2", "0.7", "0.3"]]
     assert _csv(results / "final_agentB_cfg_1h.csv")[1:] == [["m1", "0.8", "0.5"], ["m2", "0.4", "0.3"]]
     assert not (results / "final_baseline_zeroshot.csv").exists()
 
@@ -145,13 +147,44 @@ def test_aggregation_falls_back_to_the_baseline_and_averages(checkout, tmp_path)
     _run([sys.executable, "scripts/aggregate_summary.py", *methods], dest, env)
     assert _csv(results / "summary.csv") == [
         ["benchmark", "baseline_base", "baseline_instruct", *methods],
-        ["gsm8k", "0.2000", "0.4000", "0.6500", "0.6000"],
+        ["gsm8k", "0.2000", "0.4000", "0.4500", "0.6000"],
         ["humaneval", "0.1000", "0.3000", "0.2000", "0.4000"],
     ]
-    out = _run([sys.executable, "scripts/compute_weighted.py", *methods], dest, env).stdout
-    w = FACTORS["gsm8k"] / (FACTORS["gsm8k"] + FACTORS["humaneval"])
-    expected = {"agentA_cfg_1h": w * 0.65 + (1 - w) * 0.2, "agentB_cfg_1h": w * 0.6 + (1 - w) * 0.4}
-    printed = dict(line.split(",") for line in out.splitlines())
-    assert {m: float(v) for m, v in printed.items()} == pytest.approx(expected)
-    rows = _csv(results / "weighted.csv")
-    assert rows[0] == ["method", "score"] and {r[0]: float(r[1]) for r in rows[1:]} == pytest.approx(expected)
+
+
+FOUR = ("Qwen3-1.7B-Base", "Qwen3-4B-Base", "SmolLM3-3B-Base", "gemma-3-4b-pt")
+
+
+def _final(results: Path, method: str, header: list[str], rows: dict[str, list[str]]) -> None:
+    with open(results / f"final_{method}.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["model", *header])
+        writer.writerows([m, *v] for m, v in sorted(rows.items()))
+
+
+def test_compute_single_metrics_scores_only_its_four_models_without_renormalising(checkout, tmp_path):
+    dest, _ = checkout
+    results = tmp_path / "results"
+    results.mkdir()
+    # two of the seven benchmarks and one factors.json does not name: the others add nothing (no renormalising)
+    header = ["gsm8k", "humaneval", "mmlu"]
+    full = {m: [str(0.1 * (i + 1)), str(0.05 * (i + 1)), "0.99"] for i, m in enumerate(FOUR)}
+    _final(results, "agentA", header, full)
+    _final(results, "three", header, {m: v for m, v in full.items() if m != "gemma-3-4b-pt"})  # left out
+    _final(results, "five", header, {**full, "Qwen3-8B-Base": ["0.5", "0.5", "0.5"]})  # left out
+    _final(results, "time_agentA", header, full)  # final_time_* is not a method table
+    env = {"POST_TRAIN_BENCH_RESULTS_DIR": str(results)}
+    out = _run([sys.executable, "scripts/compute_single_metrics.py"], dest, env).stdout
+    assert out.strip() == f"Written: {results / 'final_metrics.csv'}"
+    expected = FACTORS["gsm8k"] * (0.1 + 0.2 + 0.3 + 0.4) / 4 + FACTORS["humaneval"] * (0.05 + 0.1 + 0.15 + 0.2) / 4
+    rows = _csv(results / "final_metrics.csv")
+    assert rows[0] == ["method", "metric"] and [r[0] for r in rows[1:]] == ["agentA"]
+    assert float(rows[1][1]) == pytest.approx(expected, abs=1e-15)
+
+    other = tmp_path / "metrics.csv"
+    _run([sys.executable, "scripts/compute_single_metrics.py", "--output", str(other)], dest, env)
+    assert _csv(other) == rows
+    # a value that is not a number (a fallback to a baseline that has none) stops it
+    _final(results, "broken", header, {**full, "gemma-3-4b-pt": ["ERR", "0.1", "0.1"]})
+    failed = _run([sys.executable, "scripts/compute_single_metrics.py"], dest, env, check=False)
+    assert failed.returncode != 0 and "final_broken.csv" in failed.stderr
