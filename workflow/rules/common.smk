@@ -373,6 +373,15 @@ def ptb_input():
     return {"checkout": ancient(L.posttrainbench_marker())}
 
 
+def aggregate_checkout_input():
+    """A run whose evals come from the checkout is scored as PostTrainBench's leaderboard scores it, from the
+    checkout's factors.json: the marker says where the checkout is (a new commit re-aggregates: cheap).
+    """
+    if any(CFG.evals[c.eval].from_checkout for c in CFG.cells):
+        return {"checkout": L.posttrainbench_marker()}
+    return {}
+
+
 def _ptb_checkout_marker():
     """The checkout checkpoint's marker (after the checkpoint: until then the params are 'to be determined' and
     Snakemake evaluates them again once the checkout exists)."""

@@ -4,6 +4,7 @@
 
 rule aggregate:
     input:
+        **aggregate_checkout_input(),
         evals=eval_jsons(),
         judges=judge_jsons(),
     output:

@@ -22,5 +22,6 @@ with rule_log(snakemake.log[0]) as log:
         leaderboard_md=snakemake.output.leaderboard,
         heatmap_png=snakemake.output.heatmap,
         report_dir=Path(snakemake.output.report).parent,
+        checkout_marker=snakemake.input.get("checkout"),
         log=log,
     )

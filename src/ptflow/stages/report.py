@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ptflow.files import atomic_path
-from ptflow.stages.score import Cell, Result, Settings, read_cell, score, write_outputs
+from ptflow.stages.score import Cell, Result, Settings, board_lines, board_text, ranked, read_cell, score, write_outputs
 
 
 def _job_ids(cell: Cell) -> list[str]:
@@ -109,17 +109,33 @@ def aggregate(
     heatmap_png: str | Path,
     report_dir: str | Path,
     states: Iterable | None = None,
+    checkout_marker: str | Path | None = None,
     log=print,
 ) -> Result:
-    """Score the cells and write every output of the aggregate rule."""
+    """Score the cells and write every output of the aggregate rule. ``checkout_marker``: the PostTrainBench
+    checkout's marker of a run whose evals come from it: the headline is then the leaderboard's own score, from the
+    factors.json of that checkout (``ptflow.stages.ptb_score``), ptflow's weighted score beside it."""
+    from ptflow.stages import ptb_score
     from ptflow.stages.report_site import build_site
 
     cells = [read_cell(p, settings) for p in eval_jsons]
     apply_accounting(cells, slurm_usage(cells, log))
     result = score(cells, settings, expected, model_ids)
+    if checkout_marker is not None:
+        try:
+            factors, source = ptb_score.from_marker(checkout_marker)
+        except ptb_score.FactorsError as exc:  # the outputs are still written, with ptflow's weights and the reason
+            result.leaderboard = ptb_score.not_computed(str(checkout_marker), str(exc))
+        else:
+            result.leaderboard = ptb_score.leaderboard(result.cells, factors, source, settings)
+        for line in board_lines(result):
+            log(f"leaderboard score: {line}")
     write_outputs(result, summary_csv, agents_csv, leaderboard_md)
     heatmap(result, heatmap_png)
     index = build_site(result, report_dir, states=states, log=log)
-    ranked = sorted(result.agents, key=lambda a: -a.score)
-    log("scores: " + ", ".join(f"{a.agent_id} {a.score:.3f}" for a in ranked) + f"; report {index}")
+    if result.leaderboard is not None:
+        shown = [f"{a.agent_id} {board_text(result, a)} (ptflow weights {a.score:.3f})" for a in ranked(result)]
+    else:
+        shown = [f"{a.agent_id} {a.score:.3f}" for a in ranked(result)]
+    log("scores: " + ", ".join(shown) + f"; report {index}")
     return result

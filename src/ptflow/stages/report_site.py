@@ -39,8 +39,12 @@ from ptflow.stages.score import (
     Cell,
     Result,
     agents_csv,
+    board_lines,
+    board_text,
     hms,
     leaderboard_markdown,
+    leaderboard_text,
+    ranked,
     reference_scores,
     score_text,
     summary_csv,
@@ -253,7 +257,7 @@ def _cell_page(c: Cell, site: Path, log_href: str | None, state: str, env, commo
 
 def _agent_rows(result: Result) -> list[dict]:
     rows = []
-    for rank, a in enumerate(sorted(result.agents, key=lambda a: -a.score), 1):
+    for rank, a in enumerate(ranked(result), 1):
         per_eval = {}
         for e in result.evals:
             es = a.per_eval.get(e)
@@ -264,6 +268,7 @@ def _agent_rows(result: Result) -> list[dict]:
                 "agent": a.agent_id,
                 "role": a.role,
                 "score_text": score_text(a),
+                "board_text": board_text(result, a),
                 "per_eval": per_eval,
                 "fallbacks": a.fallbacks,
                 "cells": a.cells,
@@ -399,6 +404,9 @@ def _build_into(result: Result, site: Path, *, states, title: str, viewer: bool,
             "missing": sum(c.status == MISSING for c in result.cells),
         },
         agents=_agent_rows(result),
+        board=None
+        if result.leaderboard is None
+        else {"text": leaderboard_text(result.leaderboard), "lines": board_lines(result)},
         evals=[{"id": w.eval, "metric": w.metric, "weight": w.weight} for w in result.weights],
         refs=[(k, _num(v, 3)) for k, v in reference_scores(result).items()],
         weights=weight_rows,

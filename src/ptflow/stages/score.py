@@ -29,6 +29,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ptflow.config import naming
 from ptflow.config.model import Agent, Model, build_agents, build_models
@@ -196,6 +197,9 @@ class Result:
     agents: list[AgentScore]
     evals: list[str]
     models: list[str]  # model names
+    # a checkout run's leaderboard score (ptflow.stages.ptb_score.Leaderboard), set by the aggregate stage; None: the
+    # score is ptflow's weights alone
+    leaderboard: Any = None
 
     def agent(self, agent_id: str) -> AgentScore:
         for a in self.agents:
@@ -785,8 +789,15 @@ def agents_csv(result: Result) -> str:
         "gpu_hours",
     ]
     head += [f"{e}" for e in result.evals] + [f"{e}_stderr" for e in result.evals]
+    board = result.leaderboard
+    if board is not None:  # a checkout run: the leaderboard's own score beside ptflow's (`score` columns)
+        head += ["leaderboard_score", "leaderboard_score_sd", "leaderboard_why"]
     rows = [head]
     for a in result.agents:
+        own = board.agents.get(a.agent_id) if board is not None else None
+        extra = []
+        if board is not None:
+            extra = [_f(own.score), _f(own.sd), own.why] if own else ["", "", _board_why(board)]
         rows.append(
             [
                 a.agent_id,
@@ -807,6 +818,7 @@ def agents_csv(result: Result) -> str:
             ]
             + [_f(a.per_eval[e].mean) if e in a.per_eval else "" for e in result.evals]
             + [_f(a.per_eval[e].stderr) if e in a.per_eval else "" for e in result.evals]
+            + extra
         )
     return _csv(rows)
 
@@ -841,27 +853,97 @@ def score_text(a: AgentScore) -> str:
     return f"{a.score:.3f} ± {a.stderr:.3f}"
 
 
+PTFLOW_WEIGHTS_TEXT = (
+    "the weighted sum over evals of each eval's mean over models; weights ∝ 1/(mean instruct − mean base)"
+    " zero-shot score, normalised to 1 (PostTrainBench). ± is the standard error propagated from the cells'"
+    " stderrs; with repeats, ± is the sample sd over runs. Flagged, no-model and failed cells count as the base"
+    " model's zero-shot score (see Fallbacks)."
+)
+
+
+def leaderboard_text(board) -> str:
+    """What a checkout run's headline score is (ptflow.stages.ptb_score), one paragraph."""
+    return (
+        "PostTrainBench's own, as its scripts/compute_single_metrics.py computes it from the final_<method>.csv"
+        f" tables, with the factors of {board.source}: per eval the mean over its four base models, times the"
+        " eval's factor, summed; not renormalised. A cell that is not scored, or whose judgement files are not both"
+        " clean (none: not judged), counts as baseline_zeroshot's value (aggregate_final.py); with repeats, the mean"
+        " ± sample sd over runs. Reference rows: the same sum over their own cells."
+    )
+
+
+def _board_why(board) -> str:
+    return next((n for n in board.notes if n.startswith("not computed")), "")
+
+
+def board_lines(result: Result) -> list[str]:
+    """One line each on the leaderboard score: evals counted 0 or left out, and why an agent has none (one line for
+    a reason every such agent shares, such as a matrix that is not the script's four models)."""
+    board = result.leaderboard
+    if board is None:
+        return []
+    lines = list(board.notes)
+    missing = {a.agent_id: board.agents[a.agent_id].why for a in result.agents if a.agent_id in board.agents}
+    missing = {k: v for k, v in missing.items() if v}
+    if missing and len(set(missing.values())) == 1 and len(missing) > 1:
+        lines.append(f"no leaderboard score: {next(iter(missing.values()))}")
+    else:
+        lines += [f"{k}: no leaderboard score: {v}" for k, v in missing.items()]
+    if not board.computed:
+        lines.append("ranked by ptflow weights")
+    return lines
+
+
+def board_text(result: Result, a: AgentScore) -> str:
+    """An agent's leaderboard score: ``0.412``, ``0.412 ± 0.015 sd (3 runs)``, or ``—`` (none; board_lines says
+    why)."""
+    own = result.leaderboard.agents.get(a.agent_id) if result.leaderboard is not None else None
+    if own is None or own.score is None:
+        return "—"
+    if len(own.run_scores) > 1:
+        return f"{own.score:.3f} ± {own.sd:.3f} sd ({len(own.run_scores)} runs)"
+    return f"{own.score:.3f}"
+
+
+def ranked(result: Result) -> list[AgentScore]:
+    """The leaderboard's order: a checkout run's agents by their leaderboard score (those without one after them),
+    any other run's by ptflow's weighted score."""
+    board = result.leaderboard
+    if board is None or not board.computed:
+        return sorted(result.agents, key=lambda a: -a.score)
+
+    def key(a: AgentScore) -> tuple[int, float]:
+        own = board.agents.get(a.agent_id)
+        if own is None or own.score is None:
+            return (1, -a.score)
+        return (0, -own.score)
+
+    return sorted(result.agents, key=key)
+
+
 def leaderboard_markdown(result: Result) -> str:
-    lines = [
-        "# Leaderboard",
-        "",
-        "Score: the weighted sum over evals of each eval's mean over models; weights ∝ 1/(mean instruct − mean base)"
-        " zero-shot score, normalised to 1 (PostTrainBench). ± is the standard error propagated from the cells'"
-        " stderrs; with repeats, ± is the sample sd over runs. Flagged, no-model and failed cells count as the base"
-        " model's zero-shot score (see Fallbacks).",
-        "",
-        "| rank | agent | score | fallbacks | time used (mean) | budget used | GPU-hours |",
-        "|---:|---|---|---:|---:|---:|---:|",
-    ]
-    ranked = sorted(result.agents, key=lambda a: -a.score)
-    for i, a in enumerate(ranked, 1):
+    board = result.leaderboard
+    if board is None:
+        lines = ["# Leaderboard", "", "Score: " + PTFLOW_WEIGHTS_TEXT, ""]
+        lines += [
+            "| rank | agent | score | fallbacks | time used (mean) | budget used | GPU-hours |",
+            "|---:|---|---|---:|---:|---:|---:|",
+        ]
+    else:
+        lines = ["# Leaderboard", "", "Score: " + leaderboard_text(board), "", "ptflow weights: " + PTFLOW_WEIGHTS_TEXT]
+        lines += [""] + [f"- {line}" for line in board_lines(result)] + ([""] if board_lines(result) else [])
+        lines += [
+            "| rank | agent | score | ptflow weights | fallbacks | time used (mean) | budget used | GPU-hours |",
+            "|---:|---|---|---|---:|---:|---:|---:|",
+        ]
+    for i, a in enumerate(ranked(result), 1):
         pct = "—" if a.time_used != a.time_used else f"{100 * a.time_used:.1f}%"
         gpu = "—" if a.gpu_hours != a.gpu_hours else f"{a.gpu_hours:.2f}"
         name = a.agent_id if a.role == "agent" else f"{a.agent_id} (reference)"
         missing = f" ({a.missing} missing)" if a.missing else ""
+        scores = score_text(a) if board is None else f"{board_text(result, a)} | {score_text(a)}"
         lines.append(
-            f"| {i} | {name} | {score_text(a)} | {a.fallbacks}/{a.cells}{missing} | {hms(a.mean_time_s)} | {pct} "
-            f"| {gpu} |"
+            f"| {i} | {name} | {scores} | {a.fallbacks}/{a.cells}{missing} | {hms(a.mean_time_s)} | {pct} | {gpu} |"
         )
     refs = reference_scores(result)
     lines += ["", "Reference rows: " + "; ".join(f"{k} {_num(v, 3)}" for k, v in refs.items()) + ".", ""]
@@ -889,6 +971,9 @@ def leaderboard_markdown(result: Result) -> str:
             f"| {r.eval} | {r.metric} | {_num(r.base_mean, 4)} | {_num(r.instruct_mean, 4)} | {_num(r.gap, 4)} "
             f"| {r.weight:.4f} | {r.base_source} | {r.instruct_source} |"
         )
+    if board is not None and board.factors:
+        factors = ", ".join(f"{e} {f:.4f}" for e, f in sorted(board.factors.items()))
+        lines += ["", f"Leaderboard factors ({board.source}): {factors}."]
     fallbacks = [c for c in result.cells if c.fallback]
     lines += ["", "## Fallbacks", ""]
     if fallbacks:
