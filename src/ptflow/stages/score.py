@@ -1,6 +1,8 @@
 """PostTrainBench's score over the matrix's cells: fallback, weighted sum over evals, uncertainty and time used.
 
-The rules, as aisa-group/PostTrainBench's ``scripts/collect.py`` and ``scripts/aggregate.py`` apply them:
+The rules, as aisa-group/PostTrainBench's ``scripts/aggregate_final.py`` and its published weights apply them (a run
+whose evals come from a PostTrainBench checkout also gets the leaderboard's own number, ``compute_single_metrics.py``
+over the checkout's ``factors.json``: ``ptflow.stages.ptb_score``; this module's score is then "ptflow weights"):
 
 * A cell the judge flagged (contamination or a disallowed model), a cell whose agent left no final model, and a
   cell whose evaluation failed (or never produced an eval.json) **fall back to the base model's zero-shot score**
