@@ -749,7 +749,8 @@ Reads every final_<method>.csv (not final_time_*) in $POST_TRAIN_BENCH_RESULTS_D
 factors.json beside this script. A table is scored only when its rows are exactly the four base models below (any
 other table is left out, silently); its score is the sum, over its columns that factors.json names, of the column's
 mean over the four rows times the factor. Nothing is renormalised: a benchmark the table lacks adds nothing. A cell
-that is empty or not a number stops the script. Writes "method,metric" rows (sorted by method) to --output (default
+that is not a number stops the script (read before the rows are checked, so in any table), an empty one when its
+table is scored. Writes "method,metric" rows (sorted by method) to --output (default
 final_metrics.csv in the results directory) and prints "Written: <path>".
 """
 
@@ -764,21 +765,29 @@ FOUR_BASE_MODELS = frozenset({"Qwen3-1.7B-Base", "Qwen3-4B-Base", "SmolLM3-3B-Ba
 
 
 def table(path, factors):
-    # ({row: {column: text}}, columns named in factors.json, in the file's order)
+    # ({row: {column: number}}, columns named in factors.json, in the file's order). Read before the rows are
+    # checked, as PostTrainBench's is: a text that is not a number stops the script even in a table it would skip; an
+    # empty cell is left out here and stops it only when the table is scored.
     with open(path, newline="") as fh:
         header, *rows = [row for row in csv.reader(fh) if row]
     columns = [c for c in header[1:] if c in factors]
-    return {row[0]: dict(zip(header[1:], row[1:])) for row in rows}, columns
+    out = {}
+    for row in rows:
+        cells = dict(zip(header[1:], row[1:]))
+        try:
+            out[row[0]] = {c: float(cells[c]) for c in columns if cells.get(c, "") != ""}
+        except ValueError as exc:
+            sys.exit(f"{path}: row {row[0]} holds a value that is not a number ({exc})")
+    return out, columns
 
 
 def score(rows, columns, factors, path):
     total = 0.0
     for column in columns:
-        try:
-            values = [float(rows[model][column]) for model in rows]
-        except (KeyError, ValueError) as exc:
-            sys.exit(f"{path}: column {column} holds a value that is not a number ({exc})")
-        total += sum(values) / len(rows) * factors[column]
+        missing = [model for model in rows if column not in rows[model]]
+        if missing:
+            sys.exit(f"{path}: no value for {column} in row(s) {', '.join(missing)}")
+        total += sum(rows[model][column] for model in rows) / len(rows) * factors[column]
     return total
 
 

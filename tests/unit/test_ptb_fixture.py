@@ -170,7 +170,8 @@ def test_compute_single_metrics_scores_only_its_four_models_without_renormalisin
     header = ["gsm8k", "humaneval", "mmlu"]
     full = {m: [str(0.1 * (i + 1)), str(0.05 * (i + 1)), "0.99"] for i, m in enumerate(FOUR)}
     _final(results, "agentA", header, full)
-    _final(results, "three", header, {m: v for m, v in full.items() if m != "gemma-3-4b-pt"})  # left out
+    three = {m: v for m, v in full.items() if m != "gemma-3-4b-pt"}
+    _final(results, "three", header, {**three, "Qwen3-4B-Base": ["", "0.1", "0.1"]})  # left out, its gap unread
     _final(results, "five", header, {**full, "Qwen3-8B-Base": ["0.5", "0.5", "0.5"]})  # left out
     _final(results, "time_agentA", header, full)  # final_time_* is not a method table
     env = {"POST_TRAIN_BENCH_RESULTS_DIR": str(results)}
@@ -184,7 +185,11 @@ def test_compute_single_metrics_scores_only_its_four_models_without_renormalisin
     other = tmp_path / "metrics.csv"
     _run([sys.executable, "scripts/compute_single_metrics.py", "--output", str(other)], dest, env)
     assert _csv(other) == rows
-    # a value that is not a number (a fallback to a baseline that has none) stops it
-    _final(results, "broken", header, {**full, "gemma-3-4b-pt": ["ERR", "0.1", "0.1"]})
+    # a value that is not a number (a fallback to a baseline that failed) stops it, in a table it would skip too
+    _final(results, "broken", header, {**three, "Qwen3-4B-Base": ["ERR", "0.1", "0.1"]})
     failed = _run([sys.executable, "scripts/compute_single_metrics.py"], dest, env, check=False)
     assert failed.returncode != 0 and "final_broken.csv" in failed.stderr
+    # an empty value (a fallback to a baseline that has no run) stops it when its table is scored
+    _final(results, "broken", header, {**full, "gemma-3-4b-pt": ["", "0.1", "0.1"]})
+    failed = _run([sys.executable, "scripts/compute_single_metrics.py"], dest, env, check=False)
+    assert failed.returncode != 0 and "final_broken.csv: no value for gsm8k" in failed.stderr
