@@ -187,3 +187,31 @@ def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done):
     assert set(ours) == set(EVALS)
     for ev in EVALS:
         assert float(theirs[ev]) == pytest.approx(ours[ev], abs=1e-9), (ev, theirs[ev], ours[ev])
+
+
+def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_script_gives_none(done):
+    """compute_single_metrics.py scores only its four base models: on this run's export it writes no number, and the
+    aggregate rule (given the checkout's marker) shows no leaderboard score, says why in one line and ranks by
+    ptflow's weights, which stand beside it."""
+    work, checkout = done["work"], done["checkout"]
+    dest = work / "ptb-results-metrics"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptflow.ops.cli", "export", "--posttrainbench", str(dest), "-d", str(work)],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest)}
+    for script in ("aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py",
+                   "compute_single_metrics.py"):  # fmt: skip
+        run = subprocess.run([sys.executable, f"scripts/{script}"], cwd=checkout, env=env, capture_output=True,
+                             text=True)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+    assert (dest / "final_metrics.csv").read_text().splitlines() == ["method,metric"]
+    board = (work / "results/leaderboard.md").read_text()
+    assert "| rank | agent | score | ptflow weights |" in board
+    why = [line for line in board.splitlines() if "no leaderboard score" in line]
+    assert why == [
+        "- no leaderboard score: its models are tiny-llama-h64, not scripts/compute_single_metrics.py's "
+        "Qwen3-1.7B-Base, Qwen3-4B-Base, SmolLM3-3B-Base, gemma-3-4b-pt"
+    ]
+    assert "- ranked by ptflow weights" in board and str(checkout / "scripts/factors.json") in board
