@@ -1,0 +1,142 @@
+"""ptflow.keys' masker: every key value ptflow hands to a child is replaced by *** in what ptflow keeps of the
+child's output, however the output is chunked, whatever bytes surround it."""
+
+import os
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+from ptflow.keys import MASK, MIN_MASKED_LENGTH, Masker, Pump, run_masked
+
+KEY = "sk-oai-" + secrets.token_hex(16)
+OTHER = "hf_" + secrets.token_hex(12)
+
+
+def stream_all(masker: Masker, chunks: list[bytes]) -> bytes:
+    s = masker.stream()
+    return b"".join(s.feed(c) for c in chunks) + s.flush()
+
+
+def test_text_and_bytes_are_masked():
+    m = Masker([KEY, OTHER])
+    assert m.mask(f"key={KEY} token={OTHER}\n{KEY}") == "key=*** token=***\n***"
+    assert m.mask_bytes(f"[{KEY}]".encode()) == b"[***]"
+    assert m.mask("nothing secret here") == "nothing secret here"
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 64])
+def test_a_value_split_across_chunks_is_masked_at_every_split(size):
+    m = Masker([KEY, OTHER])
+    data = f"echo {KEY}\nthen {OTHER}{KEY} end {OTHER[:-1]}".encode()
+    chunks = [data[i : i + size] for i in range(0, len(data), size)]
+    out = stream_all(m, chunks)
+    assert out == f"echo ***\nthen ****** end {OTHER[:-1]}".encode()
+    assert KEY.encode() not in out and OTHER.encode() not in out
+
+
+def test_every_two_way_split_gives_the_unsplit_result():
+    m = Masker([KEY])
+    data = f"a{KEY}{KEY}b {KEY[:10]}".encode()
+    whole = m.mask_bytes(data)
+    for cut in range(len(data) + 1):
+        assert stream_all(m, [data[:cut], data[cut:]]) == whole, cut
+
+
+def test_the_longest_value_wins_where_one_contains_another():
+    inner = KEY[:12]
+    m = Masker([inner, KEY])
+    assert m.mask(f"{KEY} {inner}") == f"{MASK} {MASK}"
+    assert stream_all(m, [f"{KEY} ".encode(), inner.encode()]) == b"*** ***"
+
+
+def test_binary_output_is_masked_byte_for_byte():
+    m = Masker([KEY])
+    data = b"\x00\xff\xfe" + KEY.encode() + b"\x80\x00" + bytes(range(256))
+    out = stream_all(m, [data[i : i + 5] for i in range(0, len(data), 5)])
+    assert out == b"\x00\xff\xfe***\x80\x00" + bytes(range(256))
+
+
+def test_a_value_that_is_not_utf8_is_masked(tmp_path):
+    raw = b"sk-\xff\xfe-" + secrets.token_hex(8).encode()
+    m = Masker([os.fsdecode(raw)])  # how os.environ holds it
+    assert m.mask_bytes(b"x" + raw + b"y") == b"x***y"
+
+
+def test_short_values_are_not_masked_and_named():
+    env = {"OPENAI_API_KEY": "abc", "HF_TOKEN": OTHER, "PATH": "/usr/bin"}
+    m = Masker.for_env(env)
+    assert m.unmasked == ["OPENAI_API_KEY"]
+    assert "OPENAI_API_KEY" in m.notice() and "abc" not in m.notice() and str(MIN_MASKED_LENGTH) in m.notice()
+    assert m.mask("abc and " + OTHER) == "abc and ***"
+    assert Masker(["        "]).values == []  # whitespace is no secret
+
+
+def test_for_env_takes_named_and_secret_looking_variables_but_ptflows_own():
+    env = {
+        "MY_CRED": "cred-" + secrets.token_hex(8),  # named by the agent's keys: masked although no secret word
+        "CODEX_API_KEY": KEY,  # the CLI's own variable, derived from OPENAI_API_KEY
+        "PTFLOW_AGENT_KEYS": "OPENAI_API_KEY,MY_CRED",  # names only
+        "HOME": "/home/agent/somewhere",
+    }
+    m = Masker.for_env(env, ["MY_CRED", "UNSET_KEY"])
+    text = f"{env['MY_CRED']} {KEY} OPENAI_API_KEY,MY_CRED /home/agent/somewhere"
+    assert m.mask(text) == "*** *** OPENAI_API_KEY,MY_CRED /home/agent/somewhere"
+
+
+def test_a_value_with_a_trailing_newline_is_masked_stripped_too():
+    m = Masker([KEY + "\n"])
+    assert m.mask(f"{KEY} end") == "*** end"
+
+
+def test_copy_file_masks_across_chunk_boundaries(tmp_path):
+    src, dst = tmp_path / "a", tmp_path / "b"
+    src.write_bytes((b"x" * 5 + KEY.encode()) * 1000)
+    Masker([KEY]).copy_file(src, dst, chunk=7)
+    assert dst.read_bytes() == b"xxxxx***" * 1000
+
+
+def test_an_empty_masker_changes_nothing():
+    m = Masker()
+    assert not m and m.mask(KEY) == KEY and stream_all(m, [b"ab", b"cd"]) == b"abcd"
+
+
+CHILD = """
+import os, sys
+key = os.environ["THE_KEY"].encode()
+os.write(1, b"start " + key[:5]); os.write(1, key[5:] + b" end\\n")   # split across two writes
+os.write(2, b"err:" + key + b"\\n")
+"""
+
+
+def test_run_masked_masks_a_childs_stdout_and_stderr(tmp_path):
+    with open(tmp_path / "o", "wb") as so, open(tmp_path / "e", "wb") as se:
+        rc = run_masked([sys.executable, "-c", CHILD], Masker([KEY]), so, se, env={**os.environ, "THE_KEY": KEY})
+    assert rc == 0
+    assert (tmp_path / "o").read_bytes() == b"start *** end\n"
+    assert (tmp_path / "e").read_bytes() == b"err:***\n"
+
+
+def test_run_masked_kills_on_timeout_and_keeps_what_was_printed(tmp_path):
+    child = f"import sys, time; print({KEY!r}, flush=True); time.sleep(600)"
+    with open(tmp_path / "o", "wb") as so, open(tmp_path / "e", "wb") as se:
+        with pytest.raises(subprocess.TimeoutExpired):
+            run_masked([sys.executable, "-c", child], Masker([KEY]), so, se, timeout=3)
+    assert (tmp_path / "o").read_bytes() == b"***\n"
+
+
+def test_a_pipe_held_open_by_a_leftover_process_does_not_hang_the_pump(tmp_path):
+    # the child exits at once, its background grandchild keeps stdout open: finish() stops reading after the
+    # grace and still writes what came, masked
+    child = (
+        f"import subprocess, sys; print({KEY!r}, flush=True); "
+        "print(subprocess.Popen(['sleep', '600']).pid, file=sys.stderr, flush=True)"
+    )
+    with open(tmp_path / "o", "wb") as so, open(tmp_path / "e", "wb") as se:
+        proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        pump = Pump(Masker([KEY]), [(proc.stdout, so), (proc.stderr, se)]).start()
+        assert proc.wait() == 0
+        assert pump.finish(timeout=1) is False
+    os.kill(int((tmp_path / "e").read_text()), 15)
+    assert (tmp_path / "o").read_bytes() == b"***\n"
