@@ -149,6 +149,7 @@ class Pump:
     def __init__(self, masker: Masker, pairs: list[tuple[IO[bytes], IO[bytes]]]):
         self.masker = masker
         self.pairs = pairs
+        self.error: Exception | None = None  # the first write that failed (what came after it is lost)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ptflow-mask-pump", daemon=True)
 
@@ -176,22 +177,26 @@ class Pump:
         finally:
             sel.close()
 
-    @staticmethod
-    def _read(sel, key) -> None:
-        dest, stream = key.data
+    def _read(self, sel, key) -> None:
         data = os.read(key.fd, 1 << 16)
         if not data:
-            Pump._end(sel, key)
+            self._end(sel, key)
             return
-        dest.write(stream.feed(data))
-        dest.flush()  # the log grows as the child writes (tail -f, ptflow logs)
+        dest, stream = key.data
+        self._write(dest, stream.feed(data))
 
-    @staticmethod
-    def _end(sel, key) -> None:
+    def _end(self, sel, key) -> None:
         dest, stream = key.data
         sel.unregister(key.fd)
-        dest.write(stream.flush())
-        dest.flush()
+        self._write(dest, stream.flush())
+
+    def _write(self, dest, data: bytes) -> None:
+        # a full disk must not stop the reading: the child would block on a full pipe until its time limit
+        try:
+            dest.write(data)
+            dest.flush()  # the log grows as the child writes (tail -f, ptflow logs)
+        except (OSError, ValueError) as exc:
+            self.error = self.error or exc
 
     def finish(self, timeout: float | None = None) -> bool:
         """Wait (after the child ended) until every pipe is drained; ``timeout``: then stop reading pipes that are

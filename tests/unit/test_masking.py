@@ -1,6 +1,7 @@
 """ptflow.keys' masker: every key value ptflow hands to a child is replaced by *** in what ptflow keeps of the
 child's output, however the output is chunked, whatever bytes surround it."""
 
+import json
 import os
 import secrets
 import subprocess
@@ -140,3 +141,45 @@ def test_a_pipe_held_open_by_a_leftover_process_does_not_hang_the_pump(tmp_path)
         assert pump.finish(timeout=1) is False
     os.kill(int((tmp_path / "e").read_text()), 15)
     assert (tmp_path / "o").read_bytes() == b"***\n"
+
+
+ECHO_AGENT = """
+import os, sys
+for name in ("MY_CRED", "OPENAI_API_KEY"):
+    value = os.environ[name].encode()
+    os.write(1, value[:4]); os.write(1, value[4:] + b"\\n")  # echo $NAME, in two writes
+    os.write(2, b"warning: " + value + b"\\n")
+"""
+
+
+def files_holding(root, value: str) -> list:
+    return [p for p in root.rglob("*") if p.is_file() and value.encode() in p.read_bytes()]
+
+
+def test_an_agent_that_prints_its_keys_leaves_them_in_no_file(tmp_path, monkeypatch):
+    """Any agent script (here a custom command): the values of its keys reach the trace masked, and trace.md too."""
+    from ptflow.stages.judge import judge_cell
+    from ptflow.stages.train.agent_cell import train_agent_cell
+
+    cred = "cred-" + secrets.token_hex(12)
+    script = tmp_path / "echo_agent.py"
+    script.write_text(ECHO_AGENT)
+    spec = {"id": "echo", "cli": "scripted", "model": "m", "hours": 0.05, "grace_minutes": 0.1,
+            "keys": ["MY_CRED", "OPENAI_API_KEY"], "command": ["{python}", str(script)],
+            "trace_dir": str(tmp_path / "trace")}  # fmt: skip
+    env = {**os.environ, "MY_CRED": cred, "OPENAI_API_KEY": KEY}
+    lines = []
+    result = train_agent_cell("/base", None, tmp_path / "out", agent=spec, cell={"model": "m", "eval": "add"},
+                              env=env, log=lines.append)  # fmt: skip
+    assert result["agent_run"]["exit_code"] == 0
+    stdout = (tmp_path / "trace" / "stdout.log").read_text()
+    assert stdout.endswith("***\n***\n") and (tmp_path / "trace" / "stderr.log").read_text().count("warning: ***") == 2
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps(result))
+    monkeypatch.setenv("MY_CRED", cred)  # the judge job's environment holds the keys as the agent's did
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    judge_cell(cell={"model": "m", "eval": "add"}, manifest=result, judge=None,
+               judge_json=str(tmp_path / "judge.json"), keys=["MY_CRED"], log=lines.append)  # fmt: skip
+    assert (tmp_path / "trace" / "trace.md").read_text().count("***") >= 2
+    assert files_holding(tmp_path, cred) == [] and files_holding(tmp_path, KEY) == []
+    assert not any(cred in ln or KEY in ln for ln in lines)
