@@ -183,3 +183,13 @@ def test_an_agent_that_prints_its_keys_leaves_them_in_no_file(tmp_path, monkeypa
     assert (tmp_path / "trace" / "trace.md").read_text().count("***") >= 2
     assert files_holding(tmp_path, cred) == [] and files_holding(tmp_path, KEY) == []
     assert not any(cred in ln or KEY in ln for ln in lines)
+
+
+def test_a_checkout_evaluation_that_prints_its_graders_key_keeps_it_masked(tmp_path):
+    """posttrainbench/<eval>: the checkout's evaluate.py gets its grader's key; its output file keeps ***."""
+    from ptflow.stages.posttrainbench.evaluate import _run
+
+    child = "import os, sys; sys.stdout.write(os.environ['OPENAI_API_KEY']); print(' to stderr', file=sys.stderr)"
+    env = {**os.environ, "OPENAI_API_KEY": KEY}
+    rc = _run([sys.executable, "-c", child], tmp_path, env, tmp_path / "out.txt", timeout=120)
+    assert rc == 0 and (tmp_path / "out.txt").read_text().replace(" to stderr\n", "") == "***"
