@@ -8,6 +8,7 @@ import os
 import re
 import selectors
 import subprocess
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from typing import IO
@@ -227,3 +228,38 @@ def run_masked(argv, masker: Masker, stdout: IO[bytes], stderr: IO[bytes], timeo
 
 
 DRAIN_SECONDS = 30  # after the child ended: how long a pipe a leftover process holds open is still read
+
+
+def start_log_masker(log_fd: int) -> tuple[int, subprocess.Popen] | None:
+    """A process that copies a pipe into ``log_fd`` through the masker of this process's environment (every
+    secret-looking variable): the write end it returns becomes a job's fds 1 and 2 (``ptflow.jobenv.rule_log``), so
+    the job's log lines, tracebacks and whatever its children print reach the rule log masked. A process, not a
+    thread: it survives an exec of the job and reads on while a child the job left behind still writes. None when
+    the environment holds no value to mask."""
+    if not Masker.for_env():
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        # this very ptflow, whatever the job's sys.path was made of (a warm start, a runtime's binds)
+        src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        code = f"import sys; sys.path.insert(0, {src!r}); from ptflow.keys import _mask_stdin_to_stdout as m; m()"
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=read_end, stdout=log_fd, stderr=log_fd)
+    except OSError:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    return write_end, proc
+
+
+def _mask_stdin_to_stdout() -> None:
+    """The log masker's process: stdin to stdout through the environment's masker, until EOF. It outlives signals
+    meant for the job (scancel's TERM, Ctrl-C): it ends when the last writer closes the pipe."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+    stream = Masker.for_env().stream()
+    while data := os.read(0, 1 << 16):
+        os.write(1, stream.feed(data))
+    os.write(1, stream.flush())

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ptflow.keys import MASK, MIN_MASKED_LENGTH, Masker, Pump, run_masked
+from ptflow.keys import MASK, MIN_MASKED_LENGTH, Masker, Pump, looks_like_secret, run_masked
 
 KEY = "sk-oai-" + secrets.token_hex(16)
 OTHER = "hf_" + secrets.token_hex(12)
@@ -193,3 +193,36 @@ def test_a_checkout_evaluation_that_prints_its_graders_key_keeps_it_masked(tmp_p
     env = {**os.environ, "OPENAI_API_KEY": KEY}
     rc = _run([sys.executable, "-c", child], tmp_path, env, tmp_path / "out.txt", timeout=120)
     assert rc == 0 and (tmp_path / "out.txt").read_text().replace(" to stderr\n", "") == "***"
+
+
+RULE_SCRIPT = """
+import os, subprocess, sys
+from ptflow.jobenv import rule_log
+with rule_log(sys.argv[1]) as log:
+    key = os.environ["OPENAI_API_KEY"]
+    log(f"the job logs {key}")
+    os.write(1, key[:3].encode()); os.write(2, key[3:].encode() + b"\\n")  # split between fds 1 and 2
+    subprocess.run([sys.executable, "-c", "import os; print(os.environ['OPENAI_API_KEY'])"], check=True)
+    raise RuntimeError(f"failed with {key}")
+"""
+
+
+def test_the_rule_log_masks_the_jobs_lines_its_childrens_output_and_its_failure(tmp_path):
+    script = tmp_path / "rule.py"
+    script.write_text(RULE_SCRIPT)
+    env = {**os.environ, "OPENAI_API_KEY": KEY}
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "rule.log")], env=env, capture_output=True)
+    assert proc.returncode == 1
+    text = (tmp_path / "rule.log").read_text()
+    assert KEY not in text and "the job logs ***" in text and "FAILED: RuntimeError: failed with ***" in text
+    assert text.count("***") == 4, text  # log line, the split write, the child's print, the FAILED line
+    # after the log: the traceback on the job's own stderr (Snakemake's, Slurm's log) is masked too
+    assert KEY.encode() not in proc.stderr and b"RuntimeError: failed with ***" in proc.stderr
+
+
+def test_the_rule_log_without_keys_in_the_environment_is_written_directly(tmp_path):
+    script = tmp_path / "rule.py"
+    script.write_text(RULE_SCRIPT.replace('os.environ["OPENAI_API_KEY"]', '"abc"').replace("check=True", "env={}"))
+    env = {k: v for k, v in os.environ.items() if not looks_like_secret(k)}
+    subprocess.run([sys.executable, str(script), str(tmp_path / "rule.log")], env=env, capture_output=True)
+    assert "the job logs abc" in (tmp_path / "rule.log").read_text()
