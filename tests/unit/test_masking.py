@@ -226,3 +226,66 @@ def test_the_rule_log_without_keys_in_the_environment_is_written_directly(tmp_pa
     env = {k: v for k, v in os.environ.items() if not looks_like_secret(k)}
     subprocess.run([sys.executable, str(script), str(tmp_path / "rule.log")], env=env, capture_output=True)
     assert "the job logs abc" in (tmp_path / "rule.log").read_text()
+
+
+def test_a_judge_that_prints_its_key_leaves_it_in_no_file(tmp_path, monkeypatch):
+    """judge.cli (verdict on stdout): the key it prints in its reason reaches judge.json and the log as ***."""
+    from ptflow.stages.judge import judge_cell
+
+    judge_key = "judge-" + secrets.token_hex(10)
+    monkeypatch.setenv("MY_JUDGE_CRED", judge_key)
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    (trace / "stdout.log").write_text("plain agent output\n")
+    (trace / "stderr.log").write_text("")
+    script = tmp_path / "judge.py"
+    script.write_text(
+        "import json, os, sys; sys.stdin.read(); print(json.dumps({'contamination': False, "
+        "'disallowed_model': False, 'reason': 'checked with ' + os.environ['MY_JUDGE_CRED']}))"
+    )
+    lines = []
+    data = judge_cell(
+        cell={"model": "m", "eval": "add"}, manifest={"agent_run": {"trace_dir": str(trace)}},
+        judge={"cli": [sys.executable, str(script)], "keys": ["MY_JUDGE_CRED"]},
+        judge_json=str(tmp_path / "judge.json"), log=lines.append,
+    )  # fmt: skip
+    assert data["reason"] == "checked with ***" and data["flagged"] is False
+    assert files_holding(tmp_path, judge_key) == [] and not any(judge_key in ln for ln in lines)
+
+
+FAKE_CODEX = """#!/bin/bash
+echo "$CODEX_API_KEY"
+echo "stderr $CODEX_API_KEY" >&2
+echo "no contamination detected" > contamination_judgement.txt
+printf 'only allowed use detected\\nkey %s\\n' "$CODEX_API_KEY" > disallowed_model_judgement.txt
+"""
+
+
+def test_an_agentic_judge_that_prints_its_key_leaves_it_in_no_file(tmp_path, monkeypatch):
+    """judge.agent (the CLI in a copy of the workspace): its captured output, judge_trace.md, the verdict files
+    kept beside the trace and judge.json hold *** where it printed its key."""
+    from ptflow.stages.judge import judge_cell
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex").write_text(FAKE_CODEX)
+    (bin_dir / "codex").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    trace, workspace = tmp_path / "trace", tmp_path / "workspace"
+    trace.mkdir()
+    workspace.mkdir()
+    (trace / "stdout.log").write_text("plain agent output\n")
+    (trace / "stderr.log").write_text("")
+    run = {"trace_dir": str(trace), "workspace": str(workspace), "cli": "codex"}
+    data = judge_cell(
+        cell={"model": "m", "eval": "add"}, manifest={"agent_run": run},
+        judge={"agent": "codex", "model": "gpt-5.1-codex", "keys": ["OPENAI_API_KEY"]},
+        judge_json=str(tmp_path / "judge.json"), log=lambda m: None,
+    )  # fmt: skip
+    assert data["status"] == "judged" and data["flagged"] is False
+    assert (trace / "judge_stdout.log").read_text() == "***\n"
+    assert (trace / "judge_stderr.log").read_text() == "stderr ***\n"
+    assert "key ***" in (trace / "disallowed_model_judgement.txt").read_text() and "key ***" in data["reason"]
+    assert files_holding(tmp_path, KEY) == []
