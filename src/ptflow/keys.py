@@ -46,7 +46,8 @@ def refuse_secrets(env: dict, where: str) -> None:
 
 MASK = "***"
 MIN_MASKED_LENGTH = 8
-OWN_PREFIX = "PTFLOW_"  # ptflow's own variables (PTFLOW_AGENT_KEYS holds key *names*): never masked
+# ptflow's own variables whose names look like secrets but hold key *names* or paths: never masked
+NOT_SECRETS = frozenset({"PTFLOW_AGENT_KEYS", "PTFLOW_STEP_TOKEN", "PTFLOW_SSH_KEY", "SSH_KEY_PATH"})
 
 
 class Masker:
@@ -69,9 +70,9 @@ class Masker:
     def for_env(cls, env: Mapping[str, str] | None = None, names: Iterable[str] = ()) -> Masker:
         """The values, in ``env`` (default: this process's environment), of ``names`` (the keys ptflow hands on,
         whatever they are called) and of every variable whose name looks like a secret (the CLI's own key
-        variable, HF_TOKEN, a grader's key ...), but ptflow's own ``PTFLOW_*``."""
+        variable, HF_TOKEN, a grader's key ...), but ``NOT_SECRETS``."""
         env = os.environ if env is None else env
-        wanted = set(names) | {k for k in env if looks_like_secret(k) and not k.startswith(OWN_PREFIX)}
+        wanted = set(names) | {k for k in env if looks_like_secret(k) and k not in NOT_SECRETS}
         values = [env[k] for k in wanted if env.get(k)]
         short = [k for k in wanted if env.get(k) and len(os.fsencode(env[k]).strip()) < MIN_MASKED_LENGTH]
         return cls(values, short)

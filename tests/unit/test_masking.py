@@ -74,16 +74,17 @@ def test_short_values_are_not_masked_and_named():
     assert Masker(["        "]).values == []  # whitespace is no secret
 
 
-def test_for_env_takes_named_and_secret_looking_variables_but_ptflows_own():
+def test_for_env_takes_named_and_secret_looking_variables_but_ptflows_names_and_paths():
     env = {
         "MY_CRED": "cred-" + secrets.token_hex(8),  # named by the agent's keys: masked although no secret word
         "CODEX_API_KEY": KEY,  # the CLI's own variable, derived from OPENAI_API_KEY
         "PTFLOW_AGENT_KEYS": "OPENAI_API_KEY,MY_CRED",  # names only
+        "PTFLOW_FAKE_KEY": OTHER,  # a user's variable that merely starts like ptflow's
         "HOME": "/home/agent/somewhere",
     }
     m = Masker.for_env(env, ["MY_CRED", "UNSET_KEY"])
-    text = f"{env['MY_CRED']} {KEY} OPENAI_API_KEY,MY_CRED /home/agent/somewhere"
-    assert m.mask(text) == "*** *** OPENAI_API_KEY,MY_CRED /home/agent/somewhere"
+    text = f"{env['MY_CRED']} {KEY} {OTHER} OPENAI_API_KEY,MY_CRED /home/agent/somewhere"
+    assert m.mask(text) == "*** *** *** OPENAI_API_KEY,MY_CRED /home/agent/somewhere"
 
 
 def test_a_value_with_a_trailing_newline_is_masked_stripped_too():
