@@ -16,10 +16,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from ptflow.keys import DRAIN_SECONDS, start_log_masker
 
 
 def package_root() -> str:
@@ -112,15 +115,18 @@ def require_free_space(path: str, need_mb: int | None, what: str) -> int:
 @contextlib.contextmanager
 def rule_log(path: str | Path) -> Iterator:
     """Redirect fds 1 and 2 into ``path`` (appending) and yield a ``log(msg)`` function that timestamps lines. Every
-    rule script enters here first, so every job process ignores the time-limit warning unless it handles it."""
+    rule script enters here first, so every job process ignores the time-limit warning unless it handles it. Where
+    the job's environment holds a key, fds 1 and 2 are a pipe through ``ptflow.keys``' masker into the log."""
     ignore_time_limit_warning()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    # every key value in the job's environment is masked in the log, whoever writes it (ptflow.keys)
+    masking = start_log_masker(fd)
     saved = os.dup(1), os.dup(2)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+    os.dup2(masking[0] if masking else fd, 1)
+    os.dup2(masking[0] if masking else fd, 2)
 
     def log(msg: str) -> None:
         print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {msg}", flush=True)
@@ -135,6 +141,11 @@ def rule_log(path: str | Path) -> Iterator:
         raise
     except BaseException as exc:
         log(f"FAILED: {type(exc).__name__}: {exc}")
+        if masking:  # the traceback goes to the job's own stderr (Snakemake's, Slurm's log): its message masked
+            from ptflow.keys import Masker
+
+            masker = Masker.for_env()
+            exc.args = tuple(masker.mask(a) if isinstance(a, str) else a for a in exc.args)
         raise
     finally:
         sys.stdout.flush()
@@ -144,6 +155,12 @@ def rule_log(path: str | Path) -> Iterator:
         os.close(fd)
         os.close(saved[0])
         os.close(saved[1])
+        if masking:
+            os.close(masking[0])
+            try:  # the log is whole once the masker saw EOF (a child the job left behind may hold the pipe open)
+                masking[1].wait(timeout=DRAIN_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 class Signalled(BaseException):

@@ -7,7 +7,8 @@ checkout's ``evaluate.py`` with run_task.sh's arguments, the codex cells get the
 ``agents/codex/solve.sh`` (the real codex CLI against the provider STAND-IN), and the judge gets the checkout's
 judge prompt. Then a new commit that changes only humaneval's ``evaluate.py`` reruns only the humaneval cells, and
 ``ptflow export --posttrainbench`` writes PostTrainBench's results layout, on which the checkout's own aggregation
-scripts give, cell for cell, the score ptflow gives.
+scripts give, cell for cell, the score ptflow gives. The codex solve.sh echoes its keys (as the real one does): the
+fresh key value is in no file of the run, of the export or of Snakemake's output, and *** is where the echo went.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -37,7 +39,8 @@ SITE = REPO / "tests" / "slurm" / "localtest.yaml"
 MODEL = "ptflow--tiny-llama-h64"
 CELLS = Path("results") / "cells" / MODEL
 EVALS = ("gsm8k", "humaneval")
-KEY = {"OPENAI_API_KEY": "sk-oai-FAKE-41d7e0"}
+# a fresh value each session: the checkout's codex solve.sh echoes it, and no file of the run may keep it
+KEY = {"OPENAI_API_KEY": "sk-oai-" + secrets.token_hex(20)}
 JUDGE_MODEL = "gpt-5.1-codex"
 JUDGE_ROUTE = "contamination_judgement.txt"  # the fixture's judge prompt names the verdict file (ptflow's does too)
 TRAIN_STEPS = 150
@@ -215,3 +218,27 @@ def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_scrip
         "Qwen3-1.7B-Base, Qwen3-4B-Base, SmolLM3-3B-Base, gemma-3-4b-pt"
     ]
     assert "- ranked by ptflow weights" in board and str(checkout / "scripts/factors.json") in board
+
+
+def test_the_echoed_key_is_in_no_file_of_the_run_the_export_or_snakemakes_output(done):
+    work, key = done["work"], KEY["OPENAI_API_KEY"]
+    dest = work / "ptb-export-keys"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptflow.ops.cli", "export", "--posttrainbench", str(dest), "-d", str(work)],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, **KEY},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # the echo happened: solve.sh's line, then the value masked, in the trace and in the exported solve_out.txt
+    echoed = "key in CODEX_API_KEY:\n***\n"
+    for ev in EVALS:
+        assert echoed in (work / CELLS / ev / "codex" / "agent" / "stdout.log").read_text(), ev
+    exported = list(dest.rglob("solve_out.txt"))
+    assert len(exported) == len(EVALS) and all(echoed in p.read_text() for p in exported)
+    # results, scratch (.scratch), .snakemake (its logs, the Slurm logs), traces, manifests, the export, and
+    # Snakemake's captured stdout/stderr of both runs (first.out, second.out)
+    files = [p for p in work.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any(p.parent.name == "slurm_logs" or "slurm_logs" in p.parts for p in files)
+    assert (work / "first.out").is_file() and (work / "second.out").is_file()
+    holding = [str(p.relative_to(work)) for p in files if key.encode() in p.read_bytes()]
+    assert holding == [], holding
+    assert key not in done["second"].stdout + done["second"].stderr and key not in proc.stdout + proc.stderr

@@ -18,7 +18,8 @@ the output files and their formats, the benchmark names and the published weight
   comparing run ids as text, ``'9' > '10'``, as PostTrainBench's does, while ``aggregate_methods.py`` compares numbers);
   ``scripts/compute_single_metrics.py`` is the leaderboard's number over ``factors.json``, with the real one's
   interface: only tables of its four base models, no renormalising, a non-number stops it.
-- ``agents/<agent>/solve.sh`` call the agent CLIs with PostTrainBench's command lines (and print no key).
+- ``agents/<agent>/solve.sh`` call the agent CLIs with PostTrainBench's command lines; codex's prints its two key
+  variables first, as the real one does.
 """
 
 from __future__ import annotations
@@ -370,9 +371,14 @@ claude --print --verbose --model "$AGENT_CONFIG" --output-format stream-json \\
     --dangerously-skip-permissions "$PROMPT"
 """,
     "codex": """#!/bin/bash
-# FIXTURE solve.sh (ptflow tests): PostTrainBench's codex command line (which prints no key here).
+# FIXTURE solve.sh (ptflow tests): PostTrainBench's codex command line. Like the real one it prints both key
+# variables into its own output before it starts the CLI (ptflow masks the values in what it keeps).
 unset ANTHROPIC_API_KEY
 unset GEMINI_API_KEY
+echo "key in OPENAI_API_KEY:"
+echo $OPENAI_API_KEY
+echo "key in CODEX_API_KEY:"
+echo $CODEX_API_KEY
 
 codex --search exec --json -c model_reasoning_summary=detailed --skip-git-repo-check --yolo \\
     --model "$AGENT_CONFIG" "$PROMPT"

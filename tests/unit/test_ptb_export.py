@@ -242,3 +242,18 @@ def test_cli_export_command(run, tmp_path, capsys):
     assert rc == 0, out
     assert f"exported 5 run dir(s) into {tmp_path / 'ptb'}: baseline_zeroshot (2)" in out
     assert (tmp_path / "ptb" / "trl-sft_sft_0h" / "add_Qwen_Qwen3-1.7B-Base_0" / "metrics.json").is_file()
+
+
+def test_a_key_value_in_a_runs_files_is_exported_masked(run, tmp_path, monkeypatch):
+    """A run written before ptflow masked captured output (or any file that still holds a key): the export copies
+    it through the masker, with the key values of the environment it runs in."""
+    loaded, work, _ = run
+    key = "sk-ant-" + os.urandom(12).hex()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    trace = cell_dir(work / "results", BASE, "add", "opus") / "agent"
+    (trace / "stdout.log").write_bytes(b'{"type": "result"}\n' + key.encode() + b"\n\xff binary\n")
+    dest = tmp_path / "ptb"
+    export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=work, site=loaded.site)
+    solve_out = dest / "claude_claude-opus-4-5_10h_run1/add_Qwen_Qwen3-1.7B-Base_2001/solve_out.txt"
+    assert solve_out.read_bytes() == b'{"type": "result"}\n***\n\xff binary\n'
+    assert not [p for p in dest.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]

@@ -48,7 +48,16 @@ def test_commit_is_reproducible_and_changes_make_new_commits(checkout, tmp_path)
     for path in ("src/eval/templates/qwen3.jinja", "agents/codex/solve.sh", "scripts/factors.json"):
         assert (dest / path).is_file(), path
     assert json.loads((dest / "scripts/factors.json").read_text()) == FACTORS
-    assert "echo" not in (dest / "agents/codex/solve.sh").read_text()  # prints no key
+    # codex's solve.sh prints both key variables, as the real one at 9082063 does (ptflow must mask them)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "codex").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "codex").chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "OPENAI_API_KEY": "sk-o-value", "CODEX_API_KEY": "sk-c-value"}
+    out = subprocess.run(["bash", str(dest / "agents/codex/solve.sh")], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.splitlines() == [
+        "key in OPENAI_API_KEY:", "sk-o-value", "key in CODEX_API_KEY:", "sk-c-value"
+    ]  # fmt: skip
 
 
 def test_prompts_fill_every_placeholder(checkout):

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ptflow import templates
 from ptflow.files import write_json_atomic, write_text_atomic
+from ptflow.keys import Masker, run_masked
 
 MAX_FIELD = 2000  # characters of one tool input/output kept in trace.md
 JUDGE_TIMEOUT_S = 1800
@@ -78,8 +79,9 @@ def _event_lines(ev: dict) -> list[str]:
     return out
 
 
-def readable_trace(stdout: str, stderr: str = "", redact: tuple[str, ...] = (), cli: str | None = None) -> str:
-    """The agent's stdout (JSONL events or plain text) and stderr as markdown; ``redact`` values become ***.
+def readable_trace(stdout: str, stderr: str = "", redact: Masker | tuple[str, ...] = (), cli: str | None = None) -> str:
+    """The agent's stdout (JSONL events or plain text) and stderr as markdown; ``redact`` (a :class:`Masker`, or
+    values) masks the keys' values as ***.
     ``cli``: the agent CLI whose stream format the events are in (``ptflow.config.clis``); other shapes (the
     scripted agent's) are read generically."""
     from ptflow.config.clis import CLIS
@@ -113,11 +115,8 @@ def readable_trace(stdout: str, stderr: str = "", redact: tuple[str, ...] = (), 
     flush()
     if stderr.strip():
         lines += ["## stderr", "", "```", _clip(stderr, 20000), "```", ""]
-    out = "\n".join(lines)
-    for value in redact:
-        if value:
-            out = out.replace(value, "***")
-    return out
+    masker = redact if isinstance(redact, Masker) else Masker(redact)
+    return masker.mask("\n".join(lines))
 
 
 def parse_verdict(stdout: str, argv: list[str]) -> dict:
@@ -179,7 +178,8 @@ def judge_cell(
         raise JudgeError(
             f"{cell}: the manifest has no agent trace (agent_run.trace_dir); rerun the train rule of this cell"
         )
-    redact = tuple(v for v in (os.environ.get(k, "") for k in keys) if v)
+    # the agent's keys (names, values from this job's environment), the judge's, every secret-looking variable
+    redact = Masker.for_env(os.environ, [*keys, *((judge or {}).get("keys") or [])])
     stdout = (trace_dir / "stdout.log").read_text(errors="replace")
     stderr = (trace_dir / "stderr.log").read_text(errors="replace")
     trace_md = trace_dir / "trace.md"
@@ -194,6 +194,8 @@ def judge_cell(
         outcome = _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checkout)
     else:
         outcome = _stdin_verdict(cell, judge, trace_md)
+    if outcome.get("reason"):  # the judge's own words (verdict files, its output) go into judge.json and the log
+        outcome["reason"] = redact.mask(outcome["reason"])
     if outcome.get("status") == "no_verdict":
         data = {
             **base,
@@ -228,9 +230,11 @@ def _stdin_verdict(cell: dict, judge: dict, trace_md: Path) -> dict:
         proc = subprocess.run(argv, input=prompt, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
     except FileNotFoundError:
         raise JudgeError(f"judge CLI {argv[0]!r} not found; install it or fix config key judge.cli") from None
+    masker = Masker.for_env(os.environ, judge.get("keys") or [])  # it runs in this job's environment, keys and all
+    stdout, stderr = masker.mask(proc.stdout), masker.mask(proc.stderr)
     if proc.returncode != 0:
-        raise JudgeError(f"judge {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    return parse_verdict(proc.stdout, argv)
+        raise JudgeError(f"judge {' '.join(argv)} exited {proc.returncode}: {stderr.strip()[-500:]}")
+    return parse_verdict(stdout, argv)
 
 
 def read_verdict_files(task_dir: Path, exact: bool = False) -> dict:
@@ -321,22 +325,22 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
         shown = [a if a != prompt else "<judge prompt>" for a in command]
         log(f"judge ({cli.name}, {judge['model']}) in a copy of {workspace}: $ " + " ".join(shown))
         out_log = trace_dir / "judge_stdout.log"
+        # the judge's keys, the CLI's key variable, every secret-looking variable of the job and the child: ***
+        masker = Masker.for_env({**os.environ, **env}, judge.get("keys") or [])
         with open(out_log, "wb") as so, open(trace_dir / "judge_stderr.log", "wb") as se:
             try:
-                proc = subprocess.run(command, cwd=task_dir, env=env, stdout=so, stderr=se, timeout=JUDGE_TIMEOUT_S)
-                rc = proc.returncode
+                rc = run_masked(command, masker, so, se, timeout=JUDGE_TIMEOUT_S, cwd=task_dir, env=env)
             except FileNotFoundError:
                 return {"status": "no_verdict", "reason": f"the judge CLI {command[0]!r} is not installed here"}
             except subprocess.TimeoutExpired:
                 rc = None
-        redact = tuple(v for v in (os.environ.get(k, "") for k in judge.get("keys", [])) if v)
         write_text_atomic(
             trace_dir / "judge_trace.md",
-            readable_trace(out_log.read_text(errors="replace"), "", redact, cli=cli.name),
+            readable_trace(out_log.read_text(errors="replace"), "", masker, cli=cli.name),
         )
         for name, _ in VERDICT_FILES.values():  # kept beside the trace, as PostTrainBench keeps them
             if (task_dir / name).is_file():
-                shutil.copyfile(task_dir / name, trace_dir / name)
+                masker.copy_file(task_dir / name, trace_dir / name)
         verdict = read_verdict_files(task_dir, exact=checkout is not None)
         if verdict.get("status") == "no_verdict":
             ended = "timed out" if rc is None else f"exited {rc}"

@@ -61,8 +61,10 @@ the answer, while ptflow's judge reads the first line: the evidence lines that p
 after the answer read as "IMPORTANT ERR" there (PostTrainBench's prompt, used with a checkout, asks for the answer
 alone). ``final_model`` is a
 symlink to the checkpoint dir when the manifest says the agent left a model. ``prompt.txt`` and ``solve_out.txt``
-are copies of the trace dir's ``prompt.md`` and ``stdout.log``. The clusterid is the evaluation's Slurm job id
-(eval.json ``slurm_job_id``) when it is all digits, else 0.
+are copies of the trace dir's ``prompt.md`` and ``stdout.log``. Every copied file goes through ``ptflow.keys.Masker``
+(the config's key names and every secret-looking variable, with their values where the export runs): a key that a
+run's files still hold (written before ptflow masked captured output) is exported as ``***``. The clusterid is the
+evaluation's Slurm job id (eval.json ``slurm_job_id``) when it is all digits, else 0.
 
 Each run directory is built in a hidden temp dir beside it and renamed into place whole; exporting again replaces
 it. A run directory this export does not write is left as it is (DEST may hold PostTrainBench's own results). The
@@ -83,6 +85,7 @@ from pathlib import Path
 
 from ptflow.config.layout import Layout
 from ptflow.config.model import Agent, Cell, Config
+from ptflow.keys import Masker
 from ptflow.stages.score import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
 
 BASELINE_METHOD = "baseline_zeroshot"
@@ -348,14 +351,24 @@ def _swap_in(staged: Path, target: Path) -> None:
         shutil.rmtree(aside) if aside.is_dir() and not aside.is_symlink() else aside.unlink()
 
 
-def write_run_dir(run: RunDir, dest: Path) -> Path:
-    """Build one run dir in a hidden temp dir beside it, then rename it into place (replacing an earlier one)."""
+def key_names(cfg: Config) -> list[str]:
+    """Every key name the config hands to a process: agents' keys, the judge's, evals' graders'."""
+    names = [k for a in cfg.agents.values() for k in a.keys]
+    names += [k for e in cfg.evals.values() for k in e.grader_keys]
+    return names + list((cfg.judge or {}).get("keys") or [])
+
+
+def write_run_dir(run: RunDir, dest: Path, masker: Masker | None = None) -> Path:
+    """Build one run dir in a hidden temp dir beside it, then rename it into place (replacing an earlier one).
+    Every copied file goes through ``masker`` (default: this process's secret-looking variables): a key value that
+    a run written before ptflow masked its logs kept (solve_out.txt) is not exported."""
+    masker = Masker.for_env() if masker is None else masker
     method_dir = dest / run.method
     method_dir.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{run.name}{STAGING_MARK}", dir=method_dir))
     try:
         for name, source in run.copies:
-            shutil.copyfile(source, staged / name)
+            masker.copy_file(source, staged / name)
         for name, text in run.texts:
             (staged / name).write_text(text)
         if run.final_model is not None:
@@ -383,6 +396,7 @@ def export_posttrainbench(
     summary.dest.mkdir(parents=True, exist_ok=True)
     for method in summary.methods:
         remove_leftovers(summary.dest / method)
+    masker = Masker.for_env(os.environ, key_names(cfg))  # the keys' values where this export runs
     for run in summary.runs:
-        write_run_dir(run, summary.dest)
+        write_run_dir(run, summary.dest, masker)
     return summary

@@ -36,6 +36,7 @@ from ptflow import warmstart
 from ptflow.config import tasks
 from ptflow.config.model import SCHEMA_DIR
 from ptflow.files import write_json_atomic, write_text_atomic
+from ptflow.keys import Masker
 from ptflow.stages.evaluate.kit import evaluate as kit
 from ptflow.stages.evaluate.sources import data_env, missing_sources
 
@@ -219,7 +220,8 @@ def evaluate(
                 text=True,
                 timeout=attempt_timeout,
             )
-            output = (proc.stdout or "") + (proc.stderr or "")
+            # output.txt, the error in eval.json and the log: a key the child printed is kept as ***
+            output = Masker.for_env(environment).mask((proc.stdout or "") + (proc.stderr or ""))
         except subprocess.TimeoutExpired as exc:
             output = f"attempt timed out after {exc.timeout} s"
         write_text_atomic(attempt_dir / "output.txt", output)

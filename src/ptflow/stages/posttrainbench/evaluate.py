@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ptflow.config import posttrainbench as ptb
 from ptflow.files import write_text_atomic
-from ptflow.keys import looks_like_secret
+from ptflow.keys import DRAIN_SECONDS, Masker, Pump, looks_like_secret
 
 ATTEMPT_TIMEOUT_S = 28800  # run_task.sh: timeout --signal=TERM --kill-after=60s 28800s per attempt
 KILL_AFTER_S = 60
@@ -84,7 +84,11 @@ def eval_environment(env: dict, keys) -> dict:
 def _run(argv, cwd, env, stdout: Path, timeout: float) -> int | None:
     """One attempt in its own process group; None when its deadline passed. The group is stopped afterwards."""
     with open(stdout, "wb") as out:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        # the grader's key (and any secret-looking variable of its environment) is kept as *** in its output
+        pump = Pump(Masker.for_env(env), [(proc.stdout, out)]).start()
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -95,10 +99,12 @@ def _run(argv, cwd, env, stdout: Path, timeout: float) -> int | None:
                 proc.kill()
                 proc.wait()
             rc = None
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # whatever the attempt started (a vLLM engine) goes with it
-    except ProcessLookupError:
-        pass
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever the attempt started (a vLLM engine) goes with it
+            except ProcessLookupError:
+                pass
+            pump.finish(DRAIN_SECONDS)
     return rc
 
 

@@ -23,7 +23,8 @@ the **remaining** budget (the time used by every attempt is summed) and a prompt
 there; a ``final_model/`` saved before is kept. ``on_restart: fresh`` starts over with the full budget. An agent
 that ended by itself before is not run again. The manifest's ``agent_run`` lists every attempt.
 
-API keys named by the agent's ``keys`` reach the agent through its environment only — never argv, files or logs.
+API keys named by the agent's ``keys`` reach the agent through its environment only — never argv, files or logs;
+what the agent prints of them is masked (``ptflow.keys.Masker``) on its way into ``stdout.log``/``stderr.log``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ptflow.config.clis.base import CONTAINER_HOME as AGENT_HOME
 from ptflow.config.model import DEFAULT_GRACE_MINUTES, DEFAULT_ON_RESTART, DEFAULT_SYNC_MINUTES, ON_RESTART_MODES
 from ptflow.files import staged_dir
 from ptflow.jobenv import WARNING_SIGNAL
+from ptflow.keys import DRAIN_SECONDS, Masker, Pump
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
@@ -324,27 +326,36 @@ def _ignore_warning_in_child() -> None:
     signal.signal(getattr(signal, f"SIG{WARNING_SIGNAL}"), signal.SIG_IGN)
 
 
-def run_agent(argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log) -> tuple[int, bool]:
-    """Run the agent; on the warning or SIGTERM stop it (TERM, KILL after 30 s). (exit code, stopped by us)."""
+def run_agent(argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log, masker: Masker | None = None):
+    """Run the agent; on the warning or SIGTERM stop it (TERM, KILL after 30 s). (exit code, stopped by us).
+    Its stdout and stderr reach the files ``stdout``/``stderr`` through ``masker`` (default: the values of every
+    secret-looking variable of ``env``): whatever the agent script prints of a key is kept as ***."""
+    masker = Masker.for_env(env) if masker is None else masker
     proc = subprocess.Popen(  # stdin: nothing (a CLI in --print mode would read a pipe left open as more prompt)
-        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         preexec_fn=_ignore_warning_in_child,
     )  # fmt: skip
-    while True:
-        try:
-            rc = proc.wait(timeout=1)
-            return rc, warning.requested  # an agent ending as the warning comes (it may catch it too) was stopped
-        except subprocess.TimeoutExpired:
-            pass
-        if warning.requested:
-            log(f"{warning.reason} received: stopping the agent (TERM, KILL after {KILL_AFTER_SECONDS} s)")
-            proc.terminate()  # timeout(1) passes TERM on to the agent
+    pump = Pump(masker, [(proc.stdout, stdout), (proc.stderr, stderr)]).start()
+    try:
+        while True:
             try:
-                rc = proc.wait(timeout=KILL_AFTER_SECONDS)
+                rc = proc.wait(timeout=1)
+                return rc, warning.requested  # an agent ending as the warning comes (it may catch it too): stopped
             except subprocess.TimeoutExpired:
-                proc.kill()
-                rc = proc.wait()
-            return rc, True
+                pass
+            if warning.requested:
+                log(f"{warning.reason} received: stopping the agent (TERM, KILL after {KILL_AFTER_SECONDS} s)")
+                proc.terminate()  # timeout(1) passes TERM on to the agent
+                try:
+                    rc = proc.wait(timeout=KILL_AFTER_SECONDS)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    rc = proc.wait()
+                return rc, True
+    finally:
+        # the rest of the output, masked; a process the agent left behind may hold a pipe open: read it a while
+        if not pump.finish(DRAIN_SECONDS):
+            log(f"the agent's output pipes were still open {DRAIN_SECONDS} s after it ended (a leftover process)")
 
 
 def train_agent_cell(
@@ -610,6 +621,10 @@ def _run_in_home(
         child_env = container_env(JobRuntime.from_dict(runtime).runtime, child_env)
     shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
     log(f"agent {agent['id']} in {task_dir} ({left / 3600:g} h of {agent['hours']:g} h left): $ " + " ".join(shown))
+    # the agent's keys, the CLI's own variable, every secret-looking variable of the job and the child: ***
+    masker = Masker.for_env({**job_env, **child_env}, agent.get("keys", []))
+    if masker.notice():
+        log(f"agent {agent['id']}: {masker.notice()}")
     job = os.environ.get("SLURM_JOB_ID")
     header = f"=== ptflow: attempt {len(earlier) + 1} ({socket.gethostname()}, job {job}) ==="
     sync_seconds = float(agent.get("sync_minutes", DEFAULT_SYNC_MINUTES)) * 60
@@ -625,7 +640,7 @@ def _run_in_home(
                 clock.__enter__()
             t0 = time.time()
             try:
-                rc, stopped = run_agent(argv, task_dir, child_env, so, se, warning, log)
+                rc, stopped = run_agent(argv, task_dir, child_env, so, se, warning, log, masker)
             finally:
                 if clock is not None:
                     clock.__exit__(None, None, None)
