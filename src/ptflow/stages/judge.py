@@ -6,7 +6,9 @@ Two kinds of judge (config key ``judge``):
   the cell's workspace (the agent's code and data files as it left them, the listing of ``final_model/``, and the
   readable trace as ``agent_trace.md``), in a CPU job in the site's agent image, and writes one verdict per question
   into ``contamination_judgement.txt`` and ``disallowed_model_judgement.txt`` (first line: ``no contamination
-  detected`` / ``contamination detected``; ``only allowed use detected`` / ``disallowed use detected``).
+  detected`` / ``contamination detected``; ``only allowed use detected`` / ``disallowed use detected``). A cell of
+  a PostTrainBench checkout is judged as its ``run_task.sh`` judges: in the task dir exactly as the agent left it,
+  ``final_model/`` in it, with the job's time limit only (:func:`checkout_judge_dir`).
 - ``{cli: [argv...], model: ..., keys: [...]}`` — a command that reads the trace on stdin and prints a JSON verdict
   ``{"contamination": bool, "disallowed_model": bool, "reason": str}``.
 
