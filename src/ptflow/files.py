@@ -84,3 +84,22 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def link_or_copy(src: str | Path, dest: str | Path, counts: dict | None = None) -> None:
+    """``dest`` as a hard link to ``src`` (same file, no bytes copied), or a copy where the filesystem refuses the link
+    (another filesystem, one without hard links, the link-count limit). ``counts`` tallies ``linked``/``copied``."""
+    try:
+        os.link(src, dest, follow_symlinks=False)
+        kind = "linked"
+    except OSError:
+        shutil.copy2(src, dest)
+        kind = "copied"
+    if counts is not None:
+        counts[kind] = counts.get(kind, 0) + 1
+
+
+def link_tree(src: str | Path, dest: str | Path, counts: dict | None = None) -> None:
+    """``src`` rebuilt at ``dest`` (new directories, symlinks as symlinks) with every regular file hard-linked
+    (:func:`link_or_copy`): ``cp -al`` with a copy where a link cannot be made."""
+    shutil.copytree(src, dest, symlinks=True, copy_function=lambda s, d: link_or_copy(s, d, counts))

@@ -2,7 +2,7 @@
 through run_task.sh's ladder, on the FIXTURE checkout (tests/support/ptb_checkout.py) and a tiny random model: a try
 that leaves no metrics.json steps on (any failure, as run_task.sh), the budget flag is the one the checkout's
 evaluate.py declares, metrics.json is kept verbatim and becomes eval.json's metric; a ladder with no success is
-eval_failed, not a failed job."""
+eval_failed, not a failed job. A baseline or instruct cell is evaluated as run_baseline.sh does it: one try."""
 
 from __future__ import annotations
 
@@ -34,14 +34,14 @@ def _call(lower):
             "posttrainbench": {"eval_dir": "humaneval", "objects": {}}}  # fmt: skip
 
 
-def _evaluate(setup, name, lower, monkeypatch, fail_above=None):
+def _evaluate(setup, name, lower, monkeypatch, fail_above=None, call=None):
     calls = setup["root"] / f"{name}.calls.jsonl"
     monkeypatch.setenv("PTB_FIXTURE_CALLS", str(calls))
     if fail_above is not None:
         monkeypatch.setenv("PTB_FIXTURE_FAIL_ABOVE", str(fail_above))
     out = setup["root"] / name
     data = evaluate_checkout_cell(
-        cell=CELL, call=_call(lower), checkout=setup["checkout"], model_path=str(setup["model"]),
+        cell=CELL, call=call or _call(lower), checkout=setup["checkout"], model_path=str(setup["model"]),
         checkpoint={"path": str(setup["model"]), "kind": "base", "commit_or_hash": "fixture", "step": None},
         inspect_dir=str(out / "inspect"), eval_json=str(out / "eval.json"), hf_home=str(setup["root"]),
         log=lambda *_: None,
@@ -73,3 +73,28 @@ def test_a_ladder_with_no_metrics_is_eval_failed(setup, monkeypatch):
     validate_eval_json(data)
     assert data["status"] == "eval_failed" and data["metrics"] is None
     assert len(calls) == 4 + 3 + 2 and [a["max_new_tokens"] for a in data["attempts"]][-2:] == [8, 8]
+
+
+def test_a_baseline_cell_is_tried_once_as_run_baseline_sh_tries(setup, monkeypatch):
+    # build.py's call for a baseline or instruct cell of a checkout eval (tests/unit/test_posttrainbench_checkout.py)
+    once = {
+        "eval_id": "humaneval",
+        "task": "posttrainbench/humaneval",
+        "tries": 1,
+        "limit": 2,
+        "posttrainbench": {"eval_dir": "humaneval", "objects": {}},
+    }
+    data, calls, out = _evaluate(setup, "once-failed", [], monkeypatch, fail_above=4, call=once)
+    validate_eval_json(data)
+    assert data["status"] == "eval_failed" and len(calls) == 1 and len(data["attempts"]) == 1
+    assert (out / "inspect" / "error.log").read_text().strip()  # evaluate.py's stderr, as run_baseline.sh keeps it
+    monkeypatch.delenv("PTB_FIXTURE_FAIL_ABOVE")
+    data, calls, out = _evaluate(setup, "once-ok", [], monkeypatch, call=once)
+    validate_eval_json(data)
+    assert data["status"] == "scored" and len(calls) == 1 and data["attempts"][0]["max_new_tokens"] is None
+    argv = calls[0]["argv"]  # run_baseline.sh's arguments: no budget flag
+    assert "--max-tokens" not in argv and argv[argv.index("--json-output-file") + 1] == str(
+        (out / "inspect" / "metrics.json").resolve()
+    )
+    assert sorted(p.name for p in (out / "inspect").iterdir()) == ["error.log", "final_eval.txt", "metrics.json"]
+    assert data["posttrainbench"]["metrics_file"] == "inspect/metrics.json"

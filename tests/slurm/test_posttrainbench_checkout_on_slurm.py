@@ -30,7 +30,7 @@ from ptflow.stages.evaluate.run import validate_eval_json
 from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import ProviderStandIn
-from tests.support.providers.server import default_trajectory, judge_trajectory
+from tests.support.providers.server import Step, default_trajectory, judge_trajectory
 from tests.support.ptb_checkout import commit_change, make_fixture_checkout
 
 pytestmark = pytest.mark.timeout(1500)
@@ -44,6 +44,9 @@ KEY = {"OPENAI_API_KEY": "sk-oai-" + secrets.token_hex(20)}
 JUDGE_MODEL = "gpt-5.1-codex"
 JUDGE_ROUTE = "contamination_judgement.txt"  # the fixture's judge prompt names the verdict file (ptflow's does too)
 TRAIN_STEPS = 150
+# The agent's last command and the judge's first: the listing of their working directory (type, inode, path), read
+# back from their traces (codex's command events).
+LISTING = "find . -printf '%y %i %P\\n' | sort -k3"
 
 
 def _config(checkout: Path, commit: str, api_url: str) -> dict:
@@ -90,9 +93,11 @@ def done(slurm_cluster):
     calls = work / "evaluate_calls.jsonl"
     env = {**slurm_cluster.env, **KEY, "PTB_FIXTURE_CALLS": str(calls)}
     env["PATH"] = ":".join([str(cli_bin_dir("codex")), env.get("PATH") or os.environ["PATH"]])
-    routes = [(JUDGE_ROUTE, judge_trajectory(answer_only=True))]  # its prompt asks for the answer alone
-    with ProviderStandIn(default_trajectory(TRAIN_STEPS), expected_key={"openai": KEY["OPENAI_API_KEY"]},
-                         routes=routes) as api:  # fmt: skip
+    # the judge: its prompt asks for the answer alone; it lists its directory first
+    routes = [(JUDGE_ROUTE, [Step(shell=LISTING), *judge_trajectory(answer_only=True)[1:]])]
+    agent = default_trajectory(TRAIN_STEPS)
+    agent = [*agent[:-1], Step(shell=LISTING), agent[-1]]  # the agent lists its task dir as it leaves it
+    with ProviderStandIn(agent, expected_key={"openai": KEY["OPENAI_API_KEY"]}, routes=routes) as api:
         (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, first, api.url)))
         _run(work, env, "first")
         before = {p: p.stat().st_mtime_ns for p in (work / CELLS).rglob("eval.json")}
@@ -156,6 +161,37 @@ def test_agent_cells_get_the_checkouts_prompt_solve_sh_and_judge(done):
         assert "agent_solve.sh" in log  # the checkout's agents/codex/solve.sh ran the CLI
         judge = json.loads((work / CELLS / ev / "codex" / "judge.json").read_text())
         assert judge["status"] == "judged" and judge["flagged"] is False, judge
+
+
+def _listing(stdout_log: Path) -> dict[str, tuple[str, int]]:
+    """{path: (type, inode)} from the output of the LISTING command in a codex trace."""
+    for line in reversed(stdout_log.read_text(errors="replace").splitlines()):
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(ev, dict) or not isinstance(ev.get("item"), dict) or ev.get("type") != "item.completed":
+            continue
+        item = ev["item"]
+        if "find . -printf" in str(item.get("command", "")):
+            rows = [r.split(" ", 2) for r in str(item.get("aggregated_output", "")).splitlines() if r.strip()]
+            return {row[2]: (row[0], int(row[1])) for row in rows if len(row) == 3}
+    raise AssertionError(f"no listing in {stdout_log}")
+
+
+def test_the_judge_runs_in_the_task_dir_as_the_agent_left_it(done):
+    """run_task.sh's judge: in the agent's task dir right after the agent, final_model/ there (here: the files of
+    the checkpoint ptflow evaluates, hard-linked), nothing of ptflow's added."""
+    work = done["work"]
+    for ev in EVALS:
+        cell = work / CELLS / ev / "codex"
+        left = _listing(cell / "agent" / "stdout.log")
+        seen = _listing(cell / "agent" / "judge_stdout.log")
+        assert {k: v[0] for k, v in seen.items()} == {k: v[0] for k, v in left.items()}, ev
+        assert not {"agent_trace.md", "final_model.listing.txt", ".ptflow-not-copied.txt"} & set(seen)
+        checkpoint = Path(json.loads((cell / "checkpoint.json").read_text())["checkpoint"])
+        weights = {k: ino for k, (kind, ino) in seen.items() if k.startswith("final_model/") and kind == "f"}
+        assert weights and all(ino == (checkpoint / k.split("/", 1)[1]).stat().st_ino for k, ino in weights.items())
 
 
 def test_a_new_commit_reruns_only_the_cells_whose_files_changed(done):

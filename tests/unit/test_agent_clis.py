@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,99 @@ def test_every_cli_runs_as_posttrainbench_runs_it(cli):
     command = " ".join(CLIS[cli].command)
     expected = {"claude": "--dangerously-skip-permissions", "codex": "--search", "gemini": "--yolo"}[cli]
     assert expected in command and "{model}" in command and "{prompt}" in command
+
+
+# A stand-in for the judge CLI (``codex`` on PATH): it prints its working directory's listing (path, type, inode)
+# and its home's, as the judge would see them with ls, then writes both verdict files; it sleeps past a lowered
+# JUDGE_TIMEOUT_S first (a checkout cell's judge has no limit of its own).
+FAKE_JUDGE = r"""#!{python}
+import json, os, time
+time.sleep(float(os.environ.get("FAKE_JUDGE_SLEEP", "0")))
+rows = {{}}
+for top, dirs, files in os.walk("."):
+    for name in dirs + files:
+        path = os.path.join(top, name)
+        st = os.lstat(path)
+        kind = "l" if os.path.islink(path) else "d" if os.path.isdir(path) else "f"
+        rows[os.path.relpath(path)] = [kind, st.st_ino, st.st_nlink]
+print(json.dumps({{"cwd": os.getcwd(), "home": os.environ["HOME"], "listing": rows,
+                  "home_listing": sorted(os.listdir(os.environ["HOME"]))}}))
+open("contamination_judgement.txt", "w").write("no contamination detected\n")
+open("disallowed_model_judgement.txt", "w").write("only allowed use detected\n")
+"""
+
+
+def _tree(root: Path) -> dict[str, str]:
+    out = {}
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(top, name)
+            out[str(p.relative_to(root))] = "l" if p.is_symlink() else "d" if p.is_dir() else "f"
+    return out
+
+
+def test_a_checkout_cells_judge_runs_in_the_task_dir_as_the_agent_left_it(tmp_path, monkeypatch):
+    """run_task.sh's judge: in JOB_DIR/task right after the agent, every file there (big ones too), final_model/
+    present, nothing of ptflow's; here final_model/ is the train rule's copy on scratch, hard-linked (same inode)."""
+    import shutil
+
+    import ptflow.stages.judge as judge_mod
+    import ptflow.stages.train.agent_cell as ac
+    from ptflow.stages.posttrainbench import agent as ptb_agent
+    from tests.support.ptb_checkout import make_fixture_checkout
+
+    checkout = tmp_path / "PostTrainBench"
+    commit = make_fixture_checkout(checkout, evals=("gsm8k",), agents=("codex",))
+    # the task dir as run_task.sh makes it (its copies from the checkout, the timer), then the agent's own files
+    task = tmp_path / "node-tmp" / "task"
+    task.mkdir(parents=True)
+    spec = {"posttrainbench": {"eval_dir": "gsm8k", "solve": "codex"}, "checkout": {"path": str(checkout)}}
+    ptb_agent.fill_task_dir(task, spec, 1)
+    (task / "train.py").write_text("print('train')\n")
+    (task / "big.bin").write_bytes(b"b" * 2000)  # over KEEP_MAX_BYTES below: kept all the same
+    (task / "ckpt" / "step_1").mkdir(parents=True)
+    (task / "ckpt" / "step_1" / "w.bin").write_bytes(b"c" * 10)
+    (task / "latest").symlink_to("ckpt/step_1")
+    (task / "final_model").mkdir()
+    (task / "final_model" / "config.json").write_text("{}\n")
+    (task / "final_model" / "model.safetensors").write_bytes(b"w" * 3000)
+    monkeypatch.setattr(ac, "KEEP_MAX_BYTES", 1000)
+    as_left = _tree(task)
+    # the train rule: final_model/ copied to the checkpoint on scratch, then the workspace kept beside it
+    scratch = tmp_path / "scratch" / "cell"
+    scratch.mkdir(parents=True)
+    ckpt = scratch / "checkpoint"
+    shutil.copytree(task / "final_model", ckpt)
+    kept = keep_workspace(task, scratch / ".checkpoint.workspace", print, whole=True, final_model=ckpt)
+    assert _tree(kept) == as_left
+    shutil.rmtree(task)  # (the train job removes its task dir)
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "codex").write_text(FAKE_JUDGE.format(python=sys.executable))
+    (bindir / "codex").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_JUDGE_SLEEP", "2")
+    monkeypatch.setattr(judge_mod, "JUDGE_TIMEOUT_S", 1)  # ptflow's own judge's limit: not a checkout cell's
+    trace = tmp_path / "results" / "agent"
+    trace.mkdir(parents=True)
+    (trace / "stdout.log").write_text("the agent's output\n")
+    (trace / "stderr.log").write_text("")
+    manifest = {"agent_run": {"trace_dir": str(trace), "cli": "codex", "workspace": str(kept)}}
+    judge = {"agent": "codex", "model": "gpt-5.1-codex", "keys": []}
+    data = judge_cell(cell={"model": "Qwen/Qwen3-1.7B-Base", "eval": "gsm8k", "agent": "codex"}, manifest=manifest,
+                      judge=judge, judge_json=str(tmp_path / "judge.json"), log=print,
+                      checkout={"path": str(checkout), "commit": commit, "eval_dir": "gsm8k"})  # fmt: skip
+    assert data["status"] == "judged" and data["flagged"] is False, data
+    seen = json.loads((trace / "judge_stdout.log").read_text().splitlines()[0])
+    # exactly the task dir as the agent left it (the verdict files come after this listing)
+    assert {rel: row[0] for rel, row in seen["listing"].items()} == as_left
+    for name in ("config.json", "model.safetensors"):  # linked to the checkpoint, not copied
+        assert seen["listing"][f"final_model/{name}"][1] == (ckpt / name).stat().st_ino
+        assert seen["listing"][f"final_model/{name}"][2] >= 3  # checkpoint, kept workspace, judge's dir
+    # run_task.sh's home: JOB_DIR, the task dir inside it, the checkout's .codex copied in, the parsed trace
+    assert seen["cwd"] == os.path.join(seen["home"], "task")
+    assert seen["home_listing"] == [".codex", "solve_parsed.txt", "task"]
+    assert (ckpt / "model.safetensors").read_bytes() == b"w" * 3000
+    assert not list(scratch.glob(".checkpoint.workspace.judge-*"))  # the judge's dir goes, its links with it
+    assert _tree(kept) == as_left and (ckpt / "model.safetensors").stat().st_nlink == 2

@@ -123,3 +123,18 @@ def test_per_job_functions_are_signed_once_with_what_they_take():
     assert sign_job_functions(namespace) == ["get_spec"]
     assert hasattr(get_spec, FUNC_OVERWRITE_PARAMS_ATTR) and not hasattr(helper, FUNC_OVERWRITE_PARAMS_ATTR)
     assert list(get_function_params(get_spec)) == ["wildcards", "attempt"]
+
+
+def test_checkout_baseline_and_instruct_cells_are_tried_once_the_agents_get_the_ladder(tmp_path):
+    """run_baseline.sh evaluates the untouched models once; run_task.sh steps an agent's model down its ladder."""
+    jobs = jobs_of("posttrainbench.yaml", "generic", tmp_path)
+    kinds = set()
+    for c in jobs.cfg.cells:
+        call = jobs.evaluate(c.model, c.eval, c.agent, objects).call
+        agent = jobs.agent(c.agent)
+        kinds.add(agent.kind)
+        if agent.trains:
+            assert "tries" not in call and call["retry_max_tokens"], (c.key, call)
+        else:
+            assert call["tries"] == 1 and "retry_max_tokens" not in call, (c.key, call)
+    assert {"baseline", "instruct", "cli-agent"} <= kinds

@@ -24,8 +24,8 @@ from tests.e2e.smk import plan as e2e_plan
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
 PTFLOW = str(Path(sys.executable).with_name("ptflow"))
 # The test's own reading of the rules (workflow/rules/*.smk): the site stage each rule's jobs request (the judge: a CPU
-# job with aggregate's request); edf runs on the login node and requests nothing; train_supervised's supervisor
-# submits the train request itself.
+# job with its own request, else aggregate's); edf runs on the login node and requests nothing; train_supervised's
+# supervisor submits the train request itself.
 RULE_STAGE = {
     "cache_dataset": "cache",
     "cache_model": "cache",
@@ -39,7 +39,7 @@ RULE_STAGE = {
     "train_supervised": "train",
     "evaluate": "evaluate",
     "aggregate": "aggregate",
-    "judge": "aggregate",
+    "judge": "judge",
 }
 NOT_SUBMITTED = ("all", "edf")
 

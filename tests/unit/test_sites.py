@@ -181,6 +181,8 @@ def test_a_shipped_site_sizes_every_rule_as_before(name, monkeypatch):
         monkeypatch.setenv(var, "x")
     site = load_site(name, SITES)
     for rule in RULE_STAGES:
+        if rule == "judge" and site.has_request("judge"):  # generic's: PostTrainBench's judge, whose only limit it is
+            continue
         assert site.request(stage_of(rule)) == site.request(RULE_REQUEST_BEFORE[rule]), rule
 
 

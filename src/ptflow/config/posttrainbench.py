@@ -26,6 +26,7 @@ PROMPT_DIR = "src/eval/general"  # get_prompt.py and its prompt texts
 PROMPT_SCRIPT = "src/eval/general/get_prompt.py"
 JUDGE_DIR = "src/disallowed_usage_judge"
 JUDGE_SCRIPT = "src/disallowed_usage_judge/get_judge_prompt.py"
+JUDGE_CODEX_HOME = "containers/other_home_data/.codex"  # copied into the home before the judge runs
 AGENT_DIR = "agents/{agent}"  # solve.sh (and a trace parser)
 TIMER_SCRIPT = "src/utils/create_timer.sh"
 RECIPE_PREFIX = "posttrainbench:"  # a site image's recipe inside the checkout: posttrainbench:containers/standard.def

@@ -282,7 +282,7 @@ class Jobs:
             cell=self.cell(model, e.id, slot),
             # an instruct cell evaluates the counterpart; only there, so other cells' params stay as they were
             evaluated_model={"id": evaluated.id, "revision": evaluated.revision} if evaluated is not model else None,
-            call=self._checkout_eval_call(e, objects)
+            call=self._checkout_eval_call(e, objects, untouched=not self.agent(slot).trains)
             if e.from_checkout
             else build_call(e, Provider.from_site(self.site)),
             model_revision=model.revision,
@@ -291,12 +291,14 @@ class Jobs:
             runtime=self.runtime("evaluate", self.agent(slot)),
         )
 
-    def _checkout_eval_call(self, e: Eval, objects: Objects) -> dict:
+    def _checkout_eval_call(self, e: Eval, objects: Objects, untouched: bool = False) -> dict:
+        """``untouched``: a baseline or instruct cell, evaluated as run_baseline.sh does it (one try, no ladder);
+        the other cells as run_task.sh (its ladder, with the eval's lower budgets)."""
         name = ptb.eval_dir_name(e.task)
         return {
             "eval_id": e.id,
             "task": e.task,
-            "retry_max_tokens": list(e.retry_max_new_tokens),
+            **({"tries": 1} if untouched else {"retry_max_tokens": list(e.retry_max_new_tokens)}),
             **({"limit": e.limit} if e.limit else {}),
             **({"keys": list(e.keys)} if e.keys else {}),
             "posttrainbench": {"eval_dir": name, "objects": objects(ptb.eval_paths(name))},

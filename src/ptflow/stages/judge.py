@@ -6,7 +6,9 @@ Two kinds of judge (config key ``judge``):
   the cell's workspace (the agent's code and data files as it left them, the listing of ``final_model/``, and the
   readable trace as ``agent_trace.md``), in a CPU job in the site's agent image, and writes one verdict per question
   into ``contamination_judgement.txt`` and ``disallowed_model_judgement.txt`` (first line: ``no contamination
-  detected`` / ``contamination detected``; ``only allowed use detected`` / ``disallowed use detected``).
+  detected`` / ``contamination detected``; ``only allowed use detected`` / ``disallowed use detected``). A cell of
+  a PostTrainBench checkout is judged as its ``run_task.sh`` judges: in the task dir exactly as the agent left it,
+  ``final_model/`` in it, with the job's time limit only (:func:`checkout_judge_dir`).
 - ``{cli: [argv...], model: ..., keys: [...]}`` — a command that reads the trace on stdin and prints a JSON verdict
   ``{"contamination": bool, "disallowed_model": bool, "reason": str}``.
 
@@ -273,8 +275,29 @@ def checkout_judge_prompt(checkout: dict, model_id: str) -> str:
     return proc.stdout
 
 
+def checkout_judge_dir(checkout: dict, workspace: Path, root: Path, trace_md: Path, log) -> Path:
+    """The judge's home as run_task.sh gives it, at ``root``: ``task/`` the kept workspace (the task dir as the agent
+    left it, ``final_model/`` in it), every file a hard link (a copy where the filesystem refuses one), nothing of
+    ptflow's added; the checkout's ``containers/other_home_data/.codex`` copied in fresh, as before the judge there;
+    ``solve_parsed.txt``, the agent's readable trace (run_task.sh copies its parsed trace into the home). The CLI's
+    settings ptflow writes into ``.codex`` then (``prepare_cli_home``) go over the checkout's."""
+    from ptflow.config import posttrainbench as ptb
+    from ptflow.files import link_tree
+
+    counts: dict[str, int] = {}
+    link_tree(workspace, root / "task", counts)
+    codex = Path(checkout["path"]) / ptb.JUDGE_CODEX_HOME
+    if codex.is_dir():
+        shutil.copytree(codex, root / codex.name, dirs_exist_ok=True)
+    shutil.copyfile(trace_md, root / "solve_parsed.txt")
+    log(f"judge's task dir {root / 'task'}: files of {workspace} {counts or 'none'}")
+    return root
+
+
 def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checkout=None) -> dict:
-    """PostTrainBench's judge: the agent CLI in a private copy of the cell's workspace writes the verdict files."""
+    """PostTrainBench's judge: the agent CLI in a private copy of the cell's workspace writes the verdict files. A
+    cell of a PostTrainBench checkout: in the task dir as the agent left it (:func:`checkout_judge_dir`), with no
+    time limit of its own, as run_task.sh runs it."""
     from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
     from ptflow.jobenv import node_tmp
 
@@ -282,14 +305,23 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
     workspace = Path(run.get("workspace") or "")
     if not run.get("workspace") or not workspace.is_dir():
         return {"status": "no_verdict", "reason": f"the cell kept no workspace for the judge ({workspace or 'none'})"}
-    root = Path(tempfile.mkdtemp(prefix="ptflow-judge-", dir=node_tmp()))
+    if checkout:  # beside the kept workspace (scratch): the same filesystem, so its files are linked, not copied
+        for stale in workspace.parent.glob(f"{workspace.name}.judge-*"):  # a judge job killed at its time limit
+            shutil.rmtree(stale, ignore_errors=True)
+        root = Path(tempfile.mkdtemp(prefix=f"{workspace.name}.judge-", dir=workspace.parent))
+    else:
+        root = Path(tempfile.mkdtemp(prefix="ptflow-judge-", dir=node_tmp()))
     try:
         task_dir, host_home = root / "task", root / "home"
-        shutil.copytree(workspace, task_dir, symlinks=True)
-        host_home.mkdir()
+        if checkout:
+            host_home = checkout_judge_dir(checkout, workspace, root, trace_md, log)
+        else:
+            shutil.copytree(workspace, task_dir, symlinks=True)
+            host_home.mkdir()
         for name, _ in VERDICT_FILES.values():  # never the agent's own "verdict"
             (task_dir / name).unlink(missing_ok=True)
-        shutil.copyfile(trace_md, task_dir / JUDGE_TRACE)
+        if not checkout:
+            shutil.copyfile(trace_md, task_dir / JUDGE_TRACE)
         prompt = checkout_judge_prompt(checkout, cell.get("model")) if checkout else None
         prompt = prompt or templates.render(
             "judge_prompt.md.j2",
@@ -306,12 +338,14 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
         from ptflow.config.clis.base import CONTAINER_HOME
 
         home = CONTAINER_HOME if container else str(host_home)
+        # a checkout cell in a container: $HOME/task, as run_task.sh's --pwd (its task dir lies in the judge's home)
+        workdir = f"{home}/task" if checkout and container else str(task_dir)
         env = {
             **cell_environment(spec, dict(os.environ)),
-            **prepare_cli_home(spec, host_home, home, str(task_dir), os.geteuid() == 0),
+            **prepare_cli_home(spec, host_home, home, workdir, os.geteuid() == 0),
         }
         template = cli.judge_command or cli.command
-        command = [part.format(model=judge["model"], prompt=prompt, task_dir=str(task_dir)) for part in template]
+        command = [part.format(model=judge["model"], prompt=prompt, task_dir=workdir) for part in template]
         if runtime:
             from ptflow.cluster.runtime import JobRuntime, container_env, runtime_argv
 
@@ -319,17 +353,20 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
             binds = [str(root)] + ([] if container else [str(host_home)])
             command = runtime_argv(
                 job.runtime, command, image=job.image, job_dir=str(host_home), agent_cell=True, gpus=0,
-                binds=sorted(set(job.binds) | set(binds)), workdir=str(task_dir),
+                binds=sorted(set(job.binds) | set(binds)), workdir=workdir,
             )  # fmt: skip
             env = container_env(job.runtime, env)
         shown = [a if a != prompt else "<judge prompt>" for a in command]
-        log(f"judge ({cli.name}, {judge['model']}) in a copy of {workspace}: $ " + " ".join(shown))
+        # PostTrainBench's judge has no time limit of its own: its job's limit (the site's judge request) governs
+        limit = None if checkout else JUDGE_TIMEOUT_S
+        where = f"{task_dir} (the task dir as the agent left it)" if checkout else f"a copy of {workspace}"
+        log(f"judge ({cli.name}, {judge['model']}) in {where}: $ " + " ".join(shown))
         out_log = trace_dir / "judge_stdout.log"
         # the judge's keys, the CLI's key variable, every secret-looking variable of the job and the child: ***
         masker = Masker.for_env({**os.environ, **env}, judge.get("keys") or [])
         with open(out_log, "wb") as so, open(trace_dir / "judge_stderr.log", "wb") as se:
             try:
-                rc = run_masked(command, masker, so, se, timeout=JUDGE_TIMEOUT_S, cwd=task_dir, env=env)
+                rc = run_masked(command, masker, so, se, timeout=limit, cwd=task_dir, env=env)
             except FileNotFoundError:
                 return {"status": "no_verdict", "reason": f"the judge CLI {command[0]!r} is not installed here"}
             except subprocess.TimeoutExpired:

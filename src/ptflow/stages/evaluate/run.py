@@ -433,6 +433,7 @@ def evaluate_checkout_cell(
             model_path=model_path,
             out_dir=out_dir,
             lower=call.get("retry_max_tokens", ()),
+            once=call.get("tries") == 1,  # a baseline or instruct cell: run_baseline.sh's one try
             limit=call.get("limit"),
             keys=call.get("keys", ()),
             hf_home=hf_home,
@@ -443,13 +444,15 @@ def evaluate_checkout_cell(
     common = {"cell": cell, "call": {**call, "provider": "vllm"}, "checkpoint": checkpoint, "agent_run": agent_run,
               "started": started, "train_seconds": train_seconds, "attempts": out["attempts"]}  # fmt: skip
     if not out["ok"]:
-        log(f"{cell}: all {len(out['attempts'])} tries of PostTrainBench's ladder failed; eval.json says eval_failed")
+        tries = "its one try" if len(out["attempts"]) == 1 else f"all {len(out['attempts'])} tries of its ladder"
+        log(f"{cell}: {tries} failed (PostTrainBench's); eval.json says eval_failed")
         return _write_eval_json(
             eval_json, status="eval_failed", seconds=round(time.time() - t0, 3),
             max_new_tokens=out["attempts"][-1]["max_new_tokens"], **common,
         )  # fmt: skip
     kept = out_dir / "metrics.json"
-    os.replace(out["metrics_file"], kept)
+    if Path(out["metrics_file"]).resolve() != kept.resolve():
+        os.replace(out["metrics_file"], kept)
     m = out["metrics"]
     data = _write_eval_json(
         eval_json,

@@ -11,6 +11,11 @@ The budget flag is the one the checkout's evaluate.py declares (``--max-tokens``
 for arenahardwriting and healthbench at 9082063): read from its argparse calls, so a checkout that renames it is
 followed. The scored attempt's ``metrics.json`` is kept verbatim beside eval.json's logs; eval.json's metric is its
 ``accuracy`` (what PostTrainBench's aggregation reads).
+
+A cell of the untouched base model or of its instruct counterpart (agents of kind ``baseline`` and ``instruct``) is
+evaluated as ``src/baselines/run_baseline.sh`` evaluates it: one try, no ladder and no budget flag, the same
+arguments, ``metrics.json`` written straight into the output dir, evaluate.py's stdout in ``final_eval.txt`` and its
+stderr in ``error.log`` (run_baseline.sh's files; it sets no deadline of its own: the job's limit governs).
 """
 
 from __future__ import annotations
@@ -81,14 +86,17 @@ def eval_environment(env: dict, keys) -> dict:
     return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1"}
 
 
-def _run(argv, cwd, env, stdout: Path, timeout: float) -> int | None:
-    """One attempt in its own process group; None when its deadline passed. The group is stopped afterwards."""
-    with open(stdout, "wb") as out:
+def _run(argv, cwd, env, stdout: Path, timeout: float | None, stderr: Path | None = None) -> int | None:
+    """One attempt in its own process group; None when its deadline passed. The group is stopped afterwards.
+    ``stderr``: its own file (else with stdout)."""
+    with open(stdout, "wb") as out, open(stderr or os.devnull, "wb") as err:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-        )
+            argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE if stderr else subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
         # the grader's key (and any secret-looking variable of its environment) is kept as *** in its output
-        pump = Pump(Masker.for_env(env), [(proc.stdout, out)]).start()
+        pipes = [(proc.stdout, out)] + ([(proc.stderr, err)] if stderr else [])
+        pump = Pump(Masker.for_env(env), pipes).start()
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -130,10 +138,12 @@ def evaluate(
     hf_home: str | None = None,
     env: dict | None = None,
     attempt_timeout: float = ATTEMPT_TIMEOUT_S,
+    once: bool = False,
     log=print,
 ) -> dict:
-    """Run the ladder; returns ``{"ok", "metrics", "metrics_file", "argv", "attempts"}`` (ok False: every try
-    failed). Raises CheckoutEvalError when it cannot start at all (no evaluate.py, no model, a missing key)."""
+    """Run the ladder (``once``: run_baseline.sh's single try); returns ``{"ok", "metrics", "metrics_file", "argv",
+    "attempts"}`` (ok False: every try failed). Raises CheckoutEvalError when it cannot start at all (no
+    evaluate.py, no model, a missing key)."""
     checkout = Path(checkout)
     cwd = checkout / ptb.EVAL_DIR.format(eval=eval_dir)
     script = cwd / "evaluate.py"
@@ -148,8 +158,10 @@ def evaluate(
     environ = eval_environment(environ, keys)
     if hf_home:
         environ["HF_HOME"] = str(hf_home)
-    flag = budget_flag(script, environ) if lower else None  # only the lower rungs pass a budget
     out = Path(out_dir).resolve()
+    if once:
+        return _run_once(checkout, eval_dir, cwd, environ, Path(model_path).resolve(), out, limit, log)
+    flag = budget_flag(script, environ) if lower else None  # only the lower rungs pass a budget
     attempts: list[dict] = []
     for n, budget in enumerate(ladder(lower), start=1):
         attempt_dir = out / "attempts" / str(n)
@@ -172,3 +184,21 @@ def evaluate(
         log(f"{eval_dir}: attempt {n} (budget {shown}) {ended} without metrics.json; PostTrainBench's ladder goes on")
     write_text_atomic(out / "attempts" / "exhausted.txt", f"{len(attempts)} attempts, none wrote metrics.json\n")
     return {"ok": False, "metrics": None, "metrics_file": None, "argv": None, "attempts": attempts}
+
+
+def _run_once(checkout: Path, eval_dir: str, cwd: Path, environ: dict, model_path: Path, out: Path, limit, log) -> dict:
+    """run_baseline.sh's evaluation: one try, evaluate.py's own budget, its files in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_file = out / "metrics.json"
+    argv = attempt_argv(checkout, eval_dir, model_path, None, None, metrics_file, limit)
+    t0 = time.time()
+    rc = _run(argv, cwd, environ, out / "final_eval.txt", None, stderr=out / "error.log")
+    metrics = read_metrics(metrics_file)
+    record = {"max_new_tokens": None, "ok": metrics is not None, "seconds": round(time.time() - t0, 2)}
+    if metrics is not None:
+        log(f"{eval_dir}: {METRIC} = {metrics[METRIC]:.4f} (run_baseline.sh's one try)")
+        return {"ok": True, "metrics": metrics, "metrics_file": metrics_file, "argv": argv, "attempts": [record]}
+    tail = (out / "error.log").read_text(errors="replace").strip().splitlines()[-1:] or [""]
+    record.update(error=f"evaluate.py exited {rc} without metrics.json: {tail[0]}"[:500], failure_kind=None)
+    log(f"{eval_dir}: evaluate.py exited {rc} without metrics.json; run_baseline.sh tries once")
+    return {"ok": False, "metrics": None, "metrics_file": None, "argv": None, "attempts": [record]}

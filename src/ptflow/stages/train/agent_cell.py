@@ -230,9 +230,18 @@ def sync_workspace(task_dir: Path, workspace: Path) -> None:
 KEEP_MAX_BYTES = 50 * 2**20  # a bigger file of the workspace is listed for the judge, not copied
 
 
-def keep_workspace(task_dir: Path, dest: Path, log) -> Path | None:
+def keep_workspace(
+    task_dir: Path, dest: Path, log, *, whole: bool = False, final_model: Path | None = None
+) -> Path | None:
     """The task dir as the agent left it, kept on scratch for the judge: everything but ``final_model/`` (listed
-    in ``final_model.listing.txt``) and files over ``KEEP_MAX_BYTES`` (listed in ``.ptflow-not-copied.txt``)."""
+    in ``final_model.listing.txt``) and files over ``KEEP_MAX_BYTES`` (listed in ``.ptflow-not-copied.txt``).
+
+    ``whole`` (a cell of a PostTrainBench checkout, whose judge runs in the task dir as run_task.sh leaves it): every
+    file, whatever its size, and ``final_model/`` too, nothing added. Its files are hard links to ``final_model``
+    (the train rule's copy of it on scratch, the same filesystem as ``dest``) where they are the same file, so the
+    model is on scratch once; a copy where the filesystem refuses the link."""
+    if whole:
+        return _keep_whole(task_dir, dest, final_model, log)
     skipped: list[str] = []
 
     def ignore(directory: str, names: list[str]) -> list[str]:
@@ -259,6 +268,33 @@ def keep_workspace(task_dir: Path, dest: Path, log) -> Path | None:
     except OSError as exc:
         log(f"could not keep the workspace for the judge ({exc}); the judge will say so")
         return None
+    return dest
+
+
+def _keep_whole(task_dir: Path, dest: Path, final_model: Path | None, log) -> Path | None:
+    from ptflow.files import link_or_copy
+
+    counts: dict[str, int] = {}
+    model_dir = task_dir / "final_model"
+
+    def copy(src: str, dst: str) -> None:
+        twin = None
+        if final_model is not None and Path(src).is_relative_to(model_dir):
+            twin = final_model / Path(src).relative_to(model_dir)  # the train rule's copy of this very file
+        same = twin is not None and twin.is_file() and not twin.is_symlink()
+        if same and twin.stat().st_size == os.stat(src).st_size:
+            link_or_copy(twin, dst, counts)
+        else:
+            shutil.copy2(src, dst)
+
+    try:
+        with staged_dir(dest) as tmp:
+            shutil.copytree(task_dir, tmp, symlinks=True, dirs_exist_ok=True, copy_function=copy)
+    except OSError as exc:
+        log(f"could not keep the workspace for the judge ({exc}); the judge will say so")
+        return None
+    if counts:
+        log(f"workspace kept for the judge: final_model/ files {counts} from {final_model}")
     return dest
 
 
@@ -467,7 +503,10 @@ def train_agent_cell(
         else:
             out.mkdir(parents=True, exist_ok=True)
         if resume is not None:
-            kept = keep_workspace(task_dir, resume.kept_workspace, log)
+            kept = keep_workspace(
+                task_dir, resume.kept_workspace, log, whole=bool(agent.get("posttrainbench")),
+                final_model=out if has_model else None,
+            )  # fmt: skip
         status = "budget exhausted (timeout)" if budget_exhausted else f"exit {rc}"
         log(
             f"agent {agent['id']}: {status} after {time_taken:.1f} s this attempt, {used + time_taken:.1f} s in all; "
