@@ -27,6 +27,7 @@ from pathlib import Path
 from ptflow.config import posttrainbench as ptb
 from ptflow.files import write_text_atomic
 from ptflow.keys import looks_like_secret
+from ptflow.stages.evaluate.sources import OFFLINE_ENV
 
 ATTEMPT_TIMEOUT_S = 28800  # run_task.sh: timeout --signal=TERM --kill-after=60s 28800s per attempt
 KILL_AFTER_S = 60
@@ -75,10 +76,12 @@ def attempt_argv(checkout: Path, eval_dir: str, model_path, budget: int | None, 
 
 def eval_environment(env: dict, keys) -> dict:
     """run_task.sh's evaluation environment: the job's, minus every secret but the eval's own keys (its grader's),
-    plus what it sets (``VLLM_API_KEY=inspectai``, ``PYTHONNOUSERSITE=1``)."""
+    plus what it sets (``VLLM_API_KEY=inspectai``, ``PYTHONNOUSERSITE=1``) and, unlike run_task.sh, the hub's
+    offline switches: its datasets come from the cache rule posttrainbench_cache filled (in a CPU job), so an
+    evaluation never downloads on a GPU node, and a cache that lacks its data fails here, as preflight says."""
     keep = set(keys)
     out = {k: v for k, v in env.items() if k in keep or not looks_like_secret(k)}
-    return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1"}
+    return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1", **OFFLINE_ENV}
 
 
 def _run(argv, cwd, env, stdout: Path, timeout: float) -> int | None:
