@@ -147,12 +147,11 @@ def test_a_dataset_an_evaluation_loads_that_the_hub_lacks_fails_the_job_naming_e
     assert not (tmp_path / "m.json").exists()
 
 
-def _cfg(default_raw, checkout: dict):
+def _cfg(default_raw, checkout: dict, evals=EVALS):
     default_raw["posttrainbench"] = {"commit": checkout["commit"], "path": checkout["path"]}
-    default_raw["evals"] = [{"id": e, "task": f"posttrainbench/{e}", "retry_max_new_tokens": [12, 8]} for e in EVALS]
+    default_raw["evals"] = [{"id": e, "task": f"posttrainbench/{e}", "retry_max_new_tokens": [12, 8]} for e in evals]
     default_raw["agents"] = [{"id": "baseline", "kind": "baseline"}]
-    default_raw.pop("scoring", None)
-    default_raw["scoring"] = {"weights": dict.fromkeys(EVALS, 1.0)}
+    default_raw["scoring"] = {"weights": dict.fromkeys(evals, 1.0)}
     return build_config(default_raw)
 
 
@@ -182,6 +181,20 @@ def test_preflight_refuses_what_an_evaluation_loads_but_the_cache_will_not_hold(
     assert checkout_data_problems(cfg, layout, env=offline, reachable=lambda: False) == []
 
 
+def test_preflight_refuses_a_gated_dataset_without_hf_token(tmp_path, default_raw, clean_env):
+    """gpqamain loads Idavidrein/gpqa, gated: without HF_TOKEN the cache job could not fetch it."""
+    evals = ("gpqamain", "gsm8k")
+    commit = make_fixture_checkout(tmp_path / "PostTrainBench", evals=evals, agents=("codex",))
+    cfg = _cfg(default_raw, {"path": str(tmp_path / "PostTrainBench"), "commit": commit}, evals)
+    layout = Layout(str(tmp_path / "results"), str(tmp_path / "scratch"), str(tmp_path / "hf_home"))
+    problems = checkout_data_problems(cfg, layout, env={}, reachable=lambda: True)
+    assert len(problems) == 1 and problems[0].startswith(
+        "evals[gpqamain]: its evaluate.py loads dataset Idavidrein/gpqa"
+    )
+    assert "gated" in problems[0] and "export HF_TOKEN" in problems[0]
+    assert checkout_data_problems(cfg, layout, env={"HF_TOKEN": "hf-x"}, reachable=lambda: True) == []
+
+
 def test_jobs_give_the_cache_rule_the_checkouts_list_and_the_evaluations_data(default_raw, tmp_path):
     from ptflow.config.load import resolve
     from ptflow.jobs.build import Jobs
@@ -195,3 +208,9 @@ def test_jobs_give_the_cache_rule_the_checkouts_list_and_the_evaluations_data(de
     assert set(spec["evals"]) == set(EVALS) and spec["evals"]["gsm8k"][0]["repo"] == "openai/gsm8k"
     assert ptb.RESOURCES_DIR in jobs.checkout_spec()["paths"]
     assert loaded.layout.posttrainbench_cache_marker() in jobs.data_markers()
+    # an apptainer site that builds PostTrainBench's standard image from the checkout: its own download script
+    default_raw["posttrainbench"]["images"] = ["standard", "vllm_debug"]
+    loaded = resolve({**default_raw, "site": "generic"}, Path(__file__).resolve().parents[2])
+    assert loaded.site.runtime.kind == "apptainer"
+    spec = Jobs(loaded.cfg, loaded.site, loaded.layout).checkout_cache_spec(lambda paths: dict.fromkeys(paths, "0"))
+    assert spec["image"].endswith("/standard.sif")

@@ -6,6 +6,7 @@ other keys (``check_secrets``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ptflow.cluster import hfcache
@@ -77,7 +78,9 @@ def checkout_data_problems(cfg: Config, layout: Layout, env=None, reachable=None
     resources = checkout_resources(cfg, layout)
     unlisted = {(e, d) for e, d in needed if resources is not None and (d.repo, d.config) not in resources[1]}
     why = hfcache.cannot_download(env, reachable or hfcache.hub_reachable)
-    if not unlisted and not why:
+    environ = os.environ if env is None else env
+    tokenless = {(e, d) for e, d in needed if d.gated and not environ.get("HF_TOKEN")}
+    if not unlisted and not why and not tokenless:
         return []
     sources = {(e, d): HFDataset(d.repo, None, d.splits, name=d.config, gated=d.gated) for e, d in needed}
     missing = missing_each_hf(list(set(sources.values())), layout.hf_home, layout.evals_cache, env=env)
@@ -95,5 +98,10 @@ def checkout_data_problems(cfg: Config, layout: Layout, env=None, reachable=None
             problems.append(
                 f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which is not in {layout.hf_home}, and "
                 f"{why}; run where the hub is reachable (the cache job fetches it) or copy it into paths.hf_home"
+            )
+        elif (eval_id, d) in tokenless:
+            problems.append(
+                f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which is gated and not in {layout.hf_home}; "
+                "export HF_TOKEN (a token of an account that accepted its terms) so the cache job can fetch it"
             )
     return problems
