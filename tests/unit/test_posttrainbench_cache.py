@@ -214,3 +214,27 @@ def test_jobs_give_the_cache_rule_the_checkouts_list_and_the_evaluations_data(de
     assert loaded.site.runtime.kind == "apptainer"
     spec = Jobs(loaded.cfg, loaded.site, loaded.layout).checkout_cache_spec(lambda paths: dict.fromkeys(paths, "0"))
     assert spec["image"].endswith("/standard.sif")
+
+
+def test_every_fixture_evals_dataset_loads_offline_as_its_evaluate_py_loads_it(tmp_path, clean_env):
+    """The five evals that load from the hub (ptb.EVAL_HUB_DATA, the fixture's HUB_DATA under the same ids, configs
+    and splits), fetched from the STAND-IN as the cache job fetches them, then loaded offline."""
+    from tests.support.ptb_checkout import HUB_DATA, fill_hf_cache, questions
+
+    assert {e for e, data in ptb.EVAL_HUB_DATA.items() if data} == set(HUB_DATA)
+    for eval_id, hub in HUB_DATA.items():
+        (real,) = ptb.hub_data(eval_id)
+        assert (real.repo, real.config) == (hub["repo"], hub["config"]) and hub["split"] in real.splits
+    fill_hf_cache(tmp_path, list(HUB_DATA))
+    code = (
+        "import json, sys, datasets\n"
+        "for h in json.loads(sys.argv[1]):\n"
+        "    rows = datasets.load_dataset(h['repo'], h['config'], split=h['split'])\n"
+        "    print(json.dumps([str(r[h['answer']]).split('#### ')[-1] for r in rows]))\n"
+    )
+    env = {**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(list(HUB_DATA.values()))], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert answers == [[q["answer"] for q in questions(e)] for e in HUB_DATA]
