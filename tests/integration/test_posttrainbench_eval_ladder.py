@@ -41,10 +41,11 @@ def _evaluate(setup, name, lower, monkeypatch, fail_above=None):
     if fail_above is not None:
         monkeypatch.setenv("PTB_FIXTURE_FAIL_ABOVE", str(fail_above))
     out = setup["root"] / name
+    monkeypatch.chdir(setup["root"])  # paths.hf_home is relative to the run dir, as in a run: "." here
     data = evaluate_checkout_cell(
         cell=CELL, call=_call(lower), checkout=setup["checkout"], model_path=str(setup["model"]),
         checkpoint={"path": str(setup["model"]), "kind": "base", "commit_or_hash": "fixture", "step": None},
-        inspect_dir=str(out / "inspect"), eval_json=str(out / "eval.json"), hf_home=str(setup["root"]),
+        inspect_dir=str(out / "inspect"), eval_json=str(out / "eval.json"), hf_home=".",
         log=lambda *_: None,
     )  # fmt: skip
     records = [json.loads(line) for line in calls.read_text().splitlines()]

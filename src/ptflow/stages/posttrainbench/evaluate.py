@@ -143,8 +143,8 @@ def evaluate(
     if missing:
         raise CheckoutEvalError(f"{eval_dir}: its evaluate.py needs {', '.join(missing)} in the environment")
     environ = eval_environment(environ, keys)
-    if hf_home:
-        environ["HF_HOME"] = str(hf_home)
+    if hf_home:  # absolute: evaluate.py runs in its eval dir, where a relative paths.hf_home names nothing
+        environ["HF_HOME"] = str(Path(hf_home).resolve())
     flag = budget_flag(script, environ) if lower else None  # only the lower rungs pass a budget
     out = Path(out_dir).resolve()
     attempts: list[dict] = []
