@@ -13,7 +13,7 @@ import pytest
 
 from ptflow.stages.evaluate.run import evaluate_checkout_cell, validate_eval_json
 from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
-from tests.support.ptb_checkout import make_fixture_checkout
+from tests.support.ptb_checkout import fill_hf_cache, make_fixture_checkout
 
 CELL = {"model": "ptflow/tiny-llama-h64", "model_name": "ptflow--tiny-llama-h64", "eval": "humaneval",
         "agent": "baseline"}  # fmt: skip
@@ -26,6 +26,7 @@ def setup(tmp_path_factory):
     commit = make_fixture_checkout(checkout, evals=("humaneval",), agents=("codex",))
     model = root / "tiny-llama"
     create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
+    fill_hf_cache(root, ("humaneval",))  # its dataset, as the cache rule fetches it: the evaluation runs offline
     return {"checkout": {"path": str(checkout), "commit": commit}, "model": model, "root": root}
 
 
@@ -40,10 +41,11 @@ def _evaluate(setup, name, lower, monkeypatch, fail_above=None, call=None):
     if fail_above is not None:
         monkeypatch.setenv("PTB_FIXTURE_FAIL_ABOVE", str(fail_above))
     out = setup["root"] / name
+    monkeypatch.chdir(setup["root"])  # paths.hf_home is relative to the run dir, as in a run: "." here
     data = evaluate_checkout_cell(
         cell=CELL, call=call or _call(lower), checkout=setup["checkout"], model_path=str(setup["model"]),
         checkpoint={"path": str(setup["model"]), "kind": "base", "commit_or_hash": "fixture", "step": None},
-        inspect_dir=str(out / "inspect"), eval_json=str(out / "eval.json"), hf_home=str(setup["root"]),
+        inspect_dir=str(out / "inspect"), eval_json=str(out / "eval.json"), hf_home=".",
         log=lambda *_: None,
     )  # fmt: skip
     records = [json.loads(line) for line in calls.read_text().splitlines()]

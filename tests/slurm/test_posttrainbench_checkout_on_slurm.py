@@ -9,6 +9,11 @@ judge prompt. Then a new commit that changes only humaneval's ``evaluate.py`` re
 ``ptflow export --posttrainbench`` writes PostTrainBench's results layout, on which the checkout's own aggregation
 scripts give, cell for cell, the score ptflow gives. The codex solve.sh echoes its keys (as the real one does): the
 fresh key value is in no file of the run, of the export or of Snakemake's output, and *** is where the echo went.
+
+The HF cache is PostTrainBench's: the CPU job of rule posttrainbench_cache fetches what the checkout's
+``resources.json`` lists from the hub STAND-IN (``tests/support/hubstandin.py``; the fixture's data under the real
+dataset ids), and the checkout's ``evaluate.py`` then loads its dataset offline from it. A checkout whose list lacks
+one eval's dataset is refused at preflight, nothing submitted.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ import yaml
 from ptflow.stages.evaluate.run import validate_eval_json
 from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
+from tests.support.hubstandin import HubStandIn
 from tests.support.providers import ProviderStandIn
 from tests.support.providers.server import Step, default_trajectory, judge_trajectory
-from tests.support.ptb_checkout import commit_change, make_fixture_checkout
+from tests.support.ptb_checkout import commit_change, hub_repos, make_fixture_checkout
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -97,7 +103,11 @@ def done(slurm_cluster):
     routes = [(JUDGE_ROUTE, [Step(shell=LISTING), *judge_trajectory(answer_only=True)[1:]])]
     agent = default_trajectory(TRAIN_STEPS)
     agent = [*agent[:-1], Step(shell=LISTING), agent[-1]]  # the agent lists its task dir as it leaves it
-    with ProviderStandIn(agent, expected_key={"openai": KEY["OPENAI_API_KEY"]}, routes=routes) as api:
+    repos = hub_repos(EVALS)
+    with ProviderStandIn(agent, expected_key={"openai": KEY["OPENAI_API_KEY"]}, routes=routes) as api, HubStandIn(
+        repos
+    ) as hub:
+        env["HF_ENDPOINT"] = hub.url  # the cache job's downloads (a CPU job on the cluster) go to the stand-in
         (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, first, api.url)))
         _run(work, env, "first")
         before = {p: p.stat().st_mtime_ns for p in (work / CELLS).rglob("eval.json")}
@@ -109,8 +119,10 @@ def done(slurm_cluster):
         proc = _run(work, env, "second")
         after = {p: p.stat().st_mtime_ns for p in (work / CELLS).rglob("eval.json")}
         records = list(api.records)
+        hub_requests = list(hub.requests)
     yield {"work": work, "checkout": checkout, "commits": (first, second), "calls": calls, "before": before,
-           "after": after, "second": proc, "records": records}  # fmt: skip
+           "after": after, "second": proc, "records": records, "hub": {(r.repo_type, r.repo_id): r.commit
+           for r in repos}, "hub_requests": hub_requests}  # fmt: skip
     if not os.environ.get("PTFLOW_KEEP_TEST_WORK"):
         shutil.rmtree(work, ignore_errors=True)
 
@@ -120,6 +132,23 @@ def test_the_checkout_is_a_file_target_recording_the_paths_used(done):
     assert marker["commit"] == done["commits"][1] and marker["path"] == str(done["checkout"])
     assert set(marker["objects"]) >= {"src/eval/tasks/gsm8k", "src/eval/tasks/humaneval", "src/eval/templates",
                                       "agents/codex", "src/eval/general", "src/disallowed_usage_judge"}  # fmt: skip
+
+
+def test_the_cache_job_fetched_the_checkouts_resources_from_the_hub(done):
+    work = done["work"]
+    marker = json.loads((work / "results/posttrainbench/hf_cache.json").read_text())
+    # every repo of the checkout's resources.json, and the commit fetched: the stand-in's
+    assert {(r["repo_type"], r["repo"]): r["commit"] for r in marker["repos"]} == done["hub"]
+    assert marker["fetched_by"] == "ptflow" and marker["failed"] == []  # the local site runs no standard image
+    assert marker["evals"]["gsm8k"][0]["repo"] == "openai/gsm8k"
+    assert marker["evals"]["humaneval"][0]["commit"] == done["hub"][("dataset", "openai/openai_humaneval")]
+    assert any(r.startswith("GET /datasets/openai/gsm8k/resolve/") for r in done["hub_requests"])
+    # it ran as a Slurm job of its own (a CPU job, where the network is)
+    first = (work / "first.out").read_text()
+    assert "rule posttrainbench_cache" in first
+    assert (work / ".snakemake/slurm_logs/rule_posttrainbench_cache").is_dir()
+    # and once: the second run (a new commit, the same resources.json) did not fetch again
+    assert "rule posttrainbench_cache" not in done["second"].stdout + done["second"].stderr
 
 
 def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
@@ -142,6 +171,7 @@ def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
     final = [c for c in calls if c["cwd"].startswith(str(checkout)) and c["argv"] != ["--help"]]
     assert final and all(c["cwd"] in {str(checkout / f"src/eval/tasks/{e}") for e in EVALS} for c in final)
     for c in final:
+        assert c["hf_hub_offline"] == "1"  # the evaluation loaded its dataset offline, from the cache job's fetch
         argv = c["argv"]
         assert argv[argv.index("--templates-dir") + 1] == str(checkout / "src/eval/templates")
         assert argv[argv.index("--limit") + 1] == "-1" and "--json-output-file" in argv
@@ -278,3 +308,34 @@ def test_the_echoed_key_is_in_no_file_of_the_run_the_export_or_snakemakes_output
     holding = [str(p.relative_to(work)) for p in files if key.encode() in p.read_bytes()]
     assert holding == [], holding
     assert key not in done["second"].stdout + done["second"].stderr and key not in proc.stdout + proc.stderr
+
+
+def test_a_checkout_whose_list_lacks_an_evaluations_dataset_is_refused_at_preflight(slurm_cluster):
+    """The same run, but the checkout's resources.json lacks humaneval's dataset: the cache job would never fetch it
+    and the offline evaluation would fail on every try. The driver's preflight refuses it in one line naming the
+    eval and the repo, before a single job is submitted."""
+    root = Path("/var/lib/ptflow-tests")
+    root.mkdir(parents=True, exist_ok=True)
+    work = root / f"ptb-refused-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    try:
+        checkout = work / "PostTrainBench"
+        commit = make_fixture_checkout(checkout, evals=EVALS, agents=("codex",), leave_out=("openai/openai_humaneval",))
+        env = {**slurm_cluster.env, **KEY}
+        with HubStandIn(hub_repos(EVALS)) as hub:
+            env["HF_ENDPOINT"] = hub.url  # reachable: only the list's gap is refused
+            (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, commit, "http://127.0.0.1:9/v1")))
+            proc = snakemake(
+                work, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
+                env=env, profile="profiles/slurm", check=False,
+            )  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out[-3000:]
+        assert "preflight found 1 problem(s); nothing was submitted" in out, out[-3000:]
+        line = next(ln for ln in out.splitlines() if "evals[humaneval]" in ln)
+        assert "dataset openai/openai_humaneval (config openai_humaneval)" in line and "does not list" in line
+        assert "has been submitted with SLURM jobid" not in out
+        assert not (work / ".snakemake" / "slurm_logs").exists()
+    finally:
+        if not os.environ.get("PTFLOW_KEEP_TEST_WORK"):
+            shutil.rmtree(work, ignore_errors=True)

@@ -7,7 +7,8 @@ cache layout alone; offline it reads the *prepared* cache that an earlier online
 so the tests point ``HF_ENDPOINT`` at this server and let the real fetch code download and prepare.
 
 Served per repo: ``resolve`` (HEAD/GET, with the headers huggingface_hub reads: X-Repo-Commit, ETag, size),
-``revision`` info (sha + siblings), ``tree`` listings, ``paths-info``. Gated repos answer 401 without an
+``revision`` info (sha + siblings; also at ``/api/<type>s/<id>``, the default branch's), ``tree`` listings,
+``paths-info``. Gated repos answer 401 without an
 ``Authorization`` header, as the Hub does, so token handling is exercised too. No xet, no LFS pointers.
 """
 
@@ -110,6 +111,10 @@ class HubStandIn:
                 query = urllib.parse.parse_qs(parsed.query)
                 hub.requests.append(f"{self.command} {path}")
                 parts = path.strip("/").split("/")
+                if parts[0] == "api" and len(parts) == 4 and parts[1] in ("datasets", "models"):
+                    # the repo's info at its default branch (datasets asks it of a repo without a card)
+                    repo = self._repo(parts[1][:-1], "/".join(parts[2:4]), "main", send_body)
+                    return None if repo is None else self._json(self._info(repo), send_body)
                 if parts[0] == "api" and len(parts) >= 6 and parts[1] in ("datasets", "models"):
                     repo_type = parts[1][:-1]
                     repo_id, action, rev = "/".join(parts[2:4]), parts[4], parts[5]

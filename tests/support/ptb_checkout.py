@@ -5,13 +5,16 @@ Every file here is a small program (or text) of OURS, not PostTrainBench's code 
 the shape: the paths, the command-line interfaces (arguments, defaults, working directory, environment variables),
 the output files and their formats, the benchmark names and the published weights in ``scripts/factors.json``.
 
-- ``src/eval/tasks/<eval>/evaluate.py`` evaluates for real, offline on CPU with transformers: greedy answers to the
-  2-digit addition questions in ``evaluation_code/questions.json``, asked the way ptflow's toy task asks them (the
-  question plus verl's GSM8K instruction, as one user turn) and scored with verl's strict ``#### <n>`` rule, so
+- ``src/eval/tasks/<eval>/evaluate.py`` evaluates for real, on CPU with transformers: greedy answers to 2-digit
+  addition questions, loaded through the hub API from the real evaluation's dataset repo (``HUB_DATA``; served by
+  the hub STAND-IN from ``hub_repos``, so an empty cache fails offline as on a cluster), or from
+  ``evaluation_code/questions.json`` for arenahardwriting and healthbench, which read files of the checkout;
+  asked the way ptflow's toy task asks them (the question plus verl's GSM8K instruction, as one user turn) and
+  scored with verl's strict ``#### <n>`` rule, so
   ptflow's tiny test model scores above 0 once trained and about 0 untrained. It picks and requires the chat
   template as PostTrainBench's does (model path, else ``config.json``'s architecture). Test hooks:
   ``PTB_FIXTURE_FAIL_ABOVE=N`` fails like a GPU out of memory unless a budget <= N is passed (for the retry ladder),
-  ``PTB_FIXTURE_CALLS=<file>`` gets one JSON line per call (its arguments and working directory).
+  ``PTB_FIXTURE_CALLS=<file>`` gets one JSON line per call (its arguments, working directory and HF_HUB_OFFLINE).
 - ``src/eval/templates/*.jinja`` are OUR templates: they render the plain ``<|role|>`` turns the tiny model is
   trained on (``ptflow.stages.tiny_model``), whatever family name the file has.
 - ``scripts/aggregate_*.py`` write the CSVs PostTrainBench's do (``aggregate_contamination.py`` picks the newest run
@@ -20,6 +23,8 @@ the output files and their formats, the benchmark names and the published weight
   interface: only tables of its four base models, no renormalising, a non-number stops it.
 - ``agents/<agent>/solve.sh`` call the agent CLIs with PostTrainBench's command lines; codex's prints its two key
   variables first, as the real one does.
+- ``containers/download_hf_cache/``: ``resources.json`` in the real format (``resources_json``) and a download
+  script with the real one's interface (apptainer, HF_HOME, POST_TRAIN_BENCH_CONTAINERS_DIR/_CONTAINER_NAME).
 """
 
 from __future__ import annotations
@@ -81,6 +86,35 @@ EVAL_CLIS = {
     },
 }
 N_QUESTIONS = 16
+# The hub dataset each fixture evaluate.py loads, under the real evaluation's repo id, config and split, and the
+# columns holding the question and the answer in the real dataset's format (arenahardwriting and healthbench read
+# files of the checkout, as the real ones do).
+HUB_DATA = {
+    "gsm8k": {"repo": "openai/gsm8k", "config": "main", "split": "test", "question": "question", "answer": "answer"},
+    "aime2025": {"repo": "math-ai/aime25", "config": None, "split": "test", "question": "problem", "answer": "answer"},
+    "humaneval": {"repo": "openai/openai_humaneval", "config": "openai_humaneval", "split": "test",
+                  "question": "prompt", "answer": "canonical_solution"},
+    "gpqamain": {"repo": "Idavidrein/gpqa", "config": "gpqa_main", "split": "train", "question": "Question",
+                 "answer": "Correct Answer"},
+    "bfcl": {"repo": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "config": "exec_simple", "split": "train",
+             "question": "question", "answer": "ground_truth"},
+}  # fmt: skip
+# resources.json: PostTrainBench's four base models, and each eval's dataset as the real list gives it (gsm8k's
+# "default" config included, which datasets 5 cannot load from a repo of two configs: a flaw of the real list).
+RESOURCE_MODELS = (
+    "HuggingFaceTB/SmolLM3-3B-Base",
+    "Qwen/Qwen3-1.7B-Base",
+    "Qwen/Qwen3-4B-Base",
+    "google/gemma-3-4b-pt",
+)
+RESOURCE_DATASETS = {
+    "gsm8k": {"dataset": "openai/gsm8k", "configs": ["default", "main"], "splits": ["test", "train"]},
+    "aime2025": {"dataset": "math-ai/aime25", "splits": ["test"]},
+    "humaneval": {"dataset": "openai/openai_humaneval", "config": "openai_humaneval", "splits": ["test"]},
+    "gpqamain": {"dataset": "Idavidrein/gpqa", "configs": ["gpqa_diamond", "gpqa_main"], "splits": ["train"]},
+    "bfcl": {"dataset": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "configs": ["exec_simple"],
+             "splits": ["train"]},
+}  # fmt: skip
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "PostTrainBench fixture",
@@ -98,7 +132,8 @@ GIT_ENV = {
 EVALUATE_PY = r'''#!/usr/bin/env python3
 """FIXTURE evaluate.py (ptflow tests): PostTrainBench's command line and metrics file, our own small evaluation.
 
-Greedy answers (transformers, CPU) to evaluation_code/questions.json, scored by the last "#### <n>" in the answer.
+Greedy answers (transformers, CPU) to the questions of its dataset (the hub API) or its questions.json, scored by
+the last "#### <n>" in the answer.
 """
 
 import argparse
@@ -112,6 +147,7 @@ from pathlib import Path
 
 EVAL = @EVAL@
 CLI = @CLI@
+HUB = @HUB@  # the dataset it loads through the hub API (None: evaluation_code/questions.json, a file of the checkout)
 INSTRUCTION = @INSTRUCTION@
 MAX_NEW_TOKENS_CAP = 24  # the fixture's answers ("12 + 34 = 46\n#### 46") are about 20 tokens
 ANSWER = re.compile(r"#### (\-?[0-9\.\,]+)")
@@ -142,7 +178,8 @@ def record_call():
     calls = os.environ.get("PTB_FIXTURE_CALLS")
     if calls:
         with open(calls, "a") as fh:
-            fh.write(json.dumps({"eval": EVAL, "argv": sys.argv[1:], "cwd": os.getcwd()}) + "\n")
+            fh.write(json.dumps({"eval": EVAL, "argv": sys.argv[1:], "cwd": os.getcwd(),
+                                 "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE")}) + "\n")  # fmt: skip
 
 
 def model_family(model_path):
@@ -154,6 +191,18 @@ def model_family(model_path):
         if family in architecture:
             return family
     sys.exit(f"evaluate.py: no chat template for architecture {architecture!r}")
+
+
+def load_questions():
+    """The questions, loaded as the real evaluations load theirs: datasets.load_dataset(repo, config, split=...),
+    which honours HF_HOME, HF_ENDPOINT and HF_HUB_OFFLINE (offline with an empty cache it fails: OfflineModeIsEnabled
+    or "Couldn't reach"). An answer column may hold a worked answer ending in "#### <n>" (GSM8K's format)."""
+    if HUB is None:
+        return json.loads((HERE / "evaluation_code" / "questions.json").read_text())
+    import datasets
+
+    rows = datasets.load_dataset(HUB["repo"], HUB["config"], split=HUB["split"])
+    return [{"question": r[HUB["question"]], "answer": str(r[HUB["answer"]]).split("#### ")[-1]} for r in rows]
 
 
 def extract(text):
@@ -194,7 +243,7 @@ def main():
         budget = f"no {CLI['budget'][0]}" if args.budget is None else f"{CLI['budget'][0]} {args.budget}"
         print(f"torch.OutOfMemoryError: CUDA out of memory (fixture: {budget})", file=sys.stderr)
         return 1
-    questions = json.loads((HERE / "evaluation_code" / "questions.json").read_text())
+    questions = load_questions()
     if args.limit is not None and args.limit != -1:
         questions = questions[: args.limit]
     budget = CLI["budget"][1] if args.budget is None else args.budget
@@ -838,6 +887,77 @@ if [ "$#" -gt 0 ]; then
 fi
 """
 
+DOWNLOAD_HF_CACHE_SH = """#!/bin/bash
+# FIXTURE download_hf_cache.sh (ptflow tests): the real one's interface - run download_resources.py in the image
+# ${POST_TRAIN_BENCH_CONTAINERS_DIR}/${POST_TRAIN_BENCH_CONTAINER_NAME}.sif with HF_HOME bound, from the checkout.
+
+apptainer run --nv --bind "${HF_HOME}:${HF_HOME}" --env HF_HOME="${HF_HOME}" \\
+    "${POST_TRAIN_BENCH_CONTAINERS_DIR}/${POST_TRAIN_BENCH_CONTAINER_NAME}.sif" \\
+    containers/download_hf_cache/download_resources.py
+
+echo "FIXTURE download finished, cache in ${HF_HOME}"
+"""
+
+DOWNLOAD_RESOURCES_PY = r'''#!/usr/bin/env python3
+"""FIXTURE download_resources.py (ptflow tests): the real one's interface (resources.json beside it, HF_HOME,
+--dry-run, --workers); models with huggingface_hub, datasets with datasets.load_dataset per config and split. Like
+the real one it skips what is cached already and stops at the first load that fails."""
+
+import argparse
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HF_HOME = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+
+
+def cached(kind, repo):
+    return (HF_HOME / "hub" / f"{kind}s--{repo.replace('/', '--')}").exists()
+
+
+def fetch_model(repo, dry_run):
+    from huggingface_hub import snapshot_download
+
+    if cached("model", repo) or dry_run:
+        print(f"model {repo}: {'cached' if cached('model', repo) else 'would download'}")
+        return
+    snapshot_download(repo)
+    print(f"model {repo}: downloaded")
+
+
+def fetch_dataset(entry, dry_run):
+    import datasets
+
+    repo = entry["dataset"]
+    if cached("dataset", repo) or dry_run:
+        print(f"dataset {repo}: {'cached' if cached('dataset', repo) else 'would download'}")
+        return
+    for config in entry.get("configs", [entry.get("config", "default")]):
+        name = None if config in (None, "default") else config
+        for split in entry.get("splits") or [None]:
+            datasets.load_dataset(repo, name, split=split)
+    print(f"dataset {repo}: downloaded")
+
+
+def main():
+    parser = argparse.ArgumentParser(description="FIXTURE: fill HF_HOME with resources.json")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--workers", type=int, default=4)
+    args = parser.parse_args()
+    resources = json.loads((Path(__file__).parent / "resources.json").read_text())
+    for model in resources["models"]:
+        fetch_model(model, args.dry_run)
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        for future in [pool.submit(fetch_dataset, e, args.dry_run) for e in resources["datasets"]]:
+            future.result()
+    print(f"cache: {HF_HOME}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
 README = """# PostTrainBench FIXTURE checkout (ptflow tests)
 
 Small programs of ptflow's tests under the paths, command lines and output formats of
@@ -875,10 +995,98 @@ def evaluate_py(eval_id: str) -> str:
         EVALUATE_PY.replace("@EVAL@", _literal(eval_id))
         .replace("@CLI@", "{\n" + cli + "}")
         .replace("@INSTRUCTION@", repr(INSTRUCTION))
+        .replace("@HUB@", repr(HUB_DATA.get(eval_id)))
     )
 
 
-def checkout_files(evals, agents, variant: str = "") -> dict[str, str]:
+def resources_json(evals, models=RESOURCE_MODELS, leave_out=()) -> str:
+    """containers/download_hf_cache/resources.json in the real file's format: the models and each eval's dataset
+    (``leave_out``: dataset repos not listed, for a checkout whose list lacks one)."""
+    entries = [RESOURCE_DATASETS[e] for e in sorted(evals) if e in RESOURCE_DATASETS]
+    entries = [e for e in entries if e["dataset"] not in leave_out]
+    return json.dumps({"models": list(models), "datasets": entries}, indent=2) + "\n"
+
+
+def dataset_rows(eval_id: str) -> list[dict]:
+    """The fixture's questions as rows of the real dataset's columns (GSM8K's answer: the work, then "#### <n>")."""
+    hub = HUB_DATA[eval_id]
+    rows = []
+    for i, q in enumerate(questions(eval_id)):
+        answer = q["answer"]
+        if eval_id == "gsm8k":
+            answer = f"{q['question'][len('What is ') : -1]} = {q['answer']}\n#### {q['answer']}"
+        rows.append({hub["question"]: q["question"], hub["answer"]: answer, "id": f"fixture-{eval_id}-{i}"})
+    return rows
+
+
+def hub_repos(evals, models=RESOURCE_MODELS, leave_out=()):
+    """STAND-IN hub repos (tests/support/hubstandin.py) with the fixture's data under the real ids and layouts:
+    each eval's dataset (parquet per config and split, a card naming the configs; GSM8K with its two configs,
+    GPQA gated) and a placeholder repo (config.json, card) for each model of resources.json."""
+    import hashlib
+    import io
+
+    import pandas as pd
+
+    from tests.support.hubstandin import StandInRepo
+
+    def parquet(rows):
+        buf = io.BytesIO()
+        pd.DataFrame(rows).to_parquet(buf, index=False)
+        return buf.getvalue()
+
+    def commit(repo):
+        return hashlib.sha1(f"ptb-fixture:{repo}".encode()).hexdigest()
+
+    def card(configs):
+        lines = ["---", "configs:"]
+        for name, splits in configs.items():
+            lines += [f"- config_name: {name}", "  data_files:"]
+            lines += [f"  - split: {sp}\n    path: {name}/{sp}-*" for sp in splits]
+        return ("\n".join(lines) + "\n---\n# FIXTURE dataset card (ptflow tests)\n").encode()
+
+    repos = []
+    for eval_id in sorted(set(evals) & set(HUB_DATA)):
+        hub = HUB_DATA[eval_id]
+        if hub["repo"] in leave_out:
+            continue
+        data = parquet(dataset_rows(eval_id))
+        configs = {hub["config"]: ("test", "train") if eval_id == "gsm8k" else (hub["split"],)}
+        if eval_id == "gsm8k":
+            configs["socratic"] = ("test", "train")
+        if eval_id == "gpqamain":
+            configs["gpqa_diamond"] = ("train",)
+        if hub["config"] is None:  # no card: the files are the default config (math-ai/aime25's test.jsonl)
+            files = {"test.jsonl": "".join(json.dumps(r) + "\n" for r in dataset_rows(eval_id)).encode()}
+        else:
+            files = {"README.md": card(configs)}
+            files |= {f"{c}/{sp}-00000-of-00001.parquet": data for c, splits in configs.items() for sp in splits}
+        repos.append(StandInRepo(hub["repo"], "dataset", commit(hub["repo"]), files, gated=eval_id == "gpqamain"))
+    for model in models:
+        files = {"config.json": json.dumps({"architectures": ["FixturePlaceholder"]}).encode(),
+                 "README.md": b"FIXTURE placeholder of a model repo (ptflow tests)\n"}  # fmt: skip
+        repos.append(StandInRepo(model, "model", commit(model), files))
+    return repos
+
+
+def fill_hf_cache(hf_home: Path, evals, env: dict | None = None) -> None:
+    """Put the fixture evals' datasets into ``hf_home`` as the cache stage does: ptflow's fetch from a hub STAND-IN
+    (for tests that evaluate without running the cache rule)."""
+    from ptflow.config import posttrainbench as ptb
+    from ptflow.config.tasks import HFDataset
+    from ptflow.stages.evaluate.sources import fetch_each_hf
+    from tests.support.hubstandin import HubStandIn
+
+    sources = [HFDataset(d.repo, None, d.splits, name=d.config, gated=d.gated) for e in evals for d in ptb.hub_data(e)]
+    with HubStandIn(hub_repos(evals, models=())) as hub:
+        base = {k: v for k, v in (env or os.environ).items() if not k.startswith(("HF_", "TRANSFORMERS_OFFLINE"))}
+        errors = fetch_each_hf(sources, hf_home, Path(hf_home) / "inspect_evals",
+                               env={**base, "HF_ENDPOINT": hub.url, "HF_TOKEN": "hf-fixture-token"})  # fmt: skip
+    if errors:
+        raise RuntimeError(f"fixture hub cache: {errors}")
+
+
+def checkout_files(evals, agents, variant: str = "", leave_out=()) -> dict[str, str]:
     """Path (relative to the checkout) -> text, for every file of the fixture checkout."""
     unknown = sorted(set(evals) - set(BENCHMARKS)) + sorted(set(agents) - set(SOLVE_SH))
     if unknown:
@@ -889,7 +1097,8 @@ def checkout_files(evals, agents, variant: str = "") -> dict[str, str]:
         task = f"src/eval/tasks/{eval_id}"
         files[f"{task}/benchmark.txt"] = BENCHMARKS[eval_id]
         files[f"{task}/evaluate.py"] = evaluate_py(eval_id)
-        files[f"{task}/evaluation_code/questions.json"] = json.dumps(questions(eval_id), indent=1) + "\n"
+        if eval_id not in HUB_DATA:  # the others load theirs from the hub (hub_repos)
+            files[f"{task}/evaluation_code/questions.json"] = json.dumps(questions(eval_id), indent=1) + "\n"
     for name, text in TEMPLATES.items():
         files[f"src/eval/templates/{name}"] = text.replace("@NAME@", name)
     files["src/eval/general/prompt.txt"] = AGENT_PROMPT
@@ -901,6 +1110,9 @@ def checkout_files(evals, agents, variant: str = "") -> dict[str, str]:
     files["containers/standard.def"] = STANDARD_DEF
     files["containers/vllm_debug.def"] = VLLM_DEBUG_DEF
     files["containers/other_home_data/.codex/config.toml"] = CODEX_CONFIG
+    files["containers/download_hf_cache/resources.json"] = resources_json(evals, leave_out=leave_out)
+    files["containers/download_hf_cache/download_hf_cache.sh"] = DOWNLOAD_HF_CACHE_SH
+    files["containers/download_hf_cache/download_resources.py"] = DOWNLOAD_RESOURCES_PY
     files["src/utils/create_timer.sh"] = CREATE_TIMER_SH
     files["scripts/factors.json"] = json.dumps(FACTORS, indent=4) + "\n"
     files["scripts/aggregate_methods.py"] = AGGREGATE_METHODS_PY
@@ -931,6 +1143,7 @@ def make_fixture_checkout(
     evals=("gsm8k", "humaneval"),
     agents=("claude", "codex", "gemini"),
     variant: str = "",
+    leave_out=(),
 ) -> str:
     """git init a repository at ``dest`` (absent or empty), write the fixture checkout, commit it with a fixed author,
     committer and dates (same arguments, same commit) and return the 40-hex commit. ``variant`` goes into README.md:
@@ -939,7 +1152,7 @@ def make_fixture_checkout(
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"{dest} is not empty")
     dest.mkdir(parents=True, exist_ok=True)
-    for rel, text in checkout_files(evals, agents, variant).items():
+    for rel, text in checkout_files(evals, agents, variant, leave_out).items():
         path = dest / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

@@ -224,7 +224,11 @@ def _evaluation_data_input(eval_id):
     if CFG.evals[eval_id].uses_parquet:
         return {"test": L.data(eval_id, "test")}
     if CFG.evals[eval_id].from_checkout:
-        return ptb_input()
+        # ancient(): a refreshed cache does not rerun finished cells
+        return {
+            **ptb_input(),
+            "ptb_cache": ancient(L.posttrainbench_cache_marker()),
+        }
     return {"eval_data": L.eval_data_marker(eval_id)}
 
 
@@ -380,6 +384,19 @@ def aggregate_checkout_input():
     if any(CFG.evals[c.eval].from_checkout for c in CFG.cells):
         return {"checkout": L.posttrainbench_marker()}
     return {}
+
+
+def get_ptb_cache_input(wildcards):
+    """The checkout, and the standard image its download script runs in (where the site builds that image)."""
+    image = JOBS.download_image()
+    return {
+        **ptb_input(),
+        **{k: ancient(v) for k, v in images.image_inputs(RT, image).items()},
+    }
+
+
+def get_ptb_cache_params(wildcards):
+    return JOBS.checkout_cache_spec(_ptb_objects)
 
 
 def _ptb_checkout_marker():

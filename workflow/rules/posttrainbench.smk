@@ -17,3 +17,24 @@ checkpoint posttrainbench_checkout:
         spec=ptb_checkout_spec(),
     script:
         "../scripts/posttrainbench_checkout.py"
+
+
+# The checkout's resources.json into HF_HOME (a CPU job, where the network is): with the checkout's own download
+# script in the site's standard image (apptainer sites that build it from the checkout), else ptflow's cache code
+# over the same list. Its marker names each repo and the commit fetched; the checkout's evaluations (offline) need it.
+rule posttrainbench_cache:
+    input:
+        unpack(get_ptb_cache_input),
+    output:
+        L.posttrainbench_cache_marker(),
+    log:
+        L.log("posttrainbench", "hf_cache"),
+    conda:
+        CONDA_ENV
+    threads: threads_of("posttrainbench_cache")
+    resources:
+        **resources_of("posttrainbench_cache"),
+    params:
+        job=get_ptb_cache_params,
+    script:
+        "../scripts/posttrainbench_cache.py"

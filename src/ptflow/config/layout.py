@@ -42,6 +42,10 @@ class Layout:
         """Rule posttrainbench_checkout's output: the checkout's commit, place and the object ids of the paths used."""
         return f"{self.results}/posttrainbench/checkout.json"
 
+    def posttrainbench_cache_marker(self) -> str:
+        """Rule posttrainbench_cache's output: every repo of the checkout's resources.json and the commit fetched."""
+        return f"{self.results}/posttrainbench/hf_cache.json"
+
     def data(self, eval_id: str, split: str) -> str:
         return f"{self.results}/data/{eval_id}/{split}.parquet"
 

@@ -30,6 +30,41 @@ JUDGE_CODEX_HOME = "containers/other_home_data/.codex"  # copied into the home b
 AGENT_DIR = "agents/{agent}"  # solve.sh (and a trace parser)
 TIMER_SCRIPT = "src/utils/create_timer.sh"
 RECIPE_PREFIX = "posttrainbench:"  # a site image's recipe inside the checkout: posttrainbench:containers/standard.def
+# What fills PostTrainBench's HF_HOME: resources.json (models, and datasets with their configs and splits) and the
+# download script that loads each into the cache (download_hf_cache.sh runs download_resources.py in the image that
+# POST_TRAIN_BENCH_CONTAINERS_DIR/POST_TRAIN_BENCH_CONTAINER_NAME name).
+RESOURCES_DIR = "containers/download_hf_cache"
+RESOURCES_FILE = f"{RESOURCES_DIR}/resources.json"
+DOWNLOAD_SCRIPT = f"{RESOURCES_DIR}/download_hf_cache.sh"
+DOWNLOAD_IMAGE = "standard"  # the image its download script runs in (the site's, built from containers/standard.def)
+
+
+@dataclass(frozen=True)
+class HubData:
+    """A hub dataset an evaluation of the checkout loads at run time: ``load_dataset(repo, config, split=split)``."""
+
+    repo: str
+    config: str | None
+    splits: tuple[str, ...]
+    gated: bool = False
+
+    def describe(self) -> str:
+        return f"dataset {self.repo}" + (f" (config {self.config})" if self.config else "")
+
+
+# What each evaluate.py at 9082063 loads from the hub (through inspect_evals at its pinned commit, or its own task
+# for gpqamain), read from the checkout: gsm8k's few-shot examples come from its train split. arenahardwriting and
+# healthbench load nothing from the hub: their questions are files in their evaluation_code/ (their LLM judges
+# are API calls). None of these loads names a revision in resources.json, so the cache holds the default branch.
+EVAL_HUB_DATA: dict[str, tuple[HubData, ...]] = {
+    "gsm8k": (HubData("openai/gsm8k", "main", ("test", "train")),),
+    "aime2025": (HubData("math-ai/aime25", None, ("test",)),),
+    "humaneval": (HubData("openai/openai_humaneval", "openai_humaneval", ("test",)),),
+    "gpqamain": (HubData("Idavidrein/gpqa", "gpqa_main", ("train",), gated=True),),
+    "bfcl": (HubData("gorilla-llm/Berkeley-Function-Calling-Leaderboard", "exec_simple", ("train",)),),
+    "arenahardwriting": (),
+    "healthbench": (),
+}
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _GIT_TIMEOUT_S = 60
@@ -89,6 +124,11 @@ def eval_paths(eval_dir: str) -> list[str]:
 def agent_paths(agent_dir: str, eval_dir: str) -> list[str]:
     """What an agent cell reads: its task dir's sources (run_task.sh's copies), the prompt, the solve script."""
     return [*eval_paths(eval_dir), PROMPT_DIR, AGENT_DIR.format(agent=agent_dir), TIMER_SCRIPT]
+
+
+def hub_data(eval_dir: str) -> tuple[HubData, ...]:
+    """The hub datasets the checkout's ``evaluate.py`` of ``eval_dir`` loads (none for an eval dir not listed)."""
+    return EVAL_HUB_DATA.get(eval_dir, ())
 
 
 def judge_paths(eval_dir: str) -> list[str]:

@@ -44,6 +44,7 @@ RULE_STAGES = {
     "cache_resources": "cache",
     "hf_cache": "cache",
     "posttrainbench_checkout": "cache",  # a clone needs the network, as the cache stage does
+    "posttrainbench_cache": "cache",  # the checkout's resources.json into HF_HOME (downloads: a CPU job)
     "env": "env",
     # registry imports get the site's `convert` request instead (ptflow.cluster.images.image_stage)
     "image": "image",

@@ -174,7 +174,42 @@ class Jobs:
             {c.eval for c in cfg.cells if not (cfg.evals[c.eval].uses_parquet or cfg.evals[c.eval].from_checkout)}
         )
         markers = [self.layout.eval_data_marker(e) for e in evals]
+        if self.checkout_evals():  # the checkout's evaluations read what its resources.json put into HF_HOME
+            markers.append(self.layout.posttrainbench_cache_marker())
         return markers + ([self.layout.resources_marker()] if cfg.raw.get("cache_resources") else [])
+
+    def checkout_evals(self) -> list[str]:
+        """The eval dirs of the checkout's evals in the matrix (sorted)."""
+        cfg = self.cfg
+        return sorted({ptb.eval_dir_name(cfg.evals[c.eval].task) for c in cfg.cells if cfg.evals[c.eval].from_checkout})
+
+    def checkout_cache_spec(self, objects: Objects) -> dict:
+        """What rule posttrainbench_cache fetches: the checkout's resources.json (the object id of its dir, so a new
+        list or script reruns it), with the checkout's own download script in the site's standard image where the
+        site builds that image from the checkout (apptainer, as download_hf_cache.sh runs it), else ptflow's cache
+        code over the same list; and the datasets each evaluation loads, which it must hold."""
+        image = self.download_image()
+        return {
+            "objects": objects([ptb.RESOURCES_DIR]),
+            "image": str(Path(images.image_path(self.rt, image)).resolve()) if image else None,
+            "evals": {
+                e: [
+                    {"repo": d.repo, "config": d.config, "splits": list(d.splits), "gated": d.gated}
+                    for d in ptb.hub_data(e)
+                ]
+                for e in self.checkout_evals()
+            },  # fmt: skip
+            "hf_home": self.layout.hf_home,
+            "evals_cache": self.layout.evals_cache,
+        }
+
+    def download_image(self) -> str | None:
+        """The image the checkout's download script runs in: the site's standard image when an apptainer site builds
+        it from the checkout (posttrainbench.images), else None."""
+        name = ptb.DOWNLOAD_IMAGE
+        if self.rt.kind != "apptainer" or name not in self.rt.images or self.checkout_recipe(name) is None:
+            return None
+        return name
 
     # ---- the jobs of a cell ----
 
@@ -394,6 +429,8 @@ class Jobs:
                 paths.update(self._agent_paths(agent, name))
                 if cfg.judge:
                     paths.update(ptb.judge_paths(name))
+        if paths:  # a checkout eval is in the matrix: its cache comes from the checkout's resources.json
+            paths.add(ptb.RESOURCES_DIR)
         for name in self.rt.images if images.needs_images(self.rt) else ():
             rel = self.checkout_recipe(name)
             if rel is not None:

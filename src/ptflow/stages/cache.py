@@ -186,3 +186,131 @@ def combine_markers(
     repos = [json.loads(Path(m).read_text()) for m in markers]
     data = [json.loads(Path(m).read_text()) for m in data_markers]
     return hfcache.write_marker(out, hf_home, repos, data)
+
+
+def checkout_eval_data(spec: dict) -> dict[str, list]:
+    """eval dir -> the HFDataset sources its evaluation loads (``Jobs.checkout_cache_spec``'s ``evals``)."""
+    from ptflow.config.tasks import HFDataset
+
+    return {
+        ev: [HFDataset(d["repo"], None, tuple(d["splits"]), name=d["config"], gated=d["gated"]) for d in data]
+        for ev, data in spec["evals"].items()
+    }
+
+
+def _fetched_commit(hf_home, repo_id: str, repo_type: str) -> str | None:
+    """The commit the default branch resolved to when it was fetched (huggingface_hub's refs/main), or None."""
+    ref = hfcache.repo_folder(hf_home, repo_id, repo_type) / "refs" / "main"
+    return ref.read_text().strip() if ref.is_file() else None
+
+
+def run_download_script(checkout: Path, image: str, hf_home, log=print) -> int:
+    """The checkout's own download_hf_cache.sh (PostTrainBench's step), in its checkout, with the variables it reads:
+    HF_HOME and the image (POST_TRAIN_BENCH_CONTAINERS_DIR / POST_TRAIN_BENCH_CONTAINER_NAME.sif). Tokens stay in
+    the environment. Its output goes to this job's log; its exit status is returned."""
+    import os
+    import subprocess
+
+    from ptflow.config import posttrainbench as ptb
+
+    image_path = Path(image)
+    env = {
+        **os.environ,
+        "HF_HOME": str(Path(hf_home).resolve()),
+        "POST_TRAIN_BENCH_CONTAINERS_DIR": str(image_path.parent),
+        "POST_TRAIN_BENCH_CONTAINER_NAME": image_path.stem,
+    }
+    log(f"running the checkout's {ptb.DOWNLOAD_SCRIPT} in {image_path} (HF_HOME={env['HF_HOME']})")
+    proc = subprocess.run(
+        ["bash", ptb.DOWNLOAD_SCRIPT], cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    for line in proc.stdout.splitlines():
+        log(f"  | {line}")
+    return proc.returncode
+
+
+def cache_checkout_resources(checkout: dict, spec: dict, marker_path: str | Path, log=print, env=None) -> dict:
+    """PostTrainBench's HF_HOME from its checkout: every model and dataset of ``resources.json``, fetched with the
+    checkout's download script where ``spec["image"]`` names the standard image it runs in, else (and for whatever
+    the script left missing) with ptflow's fetch over the same list; then checked offline, as the evaluations will
+    load it. A listed piece that cannot be had is recorded in the marker (``failed``) and does not stop the job
+    (the agents' training data is hundreds of datasets, and an entry can be broken: the real list's gsm8k
+    ``default`` config is ambiguous); a dataset an evaluation loads does: :class:`MissingReposError` names the eval
+    and the repo. The marker names each repo and the commit its default branch resolved to."""
+    from ptflow.config import posttrainbench as ptb
+    from ptflow.config.tasks import HFDataset, HFModel
+    from ptflow.stages.evaluate.sources import fetch_each_hf, missing_each_hf, parse_resources_json
+
+    root = Path(checkout["path"])
+    hf_home, evals_cache = spec["hf_home"], spec["evals_cache"]
+    resources = root / ptb.RESOURCES_FILE
+    sources = parse_resources_json(resources)
+    needed = checkout_eval_data(spec)
+    listed = {(s.repo, s.name) for s in sources if isinstance(s, HFDataset)}
+    unlisted = [f"evals {ev}: loads {d.repo}" + (f" (config {d.name})" if d.name else "")
+                for ev, data in needed.items() for d in data if (d.repo, d.name) not in listed]  # fmt: skip
+    if unlisted:
+        raise MissingReposError(
+            f"{resources} does not list what the evaluations load ({'; '.join(unlisted)}); use a checkout whose "
+            "resources.json lists them"
+        )
+    how = "ptflow"
+    if spec.get("image"):
+        rc = run_download_script(root, spec["image"], hf_home, log)
+        how = f"{ptb.DOWNLOAD_SCRIPT} in {spec['image']}"
+        if rc != 0:
+            log(f"{ptb.DOWNLOAD_SCRIPT} exited {rc}; ptflow fetches what it left missing")
+    missing = missing_each_hf(sources, hf_home, evals_cache, env=env)
+    if missing:
+        log(f"{len(missing)} of {len(sources)} piece(s) not in the cache: fetching them")
+        fetch_each_hf(list(missing), hf_home, evals_cache, env=env)
+        if how != "ptflow":
+            how += " (then ptflow for what it left missing)"
+    else:
+        log(f"all {len(sources)} piece(s) complete in the cache, no network used")
+    still = missing_each_hf(sources + [d for data in needed.values() for d in data], hf_home, evals_cache, env=env)
+    lost = [f"evals {ev}: {d.describe()} ({still[d]})" for ev, data in needed.items() for d in data if d in still]
+    if lost:
+        raise MissingReposError(
+            f"the evaluations' data is not in {hf_home} after the fetch: {' | '.join(lost)}; check the hub "
+            "(HF_ENDPOINT) and HF_TOKEN for gated datasets"
+        )
+    repos: dict[tuple[str, str], dict] = {}
+    for src in sources:
+        kind = "model" if isinstance(src, HFModel) else "dataset"
+        entry = repos.setdefault((kind, src.repo), {"repo": src.repo, "repo_type": kind, "configs": []})
+        if kind == "dataset":
+            entry["configs"].append({"config": src.name, "splits": list(src.splits), "complete": src not in still})
+        else:
+            entry["complete"] = src not in still
+    for (kind, repo_id), entry in repos.items():
+        entry["revision"] = "main"  # resources.json pins none: the default branch
+        entry["commit"] = _fetched_commit(hf_home, repo_id, kind)
+    marker = {
+        "checkout": checkout.get("commit"),
+        "resources": ptb.RESOURCES_FILE,
+        "object": spec["objects"].get(ptb.RESOURCES_DIR),
+        "fetched_by": how,
+        "hf_home": str(Path(hf_home).resolve()),
+        "repos": sorted(repos.values(), key=lambda r: (r["repo_type"], r["repo"])),
+        "evals": {
+            ev: [
+                {
+                    "repo": d.repo,
+                    "config": d.name,
+                    "splits": list(d.splits),
+                    "commit": _fetched_commit(hf_home, d.repo, "dataset"),
+                }
+                for d in data
+            ]
+            for ev, data in needed.items()
+        },  # fmt: skip
+        "failed": sorted(f"{s.describe()}: {err}" for s, err in still.items()),
+    }
+    if marker["failed"]:
+        log(f"{len(marker['failed'])} listed piece(s) could not be had (no evaluation loads them): "
+            + " | ".join(marker["failed"][:5]))  # fmt: skip
+    write_json_atomic(marker_path, marker)
+    log(f"wrote {marker_path}: {len(repos)} repo(s), fetched by {how}")
+    return marker

@@ -6,13 +6,17 @@ other keys (``check_secrets``)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from ptflow.cluster import hfcache
+from ptflow.config import posttrainbench as ptb
 from ptflow.config.layout import Layout
 from ptflow.config.model import Config
 from ptflow.config.sites import Site
 from ptflow.stages.evaluate.run import EvalConfigError, call_sources, check_call
 from ptflow.stages.evaluate.settings import Provider, build_call
-from ptflow.stages.evaluate.sources import missing_sources
+from ptflow.stages.evaluate.sources import missing_each_hf, missing_sources, resources_from_text
 
 
 def evaluation_problems(cfg: Config, site: Site, layout: Layout, env=None, reachable=None) -> list[str]:
@@ -35,4 +39,69 @@ def evaluation_problems(cfg: Config, site: Site, layout: Layout, env=None, reach
         for eval_id, call in calls.items():
             for line in missing_sources(call_sources(call), layout.hf_home, layout.evals_cache, env=env):
                 problems.append(f"evals[{eval_id}]: {line} ({why})")
+    return problems + checkout_data_problems(cfg, layout, env, reachable)
+
+
+def checkout_resources(cfg: Config, layout: Layout) -> tuple[str, set[tuple[str, str | None]]] | None:
+    """(where, the (repo, config) pairs of datasets it lists) of the checkout's resources.json at the pinned commit,
+    read here with git: from the given checkout, or the clone of an earlier run; None while the rule
+    posttrainbench_checkout has not cloned it yet (then only the cache itself is checked)."""
+    from ptflow.config.tasks import HFDataset
+
+    checkout = cfg.posttrainbench
+    location = Path(checkout.location(layout.scratch))
+    if not location.is_dir():
+        return None
+    try:
+        text = ptb.git(location, "show", f"{checkout.commit}:{ptb.RESOURCES_FILE}")
+    except ptb.CheckoutError:
+        return None  # not at this commit yet (an old clone), or no such file: the checkout rule says which
+    where = f"{location}/{ptb.RESOURCES_FILE} at {checkout.commit[:12]}"
+    sources = resources_from_text(text, where)
+    return where, {(s.repo, s.name) for s in sources if isinstance(s, HFDataset)}
+
+
+def checkout_data_problems(cfg: Config, layout: Layout, env=None, reachable=None) -> list[str]:
+    """The checkout's evaluations load hub datasets at run time, offline (``ptb.EVAL_HUB_DATA``); the rule
+    posttrainbench_cache fetches what the checkout's resources.json lists. One line per (eval, dataset) that is
+    not in the cache and will not be fetched: resources.json does not list it, or nothing can be downloaded from
+    here. Nothing is checked in the cache (a child process loads each dataset offline) when all will be fetched."""
+    from ptflow.config.tasks import HFDataset
+
+    needed = []
+    for eval_id in sorted({c.eval for c in cfg.cells}):
+        ev = cfg.evals[eval_id]
+        if ev.from_checkout:
+            needed += [(eval_id, d) for d in ptb.hub_data(ptb.eval_dir_name(ev.task))]
+    if not needed:
+        return []
+    resources = checkout_resources(cfg, layout)
+    unlisted = {(e, d) for e, d in needed if resources is not None and (d.repo, d.config) not in resources[1]}
+    why = hfcache.cannot_download(env, reachable or hfcache.hub_reachable)
+    environ = os.environ if env is None else env
+    tokenless = {(e, d) for e, d in needed if d.gated and not environ.get("HF_TOKEN")}
+    if not unlisted and not why and not tokenless:
+        return []
+    sources = {(e, d): HFDataset(d.repo, None, d.splits, name=d.config, gated=d.gated) for e, d in needed}
+    missing = missing_each_hf(list(set(sources.values())), layout.hf_home, layout.evals_cache, env=env)
+    problems = []
+    for (eval_id, d), src in sources.items():
+        if src not in missing:
+            continue
+        if (eval_id, d) in unlisted:
+            problems.append(
+                f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which is not in {layout.hf_home} and "
+                f"{resources[0]} does not list (the cache job fetches only what it lists); copy it into "
+                "paths.hf_home, or use a checkout whose resources.json lists it"
+            )
+        elif why:
+            problems.append(
+                f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which is not in {layout.hf_home}, and "
+                f"{why}; run where the hub is reachable (the cache job fetches it) or copy it into paths.hf_home"
+            )
+        elif (eval_id, d) in tokenless:
+            problems.append(
+                f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which is gated and not in {layout.hf_home}; "
+                "export HF_TOKEN (a token of an account that accepted its terms) so the cache job can fetch it"
+            )
     return problems

@@ -43,7 +43,7 @@ def data_env(hf_home: str | Path, evals_cache: str | Path, offline: bool = True)
 # --- Hugging Face datasets and models: run in a child with the right environment --------------------------------
 
 
-def _hf_worker(op: str, items: list[dict], hf_home, evals_cache, offline: bool, env=None, timeout: float = 3600):
+def _hf_worker(op: str, items: list[dict], hf_home, evals_cache, offline: bool, env=None, timeout: float | None = 3600):
     """Run ``op`` over ``items`` in a child process; returns its per-item results."""
     child_env = {k: v for k, v in (os.environ if env is None else env).items() if k not in OFFLINE_ENV}
     child_env.update(data_env(hf_home, evals_cache, offline=offline))
@@ -236,6 +236,45 @@ def fetch_sources(sources: list[Source], hf_home, evals_cache, env=None, log=pri
     return done
 
 
+def fetch_each_hf(sources: list[Source], hf_home, evals_cache, env=None) -> dict[Source, str]:
+    """Download every Hub dataset and model of ``sources`` (one child process for each kind, not one per piece: a
+    resources.json lists hundreds) and return the error of each that failed; the others are not stopped by one
+    failure. A gated dataset without HF_TOKEN in ``env`` fails without a request. No time limit of its own: the
+    list may be hundreds of GB, and the cache job's runtime bounds it (a retry goes on from what is complete)."""
+    env = dict(os.environ if env is None else env)
+    errors: dict[Source, str] = {}
+    hf = [s for s in sources if isinstance(s, HFDataset)]
+    for src in hf:
+        if src.gated and not env.get("HF_TOKEN"):
+            errors[src] = "gated: set HF_TOKEN to a token of an account that accepted its terms"
+    hf = [s for s in hf if s not in errors]
+    if hf:
+        items = [_hf_item(s) for s in hf]
+        results = _hf_worker("prime", items, hf_home, evals_cache, offline=False, env=env, timeout=None)
+        errors.update({src: res["error"] for src, res in zip(hf, results, strict=True) if not res["ok"]})
+    models = [s for s in sources if isinstance(s, HFModel)]
+    if models:
+        items = [{"repo": m.repo, "revision": m.revision} for m in models]
+        results = _hf_worker("fetch_model", items, hf_home, evals_cache, False, env, timeout=None)
+        errors.update({src: res["error"] for src, res in zip(models, results, strict=True) if not res["ok"]})
+    return errors
+
+
+def missing_each_hf(sources: list[Source], hf_home, evals_cache, env=None) -> dict[Source, str]:
+    """The Hub datasets and models of ``sources`` that an offline load does not find, each with its error."""
+    missing: dict[Source, str] = {}
+    hf = [s for s in sources if isinstance(s, HFDataset)]
+    if hf:
+        results = _hf_worker("check", [_hf_item(s) for s in hf], hf_home, evals_cache, offline=True, env=env)
+        missing.update({src: res["error"] for src, res in zip(hf, results, strict=True) if not res["ok"]})
+    models = [s for s in sources if isinstance(s, HFModel)]
+    if models:
+        items = [{"repo": m.repo, "revision": m.revision} for m in models]
+        results = _hf_worker("check_model", items, hf_home, evals_cache, True, env)
+        missing.update({src: res["error"] for src, res in zip(models, results, strict=True) if not res["ok"]})
+    return missing
+
+
 def missing_sources(sources: list[Source], hf_home, evals_cache, env=None) -> list[str]:
     """One line per missing piece, checked without the network (an empty list: ready for an offline job)."""
     evals_cache = Path(evals_cache)
@@ -279,8 +318,17 @@ def parse_resources_json(path: str | Path) -> list[Source]:
     (``load_dataset`` without ``split``). No revisions: entries are unpinned (loaded at the default branch)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"{path}: not readable JSON ({exc})") from None
+    return resources_from_text(text, path)
+
+
+def resources_from_text(text: str, path) -> list[Source]:
+    """:func:`parse_resources_json` of a file's text (read from git at a commit, say); ``path`` names it in errors."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
         raise ValueError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(data, dict) or set(data) - {"models", "datasets"}:
         raise ValueError(f"{path}: expected an object with 'models' and 'datasets', got keys {sorted(data)}")

@@ -32,6 +32,7 @@ from pathlib import Path
 from ptflow.config import posttrainbench as ptb
 from ptflow.files import write_text_atomic
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump, looks_like_secret
+from ptflow.stages.evaluate.sources import OFFLINE_ENV
 
 ATTEMPT_TIMEOUT_S = 28800  # run_task.sh: timeout --signal=TERM --kill-after=60s 28800s per attempt
 KILL_AFTER_S = 60
@@ -80,10 +81,12 @@ def attempt_argv(checkout: Path, eval_dir: str, model_path, budget: int | None, 
 
 def eval_environment(env: dict, keys) -> dict:
     """run_task.sh's evaluation environment: the job's, minus every secret but the eval's own keys (its grader's),
-    plus what it sets (``VLLM_API_KEY=inspectai``, ``PYTHONNOUSERSITE=1``)."""
+    plus what it sets (``VLLM_API_KEY=inspectai``, ``PYTHONNOUSERSITE=1``) and, unlike run_task.sh, the hub's
+    offline switches: its datasets come from the cache rule posttrainbench_cache filled (in a CPU job), so an
+    evaluation never downloads on a GPU node, and a cache that lacks its data fails here, as preflight says."""
     keep = set(keys)
     out = {k: v for k, v in env.items() if k in keep or not looks_like_secret(k)}
-    return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1"}
+    return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1", **OFFLINE_ENV}
 
 
 def _run(argv, cwd, env, stdout: Path, timeout: float | None, stderr: Path | None = None) -> int | None:
@@ -156,8 +159,8 @@ def evaluate(
     if missing:
         raise CheckoutEvalError(f"{eval_dir}: its evaluate.py needs {', '.join(missing)} in the environment")
     environ = eval_environment(environ, keys)
-    if hf_home:
-        environ["HF_HOME"] = str(hf_home)
+    if hf_home:  # absolute: evaluate.py runs in its eval dir, where a relative paths.hf_home names nothing
+        environ["HF_HOME"] = str(Path(hf_home).resolve())
     out = Path(out_dir).resolve()
     if once:
         return _run_once(checkout, eval_dir, cwd, environ, Path(model_path).resolve(), out, limit, log)

@@ -1,0 +1,240 @@
+"""PostTrainBench's HF cache from its checkout (rule posttrainbench_cache, cache.cache_checkout_resources): every
+ repo of the checkout's resources.json fetched from the hub STAND-IN (ptflow's fetch, or the checkout's own
+download script in the standard image), the marker naming each repo and the commit fetched, the fixture's
+evaluate.py then loading its dataset offline; an empty cache fails offline; preflight refuses, one line naming the
+eval and the repo, a run whose cache lacks what an evaluation loads and will not get it."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptflow.config import posttrainbench as ptb
+from ptflow.config.layout import Layout
+from ptflow.config.model import build_config
+from ptflow.stages.cache import MissingReposError, cache_checkout_resources
+from ptflow.stages.evaluate.preflight import checkout_data_problems
+from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
+from tests.support.hubstandin import HubStandIn
+from tests.support.ptb_checkout import RESOURCE_MODELS, hub_repos, make_fixture_checkout
+
+EVALS = ("gsm8k", "humaneval")
+HF_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "HF_TOKEN")
+
+
+def _spec(root: Path, image=None) -> dict:
+    evals = {
+        e: [{"repo": d.repo, "config": d.config, "splits": list(d.splits), "gated": d.gated} for d in ptb.hub_data(e)]
+        for e in EVALS
+    }
+    return {"objects": {ptb.RESOURCES_DIR: "f" * 40}, "image": image, "evals": evals,
+            "hf_home": str(root / "hf_home"), "evals_cache": str(root / "inspect_evals")}  # fmt: skip
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for var in HF_VARS:
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+def _checkout(root: Path, **kw) -> dict:
+    commit = make_fixture_checkout(root / "PostTrainBench", evals=EVALS, agents=("codex",), **kw)
+    return {"path": str(root / "PostTrainBench"), "commit": commit}
+
+
+def _evaluate_offline(checkout: dict, eval_id: str, hf_home: Path, model: Path, out: Path):
+    """The fixture's evaluate.py, in its dir, with the environment ptflow gives a checkout evaluation (offline)."""
+    from ptflow.stages.posttrainbench.evaluate import eval_environment
+
+    env = eval_environment({**os.environ, "HF_HOME": str(hf_home)}, ())
+    templates = str(Path(checkout["path"]) / ptb.TEMPLATES_DIR)
+    argv = [sys.executable, "evaluate.py", "--model-path", str(model), "--limit", "2",
+            "--templates-dir", templates, "--json-output-file", str(out)]  # fmt: skip
+    cwd = Path(checkout["path"]) / ptb.EVAL_DIR.format(eval=eval_id)
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_cache_job_fetches_resources_json_and_evaluations_then_load_offline(tmp_path, clean_env):
+    checkout = _checkout(tmp_path)
+    model = tmp_path / "tiny-llama"
+    create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
+    hf_home = tmp_path / "hf_home"
+    # before the cache job: the evaluation fails offline, as the real one does on a GPU node
+    empty = _evaluate_offline(checkout, "gsm8k", hf_home, model, tmp_path / "m0.json")
+    assert empty.returncode != 0 and "openai/gsm8k" in empty.stderr and not (tmp_path / "m0.json").exists()
+    repos = hub_repos(EVALS)
+    with HubStandIn(repos) as hub:
+        clean_env.setenv("HF_ENDPOINT", hub.url)
+        lines = []
+        marker = cache_checkout_resources(checkout, _spec(tmp_path), tmp_path / "hf_cache.json", log=lines.append)
+        fetched = len(hub.requests)
+        again = cache_checkout_resources(checkout, _spec(tmp_path), tmp_path / "hf_cache.json", log=lines.append)
+        assert len(hub.requests) == fetched  # complete in the cache: the second run asks the hub nothing
+    assert json.loads((tmp_path / "hf_cache.json").read_text()) == again
+    commits = {(r.repo_type, r.repo_id): r.commit for r in repos}
+    assert {(r["repo_type"], r["repo"]) for r in marker["repos"]} == set(commits)
+    for entry in marker["repos"]:  # each repo, and the commit its default branch resolved to
+        assert entry["revision"] == "main" and entry["commit"] == commits[(entry["repo_type"], entry["repo"])]
+    assert marker["fetched_by"] == "ptflow" and marker["object"] == "f" * 40
+    assert marker["evals"]["gsm8k"] == [{"repo": "openai/gsm8k", "config": "main", "splits": ["test", "train"],
+                                          "commit": commits[("dataset", "openai/gsm8k")]}]  # fmt: skip
+    # the list's gsm8k "default" config (two configs, none the default: an online load refuses it) is served offline
+    # by datasets from the prepared "main": nothing failed
+    assert marker["failed"] == []
+    assert sorted(r["repo"] for r in marker["repos"] if r["repo_type"] == "model") == sorted(RESOURCE_MODELS)
+    # after it: offline, the same evaluate.py loads its questions and scores
+    for eval_id in EVALS:
+        done = _evaluate_offline(checkout, eval_id, hf_home, model, tmp_path / f"{eval_id}.json")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "over 2 questions" in done.stdout and "accuracy" in json.loads(
+            (tmp_path / f"{eval_id}.json").read_text()
+        )
+
+
+def test_the_checkouts_download_script_runs_in_the_standard_image_and_ptflow_fills_its_gaps(tmp_path, clean_env):
+    checkout = _checkout(tmp_path)
+    # apptainer is not installable here: a stand-in that runs the image's runscript (python3 "$@") on the host and
+    # records its arguments, so what is tested is ptflow calling the checkout's own script with its variables
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "apptainer.calls"
+    shim = bindir / "apptainer"
+    shim.write_text(
+        "#!/bin/bash\n"
+        f'echo "$@" >> {calls}\n'
+        'while [ "$#" -gt 0 ] && [[ "$1" != *.sif ]]; do shift; done\n'
+        'test -f "$1" || { echo "no image $1" >&2; exit 255; }\n'
+        f'shift; exec {sys.executable} "$@"\n'
+    )
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    image = tmp_path / "images" / "standard.sif"
+    image.parent.mkdir()
+    image.write_text("fixture image\n")
+    clean_env.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    with HubStandIn(hub_repos(EVALS)) as hub:
+        clean_env.setenv("HF_ENDPOINT", hub.url)
+        lines = []
+        marker = cache_checkout_resources(checkout, _spec(tmp_path, str(image)), tmp_path / "m.json", log=lines.append)
+    argv = calls.read_text().split()
+    assert (
+        argv[:2] == ["run", "--nv"] and str(image) in argv and argv[-1] == ptb.RESOURCES_DIR + "/download_resources.py"
+    )
+    assert f"HF_HOME={tmp_path / 'hf_home'}" in argv
+    text = "\n".join(lines)
+    # the checkout's script fetched the models, then stopped at the list's broken gsm8k entry, as the real one would,
+    # and still exited 0 (its last command is an echo, as the real one's): ptflow checks and fetches what is missing
+    assert "model Qwen/Qwen3-4B-Base: downloaded" in text and "Config name is missing" in text
+    assert "FIXTURE download finished" in text and "exited" not in text
+    assert (
+        marker["fetched_by"].startswith(f"{ptb.DOWNLOAD_SCRIPT} in {image}") and "then ptflow" in marker["fetched_by"]
+    )
+    assert all(r["commit"] for r in marker["repos"])
+
+
+def test_a_dataset_an_evaluation_loads_that_the_hub_lacks_fails_the_job_naming_eval_and_repo(tmp_path, clean_env):
+    checkout = _checkout(tmp_path)
+    with HubStandIn(hub_repos(EVALS, leave_out=("openai/openai_humaneval",))) as hub:
+        clean_env.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(MissingReposError, match=r"evals humaneval: dataset openai/openai_humaneval config "):
+            cache_checkout_resources(checkout, _spec(tmp_path), tmp_path / "m.json", log=lambda _: None)
+    assert not (tmp_path / "m.json").exists()
+
+
+def _cfg(default_raw, checkout: dict, evals=EVALS):
+    default_raw["posttrainbench"] = {"commit": checkout["commit"], "path": checkout["path"]}
+    default_raw["evals"] = [{"id": e, "task": f"posttrainbench/{e}", "retry_max_new_tokens": [12, 8]} for e in evals]
+    default_raw["agents"] = [{"id": "baseline", "kind": "baseline"}]
+    default_raw["scoring"] = {"weights": dict.fromkeys(evals, 1.0)}
+    return build_config(default_raw)
+
+
+def test_preflight_refuses_what_an_evaluation_loads_but_the_cache_will_not_hold(tmp_path, default_raw, clean_env):
+    layout = Layout(str(tmp_path / "results"), str(tmp_path / "scratch"), str(tmp_path / "hf_home"))
+    # a checkout whose resources.json lacks gsm8k's dataset: refused even where the hub is reachable
+    lacking = _checkout(tmp_path / "lacking", leave_out=("openai/gsm8k",))
+    problems = checkout_data_problems(_cfg(default_raw, lacking), layout, env={}, reachable=lambda: True)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("evals[gsm8k]: its evaluate.py loads dataset openai/gsm8k (config main)")
+    assert "resources.json at" in problems[0] and "does not list" in problems[0]
+    # the full list, hub reachable: the cache job will fetch all, nothing to refuse (and the cache is not read)
+    full = _checkout(tmp_path / "full")
+    cfg = _cfg(default_raw, full)
+    assert checkout_data_problems(cfg, layout, env={}, reachable=lambda: True) == []
+    # offline and an empty cache: every dataset an evaluation loads, one line each
+    offline = {"HF_HUB_OFFLINE": "1"}
+    problems = checkout_data_problems(cfg, layout, env=offline, reachable=lambda: False)
+    assert [p.split(":")[0] for p in problems] == ["evals[gsm8k]", "evals[humaneval]"]
+    assert "openai/openai_humaneval" in problems[1] and "HF_HUB_OFFLINE is set" in problems[1]
+    # with what the evaluations load in the cache, offline passes
+    with HubStandIn(hub_repos(EVALS)) as hub:
+        clean_env.setenv("HF_ENDPOINT", hub.url)
+        cache_checkout_resources(
+            {"path": full["path"], "commit": full["commit"]}, _spec(tmp_path), tmp_path / "m.json", log=lambda _: None
+        )
+    assert checkout_data_problems(cfg, layout, env=offline, reachable=lambda: False) == []
+
+
+def test_preflight_refuses_a_gated_dataset_without_hf_token(tmp_path, default_raw, clean_env):
+    """gpqamain loads Idavidrein/gpqa, gated: without HF_TOKEN the cache job could not fetch it."""
+    evals = ("gpqamain", "gsm8k")
+    commit = make_fixture_checkout(tmp_path / "PostTrainBench", evals=evals, agents=("codex",))
+    cfg = _cfg(default_raw, {"path": str(tmp_path / "PostTrainBench"), "commit": commit}, evals)
+    layout = Layout(str(tmp_path / "results"), str(tmp_path / "scratch"), str(tmp_path / "hf_home"))
+    problems = checkout_data_problems(cfg, layout, env={}, reachable=lambda: True)
+    assert len(problems) == 1 and problems[0].startswith(
+        "evals[gpqamain]: its evaluate.py loads dataset Idavidrein/gpqa"
+    )
+    assert "gated" in problems[0] and "export HF_TOKEN" in problems[0]
+    assert checkout_data_problems(cfg, layout, env={"HF_TOKEN": "hf-x"}, reachable=lambda: True) == []
+
+
+def test_jobs_give_the_cache_rule_the_checkouts_list_and_the_evaluations_data(default_raw, tmp_path):
+    from ptflow.config.load import resolve
+    from ptflow.jobs.build import Jobs
+
+    _cfg(default_raw, _checkout(tmp_path))
+    loaded = resolve({**default_raw, "site": "generic"}, Path(__file__).resolve().parents[2])
+    jobs = Jobs(loaded.cfg, loaded.site, loaded.layout)
+    spec = jobs.checkout_cache_spec(lambda paths: {p: "0" * 40 for p in paths})
+    assert spec["image"] is None  # the generic site runs no apptainer standard image: ptflow's fetch
+    assert spec["objects"] == {ptb.RESOURCES_DIR: "0" * 40}
+    assert set(spec["evals"]) == set(EVALS) and spec["evals"]["gsm8k"][0]["repo"] == "openai/gsm8k"
+    assert ptb.RESOURCES_DIR in jobs.checkout_spec()["paths"]
+    assert loaded.layout.posttrainbench_cache_marker() in jobs.data_markers()
+    # an apptainer site that builds PostTrainBench's standard image from the checkout: its own download script
+    default_raw["posttrainbench"]["images"] = ["standard", "vllm_debug"]
+    loaded = resolve({**default_raw, "site": "generic"}, Path(__file__).resolve().parents[2])
+    assert loaded.site.runtime.kind == "apptainer"
+    spec = Jobs(loaded.cfg, loaded.site, loaded.layout).checkout_cache_spec(lambda paths: dict.fromkeys(paths, "0"))
+    assert spec["image"].endswith("/standard.sif")
+
+
+def test_every_fixture_evals_dataset_loads_offline_as_its_evaluate_py_loads_it(tmp_path, clean_env):
+    """The five evals that load from the hub (ptb.EVAL_HUB_DATA, the fixture's HUB_DATA under the same ids, configs
+    and splits), fetched from the STAND-IN as the cache job fetches them, then loaded offline."""
+    from tests.support.ptb_checkout import HUB_DATA, fill_hf_cache, questions
+
+    assert {e for e, data in ptb.EVAL_HUB_DATA.items() if data} == set(HUB_DATA)
+    for eval_id, hub in HUB_DATA.items():
+        (real,) = ptb.hub_data(eval_id)
+        assert (real.repo, real.config) == (hub["repo"], hub["config"]) and hub["split"] in real.splits
+    fill_hf_cache(tmp_path, list(HUB_DATA))
+    code = (
+        "import json, sys, datasets\n"
+        "for h in json.loads(sys.argv[1]):\n"
+        "    rows = datasets.load_dataset(h['repo'], h['config'], split=h['split'])\n"
+        "    print(json.dumps([str(r[h['answer']]).split('#### ')[-1] for r in rows]))\n"
+    )
+    env = {**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(list(HUB_DATA.values()))], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert answers == [[q["answer"] for q in questions(e)] for e in HUB_DATA]
