@@ -104,9 +104,10 @@ def done(slurm_cluster):
     agent = default_trajectory(TRAIN_STEPS)
     agent = [*agent[:-1], Step(shell=LISTING), agent[-1]]  # the agent lists its task dir as it leaves it
     repos = hub_repos(EVALS)
-    with ProviderStandIn(agent, expected_key={"openai": KEY["OPENAI_API_KEY"]}, routes=routes) as api, HubStandIn(
-        repos
-    ) as hub:
+    with (
+        ProviderStandIn(agent, expected_key={"openai": KEY["OPENAI_API_KEY"]}, routes=routes) as api,
+        HubStandIn(repos) as hub,
+    ):
         env["HF_ENDPOINT"] = hub.url  # the cache job's downloads (a CPU job on the cluster) go to the stand-in
         (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, first, api.url)))
         _run(work, env, "first")
