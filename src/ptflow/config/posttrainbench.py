@@ -28,6 +28,7 @@ JUDGE_DIR = "src/disallowed_usage_judge"
 JUDGE_SCRIPT = "src/disallowed_usage_judge/get_judge_prompt.py"
 AGENT_DIR = "agents/{agent}"  # solve.sh (and a trace parser)
 TIMER_SCRIPT = "src/utils/create_timer.sh"
+HOME_DATA_DIR = "containers/other_home_data"  # what run_task.sh copies into the agent's home (its .codex)
 RECIPE_PREFIX = "posttrainbench:"  # a site image's recipe inside the checkout: posttrainbench:containers/standard.def
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -86,8 +87,9 @@ def eval_paths(eval_dir: str) -> list[str]:
 
 
 def agent_paths(agent_dir: str, eval_dir: str) -> list[str]:
-    """What an agent cell reads: its task dir's sources (run_task.sh's copies), the prompt, the solve script."""
-    return [*eval_paths(eval_dir), PROMPT_DIR, AGENT_DIR.format(agent=agent_dir), TIMER_SCRIPT]
+    """What an agent cell reads: its task dir's sources (run_task.sh's copies), the prompt, the solve script, and
+    what run_task.sh copies into the agent's home."""
+    return [*eval_paths(eval_dir), PROMPT_DIR, AGENT_DIR.format(agent=agent_dir), TIMER_SCRIPT, HOME_DATA_DIR]
 
 
 def judge_paths(eval_dir: str) -> list[str]:
