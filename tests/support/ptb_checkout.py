@@ -942,6 +942,16 @@ def checkout_files(evals, agents, variant: str = "") -> dict[str, str]:
     return files
 
 
+def run_task_listing(checkout: Path, eval_id: str) -> list[str]:
+    """What run_task.sh's copies put into the agent's task dir for ``eval_id`` (read at 9082063): evaluate.py, the
+    eval's evaluation_code/ (when there is one), the templates/, the files of its task_context/, and timer.sh."""
+    task = Path(checkout) / "src/eval/tasks" / eval_id
+    names = ["evaluate.py", "templates", "timer.sh"]
+    names += ["evaluation_code"] if (task / "evaluation_code").is_dir() else []
+    names += [p.name for p in (task / "task_context").iterdir()] if (task / "task_context").is_dir() else []
+    return sorted(names)
+
+
 def _git(dest: Path, *args: str) -> str:
     # Without the caller's GIT_* variables (a GIT_DIR or GIT_INDEX_FILE from a hook would point elsewhere).
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | GIT_ENV

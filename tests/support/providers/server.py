@@ -259,6 +259,8 @@ class ProviderStandIn:
             "turns": turn.tool_results,
             "main": turn.main,
         }
+        if isinstance(body.get("reasoning"), dict):  # the Responses API's reasoning settings (codex: effort, summary)
+            rec["reasoning"] = body["reasoning"]
         expected = self.expected_key.get(proto.name) if isinstance(self.expected_key, dict) else self.expected_key
         rec["key_ok"] = expected is None or turn.key == expected
         if self.faults.unauthorized or not rec["key_ok"]:
