@@ -8,7 +8,7 @@ Per cell, as PostTrainBench does it:
    ``timer.sh``;
 2. the HF cache as a private writable view (``ptflow.cluster.hfview``) so the agent cannot damage the shared cache;
 3. the agent CLI under ``timeout --signal=TERM --kill-after=30s <minutes left + grace>``, on container sites inside
-   the agent's image with ``--nv -c --writable-tmpfs --home <the cell's private home>:/home/agent``
+   the agent's image with ``--nv -c --writable-tmpfs --home <the cell's private home>:/home/ben``
    (``ptflow.cluster.runtime``);
 4. ``time_taken`` and the exit code recorded; exit 124 (137 after the KILL) means the budget ran out — not an error:
    whatever ``final_model/`` exists is used, and the manifest says so;
