@@ -176,3 +176,52 @@ def test_preflight_refuses_it_when_the_checkout_is_here(default_raw, checkout):
     assert len(problems) == 1 and "agent high: solve: codexhigh" in problems[0] and "\n" not in problems[0]
     assert check_solve_homes(cfg, load_site("generic", REPO / "config" / "sites"), layout) == []  # apptainer
     json.dumps(problems)
+
+
+# A solve.sh of ours that keeps notes in its task dir: the first session saves a final_model and works until stopped;
+# one that finds the notes (the synced workspace, restored) lists what it sees and ends.
+RESUMER = """#!/bin/bash
+mkdir -p work
+echo "notes: $(cat work/notes.txt 2>/dev/null)"
+echo "session" >> work/notes.txt
+if [ "$(wc -l < work/notes.txt)" -gt 1 ]; then
+    echo "task=$(ls -A | tr '\\n' ' ')"
+    echo "timer=$(bash timer.sh | tr '\\n' ' ')"
+    exit 0
+fi
+mkdir -p final_model && printf w1 > final_model/model.safetensors
+sleep 60
+"""
+
+
+def test_a_resumed_checkout_cell_continues_its_task_dir(tmp_path, checkout):
+    from ptflow.cluster.preempt import ResumeDir, StoppedToResume
+    from tests.unit.test_agent_cell import _stop_when_started
+
+    dest, _ = checkout
+    commit = commit_change(dest, "agents/resumer/solve.sh", RESUMER, "a solve.sh that keeps notes")
+    resume = ResumeDir(tmp_path / "resume")
+    agent = {"id": "resumer", "cli": "codex", "model": "m", "hours": 0.05, "grace_minutes": 0.1, "sync_minutes": 0.01,
+             "keys": ["OPENAI_API_KEY"], "trace_dir": str(tmp_path / "trace"),
+             "posttrainbench": {"eval_dir": "gsm8k", "solve": "resumer", "num_gpus": 1},
+             "checkout": {"path": str(dest), "commit": commit}}  # fmt: skip
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "OPENAI_API_KEY": KEY, "HOME": str(tmp_path)}
+    cell = {"model": "Qwen/Qwen3-1.7B-Base", "eval": "gsm8k"}
+    resume.record_attempt({"id": "a1", "started": 1.0})
+    _stop_when_started(tmp_path)
+    with pytest.raises(StoppedToResume):
+        train_agent_cell("/base", None, tmp_path / "out1", agent=agent, cell=cell, env=env, resume=resume,
+                         attempt="a1", log=lambda _: None)  # fmt: skip
+    assert sorted(p.name for p in (resume.root / "workspace").iterdir()) == sorted(
+        [*run_task_listing(dest, "gsm8k"), "final_model", "work"]
+    )  # the synced workspace is the task dir: nothing of ptflow's
+    resume.record_attempt({"id": "a2", "started": 2.0})
+    result = train_agent_cell("/base", None, tmp_path / "out2", agent=agent, cell=cell, env=env, resume=resume,
+                              attempt="a2", log=lambda _: None)  # fmt: skip
+    assert result["agent_run"]["exit_code"] == 0 and (tmp_path / "out2" / "model.safetensors").read_bytes() == b"w1"
+    seen = dict(ln.split("=", 1) for ln in (tmp_path / "trace" / "stdout.log").read_text().splitlines() if "=" in ln
+                and not ln.startswith("="))  # fmt: skip
+    assert sorted(seen["task"].split()) == sorted([*run_task_listing(dest, "gsm8k"), "final_model", "work"])
+    hours, minutes = seen["timer"].split()[-1].split(":")  # "Remaining time (hours:minutes): H:MM"
+    assert seen["timer"].startswith("Remaining time (hours:minutes):") and int(hours) == 0 and int(minutes) <= 3
+    assert "1 earlier session" in (tmp_path / "trace" / "prompt-2.md").read_text()
