@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             "An earlier session worked here: "
             + (f"continuing its training from step {found[0]}." if found else "it left no training checkpoint."),
         )
-    staging = task_dir / "work" / "sft"
+    staging = task_dir / "work" / staging_name(task["base_model"])
     train_data = task["train_data"] or own_train_data(task_dir)
     event("assistant", f"Running SFT for {args.steps} steps on {train_data}.")
 
@@ -116,6 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     save_atomically(staging, final)
     event("result", f"final_model/ saved: {result['step']} steps, train_loss {result['train_loss']:.4f}")
     return 0
+
+
+def staging_name(base_model: str) -> str:
+    """Its SFT output dir in ``work/``, named after the model it post-trains as agents name theirs (``<name>-sft``
+    for a hub cache's ``models--<org>--<name>``): a PostTrainBench checkout's evaluate.py picks its chat template by
+    a family name in the model path (then by ``config.json``'s architecture, which for ptflow's tiny Llama models
+    names a template the checkout lacks)."""
+    for part in reversed(Path(base_model).parts):
+        if part.startswith("models--"):
+            return part.split("--")[-1] + "-sft"
+    return "sft"
 
 
 def own_train_data(task_dir: Path) -> str:
