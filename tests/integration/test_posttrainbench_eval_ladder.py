@@ -24,7 +24,7 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("ptb-ladder")
     checkout = root / "PostTrainBench"
     commit = make_fixture_checkout(checkout, evals=("humaneval",), agents=("codex",))
-    model = root / "tiny-llama"
+    model = root / "tiny-qwen3"  # the checkout's evaluate.py picks its qwen3.jinja by the path (it has no llama3)
     create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
     fill_hf_cache(root, ("humaneval",))  # its dataset, as the cache rule fetches it: the evaluation runs offline
     return {"checkout": {"path": str(checkout), "commit": commit}, "model": model, "root": root}

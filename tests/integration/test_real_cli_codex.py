@@ -8,6 +8,9 @@ reach the stand-in with the configured model and the shell tool each turn, and l
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -16,9 +19,11 @@ import pytest
 
 from ptflow.config.clis.base import CellHome
 from ptflow.config.clis.codex import CODEX, judge_command, trace_lines
+from ptflow.stages.posttrainbench.agent import CheckoutAgentError
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
-from tests.support.providers import Faults, Step
+from tests.support.providers import Faults, ProviderStandIn, Step
+from tests.support.ptb_checkout import make_fixture_checkout, run_task_listing
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -168,3 +173,73 @@ def test_judge_command_runs(codex_bin, tmp_path):
     bad = subprocess.run([a.format(prompt="x") for a in misplaced], env=run.env, cwd=run.task, capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     assert bad.returncode == 2 and "unexpected argument '-a'" in bad.stderr
+
+
+# ---- a PostTrainBench checkout cell in apptainer: its task dir and home as run_task.sh makes them ---------------
+
+STANDIN_BIN = Path(__file__).resolve().parents[1] / "support" / "apptainer_standin"  # FIXTURE `apptainer exec`
+LOOK = [Step(shell="ls -A && echo -- && ls -A /home/ben && echo -- && ls -A /home"), Step(text="I looked. Done.")]
+
+
+def _checkout_cell(root: Path, codex_bin: Path, solve: str, kind: str = "apptainer") -> tuple[dict, list[dict]]:
+    """One checkout cell of the FIXTURE checkout running its ``agents/<solve>/solve.sh`` with the real codex, on a
+    site whose runtime is ``kind`` (apptainer: through the FIXTURE apptainer, real bind mounts in a private mount
+    namespace). Returns the agent's dict and the stand-in's main-loop records."""
+    from ptflow.cluster.runtime import JobRuntime
+    from ptflow.config.sites import RuntimeSpec
+    from ptflow.stages.train.agent_cell import train_agent_cell
+
+    checkout = root / "PostTrainBench"
+    commit = make_fixture_checkout(checkout, evals=("gsm8k",), agents=("codex", "codexhigh"))
+    node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
+    env = {"PATH": os.pathsep.join([str(STANDIN_BIN), str(codex_bin), node_dir, "/usr/local/bin", "/usr/bin", "/bin"]),
+           "LANG": "C.UTF-8", "OPENAI_API_KEY": KEY, "HOME": str(root)}  # fmt: skip
+    runtime = None
+    if kind != "venv":
+        runtime = JobRuntime(RuntimeSpec(site="standin", kind=kind), image="/images/standard.sif", gpus=0,
+                             agent_cell=True).to_dict()  # fmt: skip
+    with ProviderStandIn(LOOK, expected_key=KEY) as api:
+        agent = {"id": solve, "cli": "codex", "model": MODEL, "hours": 0.05, "grace_minutes": 0.5,
+                 "keys": ["OPENAI_API_KEY"], "base_url": api.url + "/v1", "trace_dir": str(root / solve / "trace"),
+                 "posttrainbench": {"eval_dir": "gsm8k", "solve": solve, "num_gpus": 1},
+                 "checkout": {"path": str(checkout), "commit": commit}}  # fmt: skip
+        result = train_agent_cell(str(root / "base-model"), None, root / solve / "out", agent=agent,
+                                  cell={"model": "Qwen/Qwen3-1.7B-Base", "eval": "gsm8k"}, runtime=runtime, env=env,
+                                  log=lambda *_: None)  # fmt: skip
+        records = [r for r in api.records if r.get("main") and r.get("status") == 200]
+    assert result["agent_run"]["exit_code"] == 0, (root / solve / "trace" / "stderr.log").read_text()[-3000:]
+    return agent, records
+
+
+def test_checkout_cell_in_apptainer_sees_run_task_shs_task_dir_and_home(codex_bin, tmp_path):
+    """The agent's task dir, listed by the real codex from inside the (stand-in) container, holds run_task.sh's files
+    and nothing of ptflow's; its home is /home/ben with run_task.sh's copies; /home shows nothing else."""
+    agent, records = _checkout_cell(tmp_path, codex_bin, "codex")
+    lines = (Path(agent["trace_dir"]) / "stdout.log").read_text().splitlines()
+    events = [json.loads(line) for line in lines if line.startswith("{")]
+    out = next(
+        ev["item"]["aggregated_output"] for ev in events
+        if ev.get("type") == "item.completed" and ev["item"].get("type") == "command_execution"
+    )  # fmt: skip
+    task, home, top = ([n for n in block.split("\n") if n] for block in out.split("--\n"))
+    assert sorted(task) == run_task_listing(Path(agent["checkout"]["path"]), "gsm8k")
+    assert {".codex", "agent_solve.sh", "task"} <= set(home) and not {"prompt.md", "task.json", "deadline"} & set(home)
+    assert top == ["ben"]
+    assert records and all(r["key_ok"] for r in records)
+
+
+def test_codexhigh_sets_its_reasoning_effort_in_the_bound_home(codex_bin, tmp_path):
+    """codexhigh's solve.sh puts ``model_reasoning_effort = "high"`` first in /home/ben/.codex/config.toml: the real
+    codex reads it there and asks the provider for high effort; the plain codex cell asks for another."""
+    _, high = _checkout_cell(tmp_path / "high", codex_bin, "codexhigh")
+    _, plain = _checkout_cell(tmp_path / "plain", codex_bin, "codex")
+    assert high and {r["reasoning"]["effort"] for r in high} == {"high"}, high
+    assert all((r.get("reasoning") or {}).get("effort") != "high" for r in plain), plain
+
+
+def test_codexhigh_on_a_venv_site_is_refused_in_one_line(codex_bin, tmp_path):
+    with pytest.raises(CheckoutAgentError) as err:
+        _checkout_cell(tmp_path, codex_bin, "codexhigh", kind="venv")
+    message = str(err.value)
+    assert "\n" not in message and "agent codexhigh" in message and "solve: codexhigh" in message
+    assert "/home/ben" in message and "runtime.kind venv" in message and "apptainer or pyxis" in message

@@ -36,13 +36,16 @@ from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.hubstandin import HubStandIn
 from tests.support.providers import ProviderStandIn
-from tests.support.providers.server import Step, default_trajectory, judge_trajectory
-from tests.support.ptb_checkout import commit_change, hub_repos, make_fixture_checkout
+from tests.support.providers.server import Step, checkout_trajectory, judge_trajectory
+from tests.support.ptb_checkout import commit_change, hub_repos, make_fixture_checkout, run_task_listing
 
 pytestmark = pytest.mark.timeout(1500)
 
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
-MODEL = "ptflow--tiny-llama-h64"
+# a tiny model under a qwen name: the checkout's evaluate.py picks its template by the path (qwen3.jinja; it has no
+# llama3.jinja at 9082063, so a llama-named model fails there as it would in PostTrainBench)
+MODEL_ID = "ptflow/tiny-qwen3-h64"
+MODEL = "ptflow--tiny-qwen3-h64"
 CELLS = Path("results") / "cells" / MODEL
 EVALS = ("gsm8k", "humaneval")
 # a fresh value each session: the checkout's codex solve.sh echoes it, and no file of the run may keep it
@@ -58,6 +61,7 @@ LISTING = "find . -printf '%y %i %P\\n' | sort -k3"
 def _config(checkout: Path, commit: str, api_url: str) -> dict:
     return {
         "posttrainbench": {"path": str(checkout), "commit": commit},
+        "models": [{"id": MODEL_ID, "source": "local", "tiny": {"layers": 2, "hidden": 64, "heads": 4, "seed": 0}}],
         "evals": [{"id": e, "task": f"posttrainbench/{e}", "retry_max_new_tokens": [12, 8]} for e in EVALS],
         "agents": [
             {"id": "baseline", "kind": "baseline"},
@@ -74,7 +78,7 @@ def _config(checkout: Path, commit: str, api_url: str) -> dict:
         ],  # fmt: skip
         "judge": {"agent": "codex", "model": JUDGE_MODEL, "keys": ["OPENAI_API_KEY"], "base_url": api_url},
         "scoring": {"weights": {"gsm8k": 1.0, "humaneval": 1.0}},
-        "matrix": {"models": ["ptflow/tiny-llama-h64"], "evals": list(EVALS), "agents": "all"},
+        "matrix": {"models": [MODEL_ID], "evals": list(EVALS), "agents": "all"},
     }
 
 
@@ -101,7 +105,7 @@ def done(slurm_cluster):
     env["PATH"] = ":".join([str(cli_bin_dir("codex")), env.get("PATH") or os.environ["PATH"]])
     # the judge: its prompt asks for the answer alone; it lists its directory first
     routes = [(JUDGE_ROUTE, [Step(shell=LISTING), *judge_trajectory(answer_only=True)[1:]])]
-    agent = default_trajectory(TRAIN_STEPS)
+    agent = checkout_trajectory(TRAIN_STEPS)  # it lists its task dir first (ls -A)
     agent = [*agent[:-1], Step(shell=LISTING), agent[-1]]  # the agent lists its task dir as it leaves it
     repos = hub_repos(EVALS)
     with (
@@ -183,13 +187,20 @@ def test_agent_cells_get_the_checkouts_prompt_solve_sh_and_judge(done):
     work, records = done["work"], done["records"]
     for ev in EVALS:
         prompt = (work / CELLS / ev / "codex" / "agent" / "prompt.md").read_text()
-        assert "ptflow/tiny-llama-h64" in prompt  # get_prompt.py's --model-to-train
+        assert MODEL_ID in prompt and not prompt.endswith("\n")  # get_prompt.py's, as PROMPT=$(...) keeps it
         benchmark = (done["checkout"] / f"src/eval/tasks/{ev}/benchmark.txt").read_text().strip()
         assert benchmark in prompt
         main = [r for r in records if r.get("main") and r["model"] == "gpt-5.1-codex-max"]
         assert any(benchmark in r.get("user_text", "") for r in main) or main
         log = next((work / "results/logs/train").rglob(f"{ev}/codex.log")).read_text()
         assert "agent_solve.sh" in log  # the checkout's agents/codex/solve.sh ran the CLI
+        # the task dir as codex listed it (the trajectory's first command): run_task.sh's files, nothing of ptflow's
+        trace = (work / CELLS / ev / "codex" / "agent" / "stdout.log").read_text().splitlines()
+        listed = next(
+            json.loads(line)["item"]["aggregated_output"] for line in trace
+            if line.startswith("{") and '"command_execution"' in line and "ls -A" in line and '"exit_code":0' in line
+        )  # fmt: skip
+        assert sorted(listed.split()) == run_task_listing(done["checkout"], ev), listed
         judge = json.loads((work / CELLS / ev / "codex" / "judge.json").read_text())
         assert judge["status"] == "judged" and judge["flagged"] is False, judge
 
@@ -243,7 +254,7 @@ def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest),
-           "PTB_FIXTURE_BASE_MODELS": "tiny-llama-h64", "PTB_FIXTURE_INSTRUCT_MODELS": "tiny-llama-h64"}  # fmt: skip
+           "PTB_FIXTURE_BASE_MODELS": "tiny-qwen3-h64", "PTB_FIXTURE_INSTRUCT_MODELS": "tiny-qwen3-h64"}  # fmt: skip
     for script in ("aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py"):
         run = subprocess.run([sys.executable, f"scripts/{script}"], cwd=checkout, env=env, capture_output=True,
                              text=True)  # fmt: skip
@@ -251,7 +262,7 @@ def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done):
     methods = [p.name[len("final_") : -len(".csv")] for p in dest.glob("final_*.csv")]
     assert methods == ["codex_gpt-5.1-codex-max_0.15h"], methods
     with open(dest / f"final_{methods[0]}.csv") as fh:
-        theirs = {row["model"]: row for row in csv.DictReader(fh)}["tiny-llama-h64"]
+        theirs = {row["model"]: row for row in csv.DictReader(fh)}["tiny-qwen3-h64"]
     with open(work / "results/summary.csv") as fh:
         ours = {r["eval"]: float(r["score"]) for r in csv.DictReader(fh) if r["agent"] == "codex"}
     assert set(ours) == set(EVALS)
@@ -281,7 +292,7 @@ def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_scrip
     assert "| rank | agent | score | ptflow weights |" in board
     why = [line for line in board.splitlines() if "no leaderboard score" in line]
     assert why == [
-        "- no leaderboard score: its models are tiny-llama-h64, not scripts/compute_single_metrics.py's "
+        "- no leaderboard score: its models are tiny-qwen3-h64, not scripts/compute_single_metrics.py's "
         "Qwen3-1.7B-Base, Qwen3-4B-Base, SmolLM3-3B-Base, gemma-3-4b-pt"
     ]
     assert "- ranked by ptflow weights" in board and str(checkout / "scripts/factors.json") in board

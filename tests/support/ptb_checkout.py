@@ -25,6 +25,9 @@ the output files and their formats, the benchmark names and the published weight
   variables first, as the real one does.
 - ``containers/download_hf_cache/``: ``resources.json`` in the real format (``resources_json``) and a download
   script with the real one's interface (apptainer, HF_HOME, POST_TRAIN_BENCH_CONTAINERS_DIR/_CONTAINER_NAME).
+- The ``solve.sh`` variants (codexhigh, codexlow, ``codex_non_api*``, claude_non_api) write their settings under
+  /home/ben, the home PostTrainBench's apptainer line binds, as the real ones do. ``get_prompt.py`` reads the time from
+  ``date -u``. There is no ``src/eval/templates/llama3.jinja`` (absent at 9082063): a llama-named model fails as there.
 """
 
 from __future__ import annotations
@@ -293,7 +296,6 @@ _TOOLS = "('Tools (JSON): ' ~ (tools | tojson) ~ '\\n\\n') if tools else ''"
 TEMPLATES = {
     "qwen3.jinja": _PLAIN_TEMPLATE,
     "smollm.jinja": _PLAIN_TEMPLATE,
-    "llama3.jinja": _PLAIN_TEMPLATE,
     "gemma3.jinja": _GEMMA_TEMPLATE.replace("@TOOLS@", "''"),
     "gemma3_tool_calling.jinja": _GEMMA_TEMPLATE.replace("@TOOLS@", _TOOLS),
 }
@@ -318,8 +320,8 @@ GET_PROMPT_PY = r'''#!/usr/bin/env python3
 
 import argparse
 import os
+import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 INSPECT_EVALS = {"aime2025", "bfcl", "gpqamain", "gsm8k", "humaneval", "humanevalplus"}
@@ -349,7 +351,7 @@ def main():
         "num_hours": args.num_hours,
         "gpu_info": f"- You have {gpus}.",
         "setup_other": other,
-        "datetime": datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y"),
+        "datetime": subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip(),  # as the real one
     }
     for key, value in values.items():
         text = text.replace("{" + key + "}", value)
@@ -438,6 +440,62 @@ export GEMINI_SANDBOX="false"
 gemini --yolo --model "$AGENT_CONFIG" --output-format stream-json -p "$PROMPT"
 """,
 }
+
+
+def _codex_variant(effort: str | None, subscription: bool, reprompt: bool) -> str:
+    """A FIXTURE solve.sh of a codex variant (ours): as PostTrainBench's, it writes its settings under the home its
+    apptainer line binds (/home/ben) before running codex: the reasoning effort put first in the codex config,
+    a subscription login forced (keys cleared), a re-prompt loop while timer.sh says 30 minutes or more are left."""
+    lines = ["#!/bin/bash", f"# FIXTURE solve.sh (ptflow tests): a codex variant (effort {effort or 'default'}"
+             f"{', subscription login' if subscription else ''}{', re-prompted' if reprompt else ''}).",
+             "unset ANTHROPIC_API_KEY GEMINI_API_KEY"]  # fmt: skip
+    json_flags = "--json -c model_reasoning_summary=detailed " if subscription else ""
+    if subscription:
+        lines += ['export CODEX_API_KEY="" OPENAI_API_KEY=""',
+                  'grep -q forced_login_method ~/.codex/config.toml 2>/dev/null ||',
+                  '    printf \'\\nforced_login_method = "chatgpt"\\n\' >> ~/.codex/config.toml']  # fmt: skip
+    if effort:
+        lines += ["settings=/home/ben/.codex/config.toml", 'fresh="$(mktemp)"',
+                  f"{{ printf 'model_reasoning_effort = \"%s\"\\n\\n' {effort}; cat \"$settings\" 2>/dev/null; }}"
+                  ' > "$fresh"',
+                  'mv "$fresh" "$settings"']  # fmt: skip
+    run = f'codex --search exec {json_flags}--skip-git-repo-check --yolo --model "$AGENT_CONFIG"'
+    lines.append(f'{run} "$PROMPT"')
+    if reprompt:
+        lines += ["while true; do", "    left=$(bash timer.sh 2>/dev/null)",
+                  '    echo "$left" | grep -q expired && break',
+                  "    h=$(echo \"$left\" | grep -oP '^\\d+(?=:)'); m=$(echo \"$left\" | grep -oP '(?<=:)\\d+')",
+                  '    [ $(( h * 60 + m )) -lt 30 ] && break',
+                  f'    {run.replace("exec ", "exec resume --last ")} "You have ${{h}}h ${{m}}m left; keep improving."',
+                  "done"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+SOLVE_SH.update(
+    {
+        "codexhigh": _codex_variant("high", False, False),
+        "codexlow": _codex_variant("low", False, False),
+        "codex_non_api": _codex_variant(None, True, False),
+        "codex_non_api_reprompt": _codex_variant(None, True, True),
+        "codex_non_api_high": _codex_variant("high", True, False),
+        "codex_non_api_high_reprompt": _codex_variant("high", True, True),
+        "codex_non_api_xhigh": _codex_variant("xhigh", True, False),
+        "codex_non_api_xhigh_reprompt": _codex_variant("xhigh", True, True),
+        "claude_non_api": """#!/bin/bash
+# FIXTURE solve.sh (ptflow tests): a claude variant logging in with a subscription token read from the bound home.
+unset GEMINI_API_KEY CODEX_API_KEY
+export ANTHROPIC_API_KEY=""
+if [ ! -f /home/ben/oauth_token ]; then
+    echo "ERROR: no subscription token at /home/ben/oauth_token"
+    exit 1
+fi
+export CLAUDE_CODE_OAUTH_TOKEN="$(cat /home/ben/oauth_token)"
+export BASH_MAX_TIMEOUT_MS="36000000"
+claude --print --verbose --model "$AGENT_CONFIG" --output-format stream-json --effort high \\
+    --dangerously-skip-permissions "$PROMPT"
+""",
+    }
+)
 
 STANDARD_DEF = """Bootstrap: docker
 From: nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04
@@ -1122,6 +1180,16 @@ def checkout_files(evals, agents, variant: str = "", leave_out=()) -> dict[str, 
     files["scripts/compute_single_metrics.py"] = COMPUTE_SINGLE_METRICS_PY
     files["scripts/aggregate.sh"] = AGGREGATE_SH
     return files
+
+
+def run_task_listing(checkout: Path, eval_id: str) -> list[str]:
+    """What run_task.sh's copies put into the agent's task dir for ``eval_id`` (read at 9082063): evaluate.py, the
+    eval's evaluation_code/ (when there is one), the templates/, the files of its task_context/, and timer.sh."""
+    task = Path(checkout) / "src/eval/tasks" / eval_id
+    names = ["evaluate.py", "templates", "timer.sh"]
+    names += ["evaluation_code"] if (task / "evaluation_code").is_dir() else []
+    names += [p.name for p in (task / "task_context").iterdir()] if (task / "task_context").is_dir() else []
+    return sorted(names)
 
 
 def _git(dest: Path, *args: str) -> str:

@@ -84,17 +84,22 @@ def test_evaluate_hooks_fail_before_loading_a_model(checkout, tmp_path):
     dest, _ = checkout
     task = dest / "src/eval/tasks/gsm8k"
     calls = tmp_path / "calls.jsonl"
-    common = ["evaluate.py", "--model-path", str(tmp_path / "tiny-llama"), "--limit", "-1"]
+    # (a qwen-named path: the checkout's templates are qwen3, gemma3, smollm; no llama3.jinja at 9082063)
+    common = ["evaluate.py", "--model-path", str(tmp_path / "tiny-qwen3"), "--limit", "-1"]
     env = {"PTB_FIXTURE_CALLS": str(calls), "PTB_FIXTURE_FAIL_ABOVE": "2000"}
     templates = ["--templates-dir", "../../../../src/eval/templates"]
     for budget in ([], ["--max-tokens", "3000"]):  # the default budget and one above the limit: "out of memory"
         out = _run([sys.executable, *common, *templates, *budget], task, env, check=False)
         assert out.returncode == 1 and "CUDA out of memory" in out.stderr
     out = _run([sys.executable, *common, "--templates-dir", str(tmp_path / "none")], task, env, check=False)
+    assert out.returncode == 1 and "qwen3.jinja not found" in out.stderr
+    llama = ["evaluate.py", "--model-path", str(tmp_path / "tiny-llama"), "--limit", "-1", *templates]
+    out = _run([sys.executable, *llama], task, env, check=False)  # as the real checkout: it has no llama3.jinja
     assert out.returncode == 1 and "llama3.jinja not found" in out.stderr
+    assert not (dest / "src/eval/templates/llama3.jinja").exists()
     lines = [json.loads(line) for line in calls.read_text().splitlines()]
     missing = ["--templates-dir", str(tmp_path / "none")]
-    assert [c["argv"][-2:] for c in lines] == [templates, ["--max-tokens", "3000"], missing]
+    assert [c["argv"][-2:] for c in lines] == [templates, ["--max-tokens", "3000"], missing, templates]
     assert {c["cwd"] for c in lines} == {str(task)}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from ptflow.config.layout import Layout
 from ptflow.config.model import Config
@@ -133,6 +134,38 @@ def check_agent_budgets(cfg: Config, site: Site) -> list[str]:
                 f"({agent.hours:g} h + {agent.grace_minutes:g} min grace) needs at least {need:.0f} min; raise "
                 f"agent_resources.{agent_id}.runtime (or cli-agent) in {site.path} or lower the agent's hours"
             )
+    return problems
+
+
+def check_solve_homes(cfg: Config, site: Site, layout: Layout) -> list[str]:
+    """A checkout agent whose solve.sh writes under PostTrainBench's container home (/home/ben) needs a runtime that
+    puts the agent's home there (apptainer, pyxis). Read here when the checkout is on this filesystem (a given path,
+    or the rule's clone from an earlier run); a checkout the rule has yet to clone is checked by the cell itself
+    before its agent starts (``ptflow.stages.posttrainbench.agent.check_home``)."""
+    from ptflow.cluster import images
+    from ptflow.config import posttrainbench as ptb
+    from ptflow.stages.posttrainbench.agent import home_problem
+
+    checkout = cfg.posttrainbench
+    if checkout is None:
+        return []
+    where = Path(checkout.location(layout.scratch))
+    if not (where / ".git").exists():
+        return []
+    problems = []
+    for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
+        agent = cfg.agents[agent_id]
+        solve = cfg.ptb_agent(agent)
+        if not solve:
+            continue
+        kind = site.runtime.kind if images.image_for(site.runtime, "train", agent) else "venv"
+        try:
+            script = ptb.git(where, "show", f"{checkout.commit}:{ptb.AGENT_DIR.format(agent=solve)}/solve.sh")
+        except ptb.CheckoutError:
+            continue  # a missing solve.sh is the checkout rule's one-line refusal
+        problem = home_problem(agent_id, solve, script, kind)
+        if problem:
+            problems.append(f"site {site.name}: {problem}")
     return problems
 
 
@@ -320,6 +353,7 @@ def run_preflight(
     notes = [] if notes is None else notes
     problems = check_paths(layout, site, notes=notes) + check_secrets(cfg) + check_hf_cache(cfg, layout)
     problems += check_agent_budgets(cfg, site) + check_site_requests(cfg, site) + check_multinode(cfg, site)
+    problems += check_solve_homes(cfg, site, layout)
     if site.scheduler == "slurm":
         from ptflow.cluster import slurm
 

@@ -3,8 +3,9 @@
 Every container flag ptflow uses is built here, from the site's :class:`~ptflow.config.sites.RuntimeSpec`:
 
 - ``apptainer``  : ``apptainer exec --nv [--bind …] <image.sif> cmd`` (PostTrainBench; agent cells add
-  ``-c --writable-tmpfs --home <jobdir>:/home/agent`` so the agent sees only its job dir and what is bound)
-- ``pyxis``      : ``srun --overlap --container-image=<image.sqsh> --container-mounts=/lustre,… cmd`` (TAO)
+  ``-c --writable-tmpfs --home <jobdir>:/home/ben`` so the agent sees only its job dir and what is bound)
+- ``pyxis``      : ``srun --overlap --container-image=<image.sqsh> --container-mounts=/lustre,… cmd`` (TAO; agent
+  cells add ``--no-container-mount-home`` and mount their job dir at ``/home/ben``)
 - ``enroot-edf`` : ``srun --overlap --environment=<image.toml> cmd`` (CSCS Alps; the EDF file holds image + mounts)
 - ``venv``       : ``<venv>/bin/cmd`` when the site names a venv (absolute paths: JUWELS' srun shells have no PATH
   set up), else the command unchanged (the local default).
@@ -25,10 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.cluster import images
+from ptflow.config.clis.base import CONTAINER_HOME
 from ptflow.config.sites import RuntimeSpec
 from ptflow.jobenv import package_root
 
-AGENT_HOME = "/home/agent"  # the agent cell's $HOME inside the container (its job dir on the host)
+AGENT_HOME = CONTAINER_HOME  # the agent cell's $HOME inside the container (its job dir on the host): /home/ben
+HOME_BOUND = ("apptainer", "pyxis")  # runtimes that put an agent cell's job dir at AGENT_HOME (not enroot-edf, venv)
 TOOL = {"apptainer": "apptainer", "pyxis": "srun", "enroot-edf": "srun"}
 IN_RUNTIME_ENV = "PTFLOW_IN_RUNTIME"
 
@@ -61,12 +64,24 @@ class JobRuntime:
 
 
 def _container_srun_flags(
-    rt: RuntimeSpec, image: str, extra_binds: Sequence[str], job_dir: str | None, workdir: str | None = None
+    rt: RuntimeSpec,
+    image: str,
+    extra_binds: Sequence[str],
+    job_dir: str | None,
+    workdir: str | None = None,
+    agent_cell: bool = False,
 ) -> list[str]:
-    """The srun flags that put a step into the site's container (pyxis, enroot-edf)."""
+    """The srun flags that put a step into the site's container (pyxis, enroot-edf). An agent cell on pyxis gets its
+    job dir as the home PostTrainBench binds (``AGENT_HOME``), the user's own home left out, as apptainer's ``-c
+    --home`` does."""
     if rt.kind == "pyxis":
         mounts = list(rt.mounts) + [b for b in extra_binds if b not in rt.mounts]
         flags = [f"--container-image={image}"]
+        if agent_cell:
+            if not job_dir:
+                raise ValueError("runtime_argv: an agent cell needs job_dir (its private $HOME)")
+            mounts.append(f"{job_dir}:{AGENT_HOME}")
+            flags.append("--no-container-mount-home")
         if mounts:
             flags.append("--container-mounts=" + ",".join(mounts))
         if workdir or job_dir:
@@ -144,7 +159,7 @@ def runtime_argv(
         prefix = _apptainer_prefix(rt, image, binds, gpus=gpus, agent_cell=agent_cell, job_dir=job_dir, workdir=workdir)
         return prefix + command
     if rt.kind in ("pyxis", "enroot-edf"):
-        flags = _container_srun_flags(rt, image, binds, job_dir, workdir)
+        flags = _container_srun_flags(rt, image, binds, job_dir, workdir, agent_cell=agent_cell)
         return ["srun", "--overlap", "--ntasks=1", *flags] + command
     raise ValueError(f"site {rt.site}: unknown runtime.kind {rt.kind!r}")
 

@@ -29,6 +29,7 @@ JUDGE_SCRIPT = "src/disallowed_usage_judge/get_judge_prompt.py"
 JUDGE_CODEX_HOME = "containers/other_home_data/.codex"  # copied into the home before the judge runs
 AGENT_DIR = "agents/{agent}"  # solve.sh (and a trace parser)
 TIMER_SCRIPT = "src/utils/create_timer.sh"
+HOME_DATA_DIR = "containers/other_home_data"  # what run_task.sh copies into the agent's home (its .codex)
 RECIPE_PREFIX = "posttrainbench:"  # a site image's recipe inside the checkout: posttrainbench:containers/standard.def
 # What fills PostTrainBench's HF_HOME: resources.json (models, and datasets with their configs and splits) and the
 # download script that loads each into the cache (download_hf_cache.sh runs download_resources.py in the image that
@@ -122,8 +123,9 @@ def eval_paths(eval_dir: str) -> list[str]:
 
 
 def agent_paths(agent_dir: str, eval_dir: str) -> list[str]:
-    """What an agent cell reads: its task dir's sources (run_task.sh's copies), the prompt, the solve script."""
-    return [*eval_paths(eval_dir), PROMPT_DIR, AGENT_DIR.format(agent=agent_dir), TIMER_SCRIPT]
+    """What an agent cell reads: its task dir's sources (run_task.sh's copies), the prompt, the solve script, and
+    what run_task.sh copies into the agent's home."""
+    return [*eval_paths(eval_dir), PROMPT_DIR, AGENT_DIR.format(agent=agent_dir), TIMER_SCRIPT, HOME_DATA_DIR]
 
 
 def hub_data(eval_dir: str) -> tuple[HubData, ...]:

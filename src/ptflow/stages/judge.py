@@ -262,7 +262,8 @@ def read_verdict_files(task_dir: Path, exact: bool = False) -> dict:
 
 def checkout_judge_prompt(checkout: dict, model_id: str) -> str:
     """PostTrainBench's judge prompt: its ``get_judge_prompt.py`` run in the checkout with the eval's benchmark name
-    (``benchmark.txt``) and the base model id, as run_task.sh runs it."""
+    (``benchmark.txt``) and the base model id, as run_task.sh runs it: ``JUDGE_TASK=$(...)``, whose command
+    substitution drops every trailing newline."""
     from ptflow.config import posttrainbench as ptb
 
     root = Path(checkout["path"])
@@ -272,7 +273,7 @@ def checkout_judge_prompt(checkout: dict, model_id: str) -> str:
     proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise JudgeError(f"{ptb.JUDGE_SCRIPT} of the checkout exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    return proc.stdout
+    return proc.stdout.rstrip("\n")
 
 
 def checkout_judge_dir(checkout: dict, workspace: Path, root: Path, trace_md: Path, log) -> Path:

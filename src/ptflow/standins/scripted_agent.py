@@ -1,6 +1,6 @@
 """The scripted agent: a real program of ours, run by the cli-agent machinery exactly like claude/codex/gemini.
 
-It reads its task dir (``task.json``: base model, train data, deadline; ``prompt.md``), post-trains the base model
+It reads its task (``task.json``: base model, train data, deadline; ``prompt.md``), post-trains the base model
 with SFT on the train split, measures the result once with the task dir's ``evaluate.py`` (PostTrainBench's
 interface, the final evaluation's settings) and saves ``final_model/`` — so its cell scores above baseline. It
 stands in for an LLM coding agent (no agent API is reachable here); everything around it (task dir, timeout, HF
@@ -51,8 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-freq", type=int, help="checkpoint its SFT every N steps (default: by time)")
     args = ap.parse_args(argv)
     task_dir = Path(args.task_dir)
-    task = json.loads((task_dir / "task.json").read_text())
-    prompt = (task_dir / "prompt.md").read_text()
+    # ptflow's own files: in the task dir, or beside a PostTrainBench checkout cell's home (PTFLOW_CELL_DIR)
+    own = Path(os.environ.get("PTFLOW_CELL_DIR") or task_dir)
+    task = json.loads((own / "task.json").read_text())
+    prompt = (own / "prompt.md").read_text()
+    # what the agent finds in its task dir when it starts (the tests compare it with run_task.sh's)
+    event("assistant", "task dir: " + json.dumps(sorted(p.name for p in task_dir.iterdir())))
     event("assistant", f"I read the task ({len(prompt)} characters). Base model: {task['base_model']}.")
     # The keys reach us through the environment only: report which are set and whether any value leaked into a
     # file of the task dir (never the values themselves).
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             "An earlier session worked here: "
             + (f"continuing its training from step {found[0]}." if found else "it left no training checkpoint."),
         )
-    staging = task_dir / "work" / "sft"
+    staging = task_dir / "work" / staging_name(task["base_model"])
     train_data = task["train_data"] or own_train_data(task_dir)
     event("assistant", f"Running SFT for {args.steps} steps on {train_data}.")
 
@@ -112,6 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     save_atomically(staging, final)
     event("result", f"final_model/ saved: {result['step']} steps, train_loss {result['train_loss']:.4f}")
     return 0
+
+
+def staging_name(base_model: str) -> str:
+    """Its SFT output dir in ``work/``, named after the model it post-trains as agents name theirs (``<name>-sft``
+    for a hub cache's ``models--<org>--<name>``): a PostTrainBench checkout's evaluate.py picks its chat template by
+    a family name in the model path (then by ``config.json``'s architecture, which for ptflow's tiny Llama models
+    names a template the checkout lacks)."""
+    for part in reversed(Path(base_model).parts):
+        if part.startswith("models--"):
+            return part.split("--")[-1] + "-sft"
+    return "sft"
 
 
 def own_train_data(task_dir: Path) -> str:

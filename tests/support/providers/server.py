@@ -35,7 +35,11 @@ class Step:
 
 
 # What every CLI is made to do (commands run in the task dir, the CLI's working directory).
-BASE_MODEL = '$(python -c \'import json; print(json.load(open("task.json"))["base_model"])\')'
+# ptflow's task.json: in the task dir, or beside a PostTrainBench checkout cell's home (PTFLOW_CELL_DIR)
+BASE_MODEL = (
+    "$(python -c 'import json, os; "
+    'print(json.load(open(os.path.join(os.environ.get("PTFLOW_CELL_DIR", "."), "task.json")))["base_model"])\')'
+)
 
 
 def default_trajectory(train_steps: int = 300) -> list[Step]:
@@ -46,6 +50,12 @@ def default_trajectory(train_steps: int = 300) -> list[Step]:
         Step(shell="ls final_model && cat base_metrics.json"),
         Step(text="final_model/ is saved. Done."),
     ]
+
+
+def checkout_trajectory(train_steps: int = 300) -> list[Step]:
+    """The default trajectory in a PostTrainBench checkout cell: it first lists the task dir (run_task.sh's files
+    only: ptflow's prompt.md is beside the agent's home, not in it)."""
+    return [Step(shell="ls -A"), *default_trajectory(train_steps)[1:]]
 
 
 def judge_trajectory(contamination: bool = False, disallowed: bool = False, answer_only: bool = False) -> list[Step]:
@@ -259,6 +269,8 @@ class ProviderStandIn:
             "turns": turn.tool_results,
             "main": turn.main,
         }
+        if isinstance(body.get("reasoning"), dict):  # the Responses API's reasoning settings (codex: effort, summary)
+            rec["reasoning"] = body["reasoning"]
         expected = self.expected_key.get(proto.name) if isinstance(self.expected_key, dict) else self.expected_key
         rec["key_ok"] = expected is None or turn.key == expected
         if self.faults.unauthorized or not rec["key_ok"]:

@@ -48,15 +48,20 @@ def cell_environment(agent: dict, environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def prepare_cli_home(agent: dict, host_home: Path, home: str, task_dir: str, root: bool) -> dict[str, str]:
+def prepare_cli_home(
+    agent: dict, host_home: Path, home: str, task_dir: str, root: bool, host_values: dict | None = None
+) -> dict[str, str]:
     """Write the real CLI's settings into the cell's private home (fresh each attempt, so the user's own dotfiles
     never apply) and return the non-secret environment it needs: HOME, the base URL (config ``base_url``), the
-    CLI's fixed variables and what its settings need. Nothing for a custom or scripted agent but HOME."""
+    CLI's fixed variables and what its settings need. Nothing for a custom or scripted agent but HOME.
+    ``host_values``: where the home is a host dir, the real values of the variables a PostTrainBench checkout's
+    settings (copied into the home first) set to container paths (None: drop the variable)."""
     env = {"HOME": home}
     cli = CLIS.get(agent["cli"])
     if cli is None:
         return env
-    ctx = {"model": agent["model"], "task_dir": task_dir, "base_url": agent.get("base_url"), "root": root}
+    ctx = {"model": agent["model"], "task_dir": task_dir, "base_url": agent.get("base_url"), "root": root,
+           "host_values": host_values}  # fmt: skip
     env.update(cli.env)
     env.update(cli.write_home(CellHome(host_home, home, task_dir), ctx))
     if agent.get("base_url") and cli.base_url_var:

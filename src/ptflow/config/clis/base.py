@@ -16,8 +16,11 @@ from pathlib import Path
 
 from ptflow.files import write_text_atomic
 
-# Where the cell's private home appears inside an apptainer container (``--home <home>:/home/agent``).
-CONTAINER_HOME = "/home/agent"
+# Where the agent cell's private home appears inside a container (apptainer ``--home <home>:/home/ben``, pyxis
+# ``--container-mounts=<home>:/home/ben``): the path PostTrainBench's run_task.sh binds, which its solve.sh variants
+# write under (codexhigh's ``/home/ben/.codex/config.toml``, claude_non_api's ``/home/ben/oauth_token``). The one
+# place this path is written; ``ptflow.cluster.runtime.AGENT_HOME`` is this.
+CONTAINER_HOME = "/home/ben"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,9 @@ stand-in (tests/integration/test_real_cli_codex.py) and in its ``--help``:
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import tomllib
 
 from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, CellHome, clip, http_status
 from ptflow.files import write_text_atomic
@@ -70,11 +72,55 @@ def config_toml(model: str, task_dir: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _bare(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _dump(data: dict, prefix: str = "") -> list[str]:
+    """TOML of ``data``: its plain values, then each nested dict as a ``[table]`` (recursively)."""
+    lines = [f"{_bare(k)} = {_toml(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    for k, v in data.items():
+        if isinstance(v, dict):
+            name = f"{prefix}.{_bare(k)}" if prefix else _bare(k)
+            if any(not isinstance(x, dict) for x in v.values()) or not v:
+                lines += ["", f"[{name}]"]
+            lines += _dump(v, name)
+    return lines
+
+
+def merged_config_toml(checkout: dict, model: str, task_dir: str, host_values: dict | None = None) -> str:
+    """A PostTrainBench checkout's ``.codex/config.toml`` (run_task.sh copies it into the home) with ptflow's
+    settings joined to it: the checkout's values stay; ptflow adds what it lacks (the task dir's trust, the key kept
+    out of the agent's commands). ``host_values``: where the home is a host dir, the real values of the variables its
+    ``shell_environment_policy.set`` gives container paths (None: left out)."""
+    ours = tomllib.loads(config_toml(model, task_dir))
+    for key in ("model", "model_reasoning_summary"):  # solve.sh's command line says these, or leaves them out
+        ours.pop(key)
+    data = {k: v for k, v in checkout.items()}
+    for key, value in ours.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**value, **data[key]} if key != "projects" else {**data[key], **value}
+        else:
+            data.setdefault(key, value)
+    policy = data.get("shell_environment_policy")
+    if isinstance(policy, dict):
+        policy["exclude"] = sorted({*policy.get("exclude", []), KEY_VAR})
+        if host_values and isinstance(policy.get("set"), dict):
+            for name, value in host_values.items():
+                if name in policy["set"]:
+                    policy["set"].pop(name) if value is None else policy["set"].__setitem__(name, value)
+    head = "# PostTrainBench's containers/other_home_data/.codex/config.toml, with ptflow's settings joined (codex.py)"
+    return "\n".join([head, *_dump(data)]) + "\n"
+
+
 def write_home(home: CellHome, ctx: dict) -> dict[str, str]:
-    write_text_atomic(
-        home.host_home / CONFIG_DIR / "config.toml",
-        config_toml(str(ctx["model"]), str(ctx.get("task_dir") or home.task_dir)),
-    )
+    path = home.host_home / CONFIG_DIR / "config.toml"
+    model, task_dir = str(ctx["model"]), str(ctx.get("task_dir") or home.task_dir)
+    if path.is_file():  # the checkout's, copied into the home first (a checkout cell)
+        text = merged_config_toml(tomllib.loads(path.read_text()), model, task_dir, ctx.get("host_values"))
+    else:
+        text = config_toml(model, task_dir)
+    write_text_atomic(path, text)
     # CODEX_HOME: the job's own (a user's ~/.codex or CODEX_HOME) never applies
     env = {"CODEX_HOME": f"{home.home.rstrip('/')}/{CONFIG_DIR}"}
     if ctx.get("base_url"):

@@ -1,12 +1,22 @@
-"""An agent cell of a PostTrainBench eval: the task dir and prompt as the checkout's ``src/run_task.sh`` makes them.
+"""An agent cell of a PostTrainBench eval: task dir, home and prompt as the checkout's ``src/run_task.sh`` makes them.
 
-Into the task dir: the eval's ``evaluate.py``, its ``evaluation_code/``, the checkout's ``templates/``, the files of
-its ``task_context/``, and ``timer.sh`` from ``src/utils/create_timer.sh`` (for a whole number of hours, as
-PostTrainBench's budgets are; a resumed cell's fractional remainder gets ptflow's timer, which reads the same
-deadline). The prompt is the output of ``src/eval/general/get_prompt.py`` run in the checkout with the cell's model
-id, eval dir, hours, GPUs and agent name. The real CLIs run the checkout's ``agents/<agent>/solve.sh`` with the
-variables run_task.sh gives it (``PROMPT``, ``AGENT_CONFIG``, ``NUM_GPUS``, ``VLLM_API_KEY``, ``PYTHONNOUSERSITE``);
-ptflow keeps its own timeout, runtime, HF view, workspace sync, resume, key scoping and CLI settings around it.
+Layout of a checkout cell (``ptflow.stages.train.agent_cell.make_task_dir``), under node-local tmp::
+
+    ptflow-agent-<id>-XXXX/          ptflow's own files: prompt.md, task.json, deadline (data/ when a split is given)
+        home/                        the agent's home: run_task.sh's ${JOB_DIR}, /home/ben in a container
+            .codex/  agent_solve.sh  [oauth_token]  (+ ptflow's CLI settings, tmp/)
+            task/                    the agent's task dir and working directory (/home/ben/task in a container)
+
+Into the task dir, nothing but run_task.sh's copies: the eval's ``evaluate.py``, its ``evaluation_code/``, the
+checkout's ``templates/``, the files of its ``task_context/``, and ``timer.sh`` from ``src/utils/create_timer.sh``
+(for a whole number of hours, as PostTrainBench's budgets are; a resumed cell's fractional remainder gets a timer of
+ours with the same output and deadline). Into the home: the checkout's ``containers/other_home_data/.codex``,
+``agents/<agent>/solve.sh`` as ``agent_solve.sh``, and that agent dir's ``auth.json`` (into ``.codex/``) and
+``oauth_token`` where present. The prompt is the output of ``src/eval/general/get_prompt.py`` run in the checkout
+with the cell's model id, eval dir, hours, GPUs and agent name, as ``PROMPT=$(...)`` leaves it (no trailing newline).
+The real CLIs run ``agent_solve.sh`` with the variables run_task.sh gives it (``PROMPT``, ``AGENT_CONFIG``,
+``NUM_GPUS``, ``VLLM_API_KEY``, ``PYTHONNOUSERSITE``, ``HF_HOME``, its ``PATH``); ptflow keeps its own timeout,
+runtime, HF view, workspace sync, resume, key scoping and CLI settings around it.
 """
 
 from __future__ import annotations
@@ -16,12 +26,17 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ptflow.config import posttrainbench as ptb
+from ptflow.config.clis.base import CONTAINER_HOME
 
 PROMPT_TIMEOUT_S = 120
 SOLVE_NAME = "agent_solve.sh"  # where run_task.sh puts agents/<agent>/solve.sh (beside the task dir, in the home)
+HOME_NAME = "home"  # the agent's home (run_task.sh's ${JOB_DIR}) in the cell dir, beside ptflow's own files
+TASK_NAME = "task"  # the agent's task dir in its home (${JOB_DIR}/task)
+AGENT_FILES = ("auth.json", "oauth_token")  # agents/<agent>/ files run_task.sh copies into the home when present
 
 
 class CheckoutAgentError(RuntimeError):
@@ -43,8 +58,9 @@ def _copy(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
-def fill_task_dir(task_dir: Path, agent: dict, hours: float) -> bool:
-    """run_task.sh's copies into ``task_dir``; True when the checkout's timer was written (whole hours)."""
+def fill_task_dir(task_dir: Path, agent: dict, hours: float, deadline: float | None = None) -> None:
+    """run_task.sh's copies into ``task_dir`` (over a restored workspace: its own files come back fresh), and its
+    timer: ``create_timer.sh`` for whole hours, else (a resumed cell's remainder) ours, ending at ``deadline``."""
     checkout = Path(agent["checkout"]["path"])
     spec = agent["posttrainbench"]
     source = checkout / ptb.EVAL_DIR.format(eval=spec["eval_dir"])
@@ -55,19 +71,38 @@ def fill_task_dir(task_dir: Path, agent: dict, hours: float) -> bool:
     if (source / "task_context").is_dir():
         for item in sorted((source / "task_context").iterdir()):
             _copy(item, task_dir / item.name)
+    timer = task_dir / "timer.sh"
     if float(hours) != int(hours) or hours < 1:
-        return False
+        # create_timer.sh takes whole hours (bash arithmetic): the remainder's timer prints what its timer prints
+        end = int(deadline if deadline is not None else time.time() + hours * 3600)
+        timer.write_text(TIMER_SH.replace("@DEADLINE@", str(end)))
+        timer.chmod(0o755)
+        return
     proc = subprocess.run(
-        ["bash", str(checkout / ptb.TIMER_SCRIPT), str(int(hours)), str(task_dir / "timer.sh")],
+        ["bash", str(checkout / ptb.TIMER_SCRIPT), str(int(hours)), str(timer)],
         capture_output=True, text=True, timeout=PROMPT_TIMEOUT_S,
     )  # fmt: skip
     if proc.returncode != 0:
         raise CheckoutAgentError(f"{ptb.TIMER_SCRIPT} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    return True
+
+
+# A resumed cell's timer (ours): the output of create_timer.sh's timer, which the reprompting solve.sh variants parse
+# (an "expired" line, else "H:MM" on the line after the heading).
+TIMER_SH = """#!/bin/bash
+# written by ptflow: the time left of this agent cell's budget (a resumed cell's remainder), as timer.sh prints it
+LEFT=$(( @DEADLINE@ - $(date +%s) ))
+if [ "$LEFT" -le 0 ]; then
+    echo "Timer expired!"
+else
+    echo "Remaining time (hours:minutes):"
+    printf "%d:%02d\\n" $(( LEFT / 3600 )) $(( (LEFT % 3600) / 60 ))
+fi
+"""
 
 
 def prompt(agent: dict, model_id: str, hours: float, env: dict | None = None) -> str:
-    """``get_prompt.py`` of the checkout, run there (it reads its files relative to the checkout's root)."""
+    """``get_prompt.py`` of the checkout, run there (it reads its files relative to the checkout's root), as bash's
+    ``$(...)`` passes it on."""
     checkout = Path(agent["checkout"]["path"])
     spec = agent["posttrainbench"]
     argv = [
@@ -84,7 +119,27 @@ def prompt(agent: dict, model_id: str, hours: float, env: dict | None = None) ->
             f"{ptb.PROMPT_SCRIPT} of the checkout exited {proc.returncode} with "
             f"{'no prompt' if not proc.stdout.strip() else 'output'}: {proc.stderr.strip()[-300:]}"
         )
-    return proc.stdout
+    return proc.stdout.rstrip("\n")  # run_task.sh's PROMPT=$(...): command substitution drops trailing newlines
+
+
+def install_home(agent: dict, home: Path) -> None:
+    """run_task.sh's copies into the job dir, which is the agent's home: the checkout's ``.codex`` from
+    ``containers/other_home_data`` (ptflow's codex settings are merged into its config.toml afterwards), and for
+    an agent running a solve.sh: it as ``agent_solve.sh``, ``auth.json`` into ``.codex/``, ``oauth_token``."""
+    checkout = Path(agent["checkout"]["path"])
+    codex = checkout / ptb.HOME_DATA_DIR / ".codex"
+    if codex.is_dir():
+        _copy(codex, home / ".codex")
+    solve = agent["posttrainbench"].get("solve")
+    if not solve or agent.get("command"):
+        return
+    install_solve(agent, home)
+    source = checkout / ptb.AGENT_DIR.format(agent=solve)
+    for name in AGENT_FILES:
+        if (source / name).is_file():
+            dest = home / ".codex" / name if name == "auth.json" else home / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source / name, dest)
 
 
 def install_solve(agent: dict, home: Path) -> Path:
@@ -98,9 +153,45 @@ def install_solve(agent: dict, home: Path) -> Path:
     return dest
 
 
-def solve_environment(agent: dict, prompt_text: str) -> dict[str, str]:
-    """The variables run_task.sh passes solve.sh (besides the keys, which ptflow scopes)."""
+def writes_under_home(script: str) -> bool:
+    """Does a solve.sh name PostTrainBench's container home (``/home/ben/...``)? Its variants write their settings
+    there (codexhigh: ``/home/ben/.codex/config.toml``; claude_non_api reads ``/home/ben/oauth_token``)."""
+    return f"{CONTAINER_HOME}/" in script or script.rstrip().endswith(CONTAINER_HOME)
+
+
+def home_problem(agent_id: str, solve: str, script: str, runtime_kind: str) -> str | None:
+    """One line refusing a solve.sh that writes under /home/ben where the agent's home is not there (a venv site:
+    the home is a host dir; enroot-edf: the EDF file fixes the mounts), else None."""
+    from ptflow.cluster.runtime import HOME_BOUND
+
+    if runtime_kind in HOME_BOUND or not writes_under_home(script):
+        return None
+    return (
+        f"agent {agent_id}: solve: {solve} runs the checkout's agents/{solve}/solve.sh, which writes under "
+        f"{CONTAINER_HOME} (PostTrainBench's container home), but on this site (runtime.kind {runtime_kind}) the "
+        f"agent's home is a host directory, so its settings would be lost; run it on an apptainer or pyxis site, "
+        f"or use a solve dir that does not write there"
+    )
+
+
+def check_home(agent: dict, runtime_kind: str) -> None:
+    """The cell's own check before the agent starts (the checkout may have been cloned by the rule after
+    preflight): the line of :func:`home_problem` as a :class:`CheckoutAgentError`."""
+    solve = agent["posttrainbench"].get("solve")
+    if not solve or agent.get("command"):
+        return
+    src = Path(agent["checkout"]["path"]) / ptb.AGENT_DIR.format(agent=solve) / "solve.sh"
+    problem = home_problem(agent["id"], solve, src.read_text() if src.is_file() else "", runtime_kind)
+    if problem:
+        raise CheckoutAgentError(problem)
+
+
+def solve_environment(agent: dict, prompt_text: str, home: str, path: str) -> dict[str, str]:
+    """The variables run_task.sh passes solve.sh (besides the keys, which ptflow scopes, and HF_HOME, the cell's
+    HF view): its PATH puts ``/root/.local/bin`` and the home's ``.local/bin`` first. No HF_HUB_OFFLINE: the prompt
+    tells the agent it may use the internet, and agents download data."""
     return {
+        "PATH": f"/root/.local/bin:{home}/.local/bin:{path}",
         "PROMPT": prompt_text,
         "AGENT_CONFIG": str(agent["model"]),
         "NUM_GPUS": str(agent["posttrainbench"].get("num_gpus", 1)),

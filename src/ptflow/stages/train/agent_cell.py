@@ -8,7 +8,7 @@ Per cell, as PostTrainBench does it:
    ``timer.sh``;
 2. the HF cache as a private writable view (``ptflow.cluster.hfview``) so the agent cannot damage the shared cache;
 3. the agent CLI under ``timeout --signal=TERM --kill-after=30s <minutes left + grace>``, on container sites inside
-   the agent's image with ``--nv -c --writable-tmpfs --home <the cell's private home>:/home/agent``
+   the agent's image with ``--nv -c --writable-tmpfs --home <the cell's private home>:/home/ben``
    (``ptflow.cluster.runtime``);
 4. ``time_taken`` and the exit code recorded; exit 124 (137 after the KILL) means the budget ran out — not an error:
    whatever ``final_model/`` exists is used, and the manifest says so;
@@ -141,6 +141,12 @@ def _hours_text(hours: float) -> str:
     return f"{hours:g} hours" if hours >= 1 else f"{minutes:g} minutes"
 
 
+def own_dir(task_dir: Path, agent: dict) -> Path:
+    """Where ptflow's own files of a cell are (prompt.md, task.json, deadline): beside a checkout cell's home, which
+    holds its task dir (``ptflow.stages.posttrainbench.agent``), else in the task dir."""
+    return task_dir.parent.parent if agent.get("posttrainbench") else task_dir
+
+
 def make_task_dir(
     root: str | None,
     *,
@@ -156,23 +162,29 @@ def make_task_dir(
     """The agent's private task dir: prompt, evaluation kit (``evaluate.py``: the final evaluation's call), train
     data, deadline file and timer. ``workspace``: an earlier session's files, restored first (ptflow's own files are
     then written fresh over them); ``earlier`` describes that session for the prompt; ``hours_left``: the budget that
-    remains (default: all of it)."""
-    task_dir = Path(tempfile.mkdtemp(prefix=f"ptflow-agent-{agent['id']}-", dir=root))
+    remains (default: all of it). A PostTrainBench checkout cell's task dir holds run_task.sh's files only, in the
+    agent's home, with ptflow's files beside that home (:func:`own_dir`)."""
+    checkout = bool(agent.get("posttrainbench"))
+    cell_dir = Path(tempfile.mkdtemp(prefix=f"ptflow-agent-{agent['id']}-", dir=root))
+    task_dir = cell_dir / ptb_agent.HOME_NAME / ptb_agent.TASK_NAME if checkout else cell_dir
+    task_dir.mkdir(parents=True, exist_ok=True)
     if workspace is not None and workspace.is_dir():
         shutil.copytree(workspace, task_dir, symlinks=True, dirs_exist_ok=True)
-        for name in OWN_FILES:
+        for name in () if checkout else OWN_FILES:  # (a checkout cell's own files are not in its task dir)
             target = task_dir / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
-    (task_dir / "data").mkdir()
+    own = own_dir(task_dir, agent)
     train_data = None
+    if not checkout or train_parquet:
+        (own / "data").mkdir()
     if train_parquet:
-        train_data = task_dir / "data" / "train.parquet"
+        train_data = own / "data" / "train.parquet"
         shutil.copyfile(train_parquet, train_data)
     call = agent.get("eval_call")
     hours = agent["hours"] if hours_left is None else hours_left
-    checkout_timer = False
-    if agent.get("posttrainbench"):  # PostTrainBench's task dir from its checkout (run_task.sh's copies)
-        checkout_timer = ptb_agent.fill_task_dir(task_dir, agent, hours)
+    deadline = started + hours * 3600
+    if checkout:  # PostTrainBench's task dir from its checkout (run_task.sh's copies and timer)
+        ptb_agent.fill_task_dir(task_dir, agent, hours, deadline)
     elif call:
         if call["task"] == tasks.TOY_TASK:
             # The toy task's data is the workflow's test parquet (PostTrainBench's evals read theirs from the
@@ -181,12 +193,11 @@ def make_task_dir(
             shutil.copyfile(agent["eval_test_parquet"], task_dir / "eval_data" / "test.parquet")
             call = with_toy_data(call, task_dir / "eval_data" / "test.parquet")
         write_agent_kit(task_dir, call)
-    deadline = started + hours * 3600
-    (task_dir / "deadline").write_text(f"{int(deadline)}\n")
-    if not checkout_timer:
+    (own / "deadline").write_text(f"{int(deadline)}\n")
+    if not checkout:
         shutil.copyfile(templates.path("agent_timer.sh"), task_dir / "timer.sh")
         (task_dir / "timer.sh").chmod(0o755)
-    if agent.get("posttrainbench"):
+    if checkout:
         prompt = ptb_agent.prompt(agent, cell["model"], hours)
         if earlier:  # (PostTrainBench restarts nothing: ptflow's note for a cell that continues a workspace)
             prompt += (
@@ -207,8 +218,8 @@ def make_task_dir(
             earlier=earlier or "",
             has_final_model=has_weights(task_dir / "final_model"),
         )
-    (task_dir / "prompt.md").write_text(prompt)
-    (task_dir / "task.json").write_text(
+    (own / "prompt.md").write_text(prompt)
+    (own / "task.json").write_text(
         json.dumps(
             {
                 "base_model": base_model,
@@ -516,7 +527,7 @@ def train_agent_cell(
         if view is not None:
             hfview.close_view(view, log=log)
         if task_dir is not None:
-            shutil.rmtree(task_dir, ignore_errors=True)
+            shutil.rmtree(own_dir(task_dir, agent), ignore_errors=True)
     view_method, view_seconds, view_bytes = (
         (view.method, round(view.seconds, 3), view.bytes) if view else ("none", 0, 0)
     )
@@ -598,6 +609,11 @@ def refused_key(agent: dict, rc: int, stdout: Path, offset: int) -> str | None:
 
 def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier):
     """This attempt's agent run: (exit code, seconds, stopped for a restart)."""
+    if agent.get("posttrainbench"):  # run_task.sh's job dir, which holds the task dir (removed with the cell's dir)
+        return _run_in_home(
+            agent, task_dir, task_dir.parent, view, runtime, trace_dir, left, resume, attempt, workspace, env, log,
+            earlier,
+        )  # fmt: skip
     # The CLI's own $HOME: private to this attempt, beside the task dir (never synced: ptflow rewrites it)
     host_home = Path(tempfile.mkdtemp(prefix="ptflow-agent-home-", dir=task_dir.parent))
     try:
@@ -611,52 +627,74 @@ def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attemp
 def _run_in_home(
     agent, task_dir, host_home, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier
 ):
-    container = runtime is not None and runtime["runtime"].get("kind") == "apptainer"
-    home = AGENT_HOME if container else str(host_home)
+    from ptflow.cluster.runtime import HOME_BOUND
+
+    kind = runtime["runtime"].get("kind") if runtime else "venv"
+    container = kind == "apptainer"
+    bound = kind in HOME_BOUND  # the home is at AGENT_HOME (/home/ben) inside the container
+    home = AGENT_HOME if bound else str(host_home)
+    checkout = bool(agent.get("posttrainbench"))
+    # the task dir as the agent sees it: a checkout cell's is in its home (/home/ben/task in a container)
+    task_in = f"{home}/{task_dir.relative_to(host_home)}" if checkout and bound else str(task_dir)
+    own = own_dir(task_dir, agent)
     solve_env = {}
-    if (agent.get("posttrainbench") or {}).get("solve") and not agent.get("command"):
-        # the checkout's agents/<agent>/solve.sh, in the home as run_task.sh puts it, with the variables it reads
-        ptb_agent.install_solve(agent, host_home)
+    if checkout:
+        ptb_agent.check_home(agent, kind)
+        ptb_agent.install_home(agent, host_home)  # run_task.sh's copies into its job dir (.codex, agent_solve.sh)
+    solving = bool((agent.get("posttrainbench") or {}).get("solve")) and not agent.get("command")
+    if solving:  # the checkout's agents/<agent>/solve.sh, in the home as run_task.sh puts it
         agent = {**agent, "command": ["bash", f"{home}/{ptb_agent.SOLVE_NAME}"]}
-        solve_env = ptb_agent.solve_environment(agent, (task_dir / "prompt.md").read_text())
     values = {
         "model": agent["model"],
-        "task_dir": str(task_dir),
+        "task_dir": task_in,
         "hours": f"{left / 3600:g}",
-        "prompt": (task_dir / "prompt.md").read_text(),
-        "prompt_file": str(task_dir / "prompt.md"),
+        "prompt": (own / "prompt.md").read_text(),
+        "prompt_file": str(own / "prompt.md"),
         "python": sys.executable,
     }
-    binds = [str(task_dir)] + ([str(view.workdir)] if view else []) + ([] if container else [str(host_home)])
-    argv = build_argv(agent, values, runtime, str(host_home), binds, hours=left / 3600, workdir=str(task_dir))
+    hf_in = f"{AGENT_HOME}/hf_cache" if view and checkout and bound else None  # run_task.sh's HF_HOME_NEW
+    binds = ([] if checkout and bound else [str(task_dir)]) + ([str(view.workdir)] if view else [])
+    binds += ([] if bound else [str(host_home)]) + ([f"{view.path}:{hf_in}"] if hf_in else [])
+    if hf_in:
+        (host_home / "hf_cache").mkdir(exist_ok=True)  # the mount point in the bound home
+    argv = build_argv(agent, values, runtime, str(host_home), binds, hours=left / 3600, workdir=task_in)
     prompt_copy = "prompt.md" if not earlier else f"prompt-{len(earlier) + 1}.md"
-    shutil.copyfile(task_dir / "prompt.md", trace_dir / prompt_copy)
+    shutil.copyfile(own / "prompt.md", trace_dir / prompt_copy)
     root = os.geteuid() == 0  # the CLI runs as the job's user in every runtime ptflow builds (docs: agent cells)
-    cli_env = prepare_cli_home(agent, host_home, home, str(task_dir), root)
-    if root and agent["cli"] in CLIS:
-        log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see docs/concepts.md)")
-    (host_home / "tmp").mkdir()  # the agent's own temp dir (the CLIs leave error reports there), removed with it
     job_env = dict(env or os.environ)
     if not container:  # the job's python first (a venv site's interpreter need not be on the job's PATH)
         job_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), job_env.get("PATH", "")])
+    hf_home = hf_in or (str(view.path) if view else None)
+    # what the checkout's codex config sets for the agent's commands, where the home is a host dir: the real paths
+    host_values = {"HOME": home, "HF_HOME": hf_home, "PATH": job_env["PATH"], "LD_LIBRARY_PATH": None}
+    host_values = None if bound else host_values
+    cli_env = prepare_cli_home(agent, host_home, home, task_in, root, host_values=host_values)
+    if root and agent["cli"] in CLIS:
+        log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see docs/concepts.md)")
+    (host_home / "tmp").mkdir(exist_ok=True)  # the agent's own temp dir (the CLIs leave error reports there)
+    if not container:
         keep_path_in_login_shells(host_home, job_env["PATH"])
+    if solving:  # the variables run_task.sh gives solve.sh
+        solve_env = ptb_agent.solve_environment(agent, values["prompt"], home, job_env["PATH"])
     child_env = {
         **cell_environment(agent, job_env),
         **cli_env,
         "TMPDIR": f"{home}/tmp",
-        "HF_HUB_OFFLINE": "1",
-        "PTFLOW_TASK_DIR": str(task_dir),
+        # ptflow's own cells are offline; a checkout's agents are not (run_task.sh's prompt: internet unrestricted)
+        **({} if checkout else {"HF_HUB_OFFLINE": "1"}),
+        "PTFLOW_TASK_DIR": task_in,
+        "PTFLOW_CELL_DIR": str(own),  # ptflow's own files (the scripted agent's task.json), beside a checkout's
         "PTFLOW_AGENT_KEYS": ",".join(agent.get("keys", [])),  # names only: the values are in the env already
         **solve_env,
     }
     if agent.get("evals_cache") and agent.get("hf_home"):  # evaluate.py reads offline from the evaluation's caches
         child_env.update(data_env(agent["hf_home"], agent["evals_cache"]))
-    if view:
-        child_env["HF_HOME"] = str(view.path)
+    if hf_home:
+        child_env["HF_HOME"] = hf_home
     if runtime:
         from ptflow.cluster.runtime import JobRuntime, container_env
 
-        # apptainer: HOME is the user's real home for --home's handling; the container sees /home/agent
+        # apptainer: HOME is the user's real home for --home's handling; the container sees /home/ben
         child_env = container_env(JobRuntime.from_dict(runtime).runtime, child_env)
     shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
     log(f"agent {agent['id']} in {task_dir} ({left / 3600:g} h of {agent['hours']:g} h left): $ " + " ".join(shown))
