@@ -48,6 +48,9 @@ MASK = "***"
 MIN_MASKED_LENGTH = 8
 # ptflow's own variables whose names look like secrets but hold key *names* or paths: never masked
 NOT_SECRETS = frozenset({"PTFLOW_AGENT_KEYS", "PTFLOW_STEP_TOKEN", "PTFLOW_SSH_KEY", "SSH_KEY_PATH"})
+# public placeholders that run_task.sh sets in every run (the local vLLM server's key): not masked while they hold
+# exactly that value (a user's own value under the name is masked as any other)
+PUBLIC_VALUES = {"VLLM_API_KEY": "inspectai"}
 
 
 class Masker:
@@ -73,6 +76,7 @@ class Masker:
         variable, HF_TOKEN, a grader's key ...), but ``NOT_SECRETS``."""
         env = os.environ if env is None else env
         wanted = set(names) | {k for k in env if looks_like_secret(k) and k not in NOT_SECRETS}
+        wanted = {k for k in wanted if PUBLIC_VALUES.get(k) != env.get(k)}
         values = [env[k] for k in wanted if env.get(k)]
         short = [k for k in wanted if env.get(k) and len(os.fsencode(env[k]).strip()) < MIN_MASKED_LENGTH]
         return cls(values, short)
@@ -112,12 +116,17 @@ class Masker:
 
 
 class MaskStream:
-    """Masks a byte stream read in chunks: a value split across two chunks is still masked. The last
-    ``longest - 1`` bytes are held back until the next chunk shows whether a value starts there (or until flush)."""
+    """Masks a byte stream read in chunks: a value split across two chunks is still masked. Only a tail that could
+    still become a value (the start of one) is held back until the next chunk shows (or until flush); the rest is
+    passed on at once, so a line the agent prints reaches its log while it runs (a ``tail -f`` is not behind)."""
 
     def __init__(self, masker: Masker):
         self.masker = masker
         self._pending = b""
+
+    def _starts_a_value(self, tail: bytes, longer: bool = False) -> bool:
+        """``tail`` is the beginning of a value (``longer``: of a value longer than it, which more data may match)."""
+        return any(v.startswith(tail) and (len(v) > len(tail) or not longer) for v in self.masker.values)
 
     def feed(self, data: bytes) -> bytes:
         pattern = self.masker._pattern
@@ -125,17 +134,18 @@ class MaskStream:
             return data
         buf = self._pending + data
         # a match that starts before `safe` lies wholly in buf (no value is longer than `longest`); from `safe` on,
-        # the next chunk may still complete one
+        # the next chunk may still complete a longer value than the one matched
         safe = len(buf) - (self.masker.longest - 1)
         out, pos = [], 0
         for m in pattern.finditer(buf):
-            if m.start() >= safe:
+            if m.start() >= safe and self._starts_a_value(buf[m.start() :], longer=True):
                 break
             out += [buf[pos : m.start()], MASK.encode()]
             pos = m.end()
-        cut = max(pos, safe)
-        out.append(buf[pos:cut])
-        self._pending = buf[cut:]
+        start = max(pos, safe)
+        hold = next((p for p in range(start, len(buf)) if self._starts_a_value(buf[p:])), len(buf))
+        out.append(buf[pos:hold])
+        self._pending = buf[hold:]
         return b"".join(out)
 
     def flush(self) -> bytes:

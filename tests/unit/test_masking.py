@@ -87,6 +87,25 @@ def test_for_env_takes_named_and_secret_looking_variables_but_ptflows_names_and_
     assert m.mask(text) == "*** *** *** OPENAI_API_KEY,MY_CRED /home/agent/somewhere"
 
 
+def test_a_stream_holds_back_only_a_tail_that_could_start_a_value():
+    """A line the agent prints reaches its log at once (the agent may then sleep for hours); only the start of a
+    value waits for the next chunk, and a longer value that contains a shorter one is still masked whole."""
+    stream = Masker([KEY]).stream()
+    assert stream.feed(b"notes: \n") == b"notes: \n"
+    assert stream.feed(b"x " + KEY[:5].encode()) == b"x "
+    assert stream.feed(KEY[5:].encode() + b" y") == b"*** y" and stream.flush() == b""
+    short, long = "abcdefgh", "abcdefghij"
+    stream = Masker([short, long]).stream()
+    assert stream.feed(b"..abcdefghi") == b".." and stream.feed(b"j!") == b"***!"
+    stream = Masker([short, long]).stream()
+    assert stream.feed(b"..abcdefghi") == b".." and stream.feed(b"Z!") + stream.flush() == b"***iZ!"
+
+
+def test_run_task_shs_public_vllm_placeholder_is_not_masked_but_a_users_value_under_its_name_is():
+    assert Masker.for_env({"VLLM_API_KEY": "inspectai"}).mask("key inspectai") == "key inspectai"
+    assert Masker.for_env({"VLLM_API_KEY": KEY}).mask(f"key {KEY}") == "key ***"
+
+
 def test_a_value_with_a_trailing_newline_is_masked_stripped_too():
     m = Masker([KEY + "\n"])
     assert m.mask(f"{KEY} end") == "*** end"

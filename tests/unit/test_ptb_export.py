@@ -51,7 +51,7 @@ def write_manifest(work: Path, slot: str, **fields) -> Path:
 def write_trace(work: Path, slot: str, judgements: dict) -> None:
     trace = cell_dir(work / "results", BASE, "add", slot) / "agent"
     trace.mkdir(parents=True, exist_ok=True)
-    (trace / "prompt.md").write_text(f"post-train {BASE} for add\n")
+    (trace / "prompt.md").write_text(f"post-train {BASE} for add")  # as bash passes it: no trailing newline
     (trace / "stdout.log").write_text('{"type": "result"}\n')
     (trace / "trace.md").write_text("# Agent trace\n")
     for name, text in judgements.items():
@@ -135,6 +135,7 @@ def test_run_dirs_names_and_files(run, tmp_path):
     assert read(f"{agent}/time_taken.txt") == "10:00:00\n"
     for name, text in CLEAN.items():
         assert read(f"{agent}/{name}") == text
+    # run_task.sh writes echo "$PROMPT" > prompt.txt: the prompt (trailing newlines stripped by $(...)) and one newline
     assert read(f"{agent}/prompt.txt") == "post-train Qwen/Qwen3-1.7B-Base for add\n"
     assert read(f"{agent}/solve_out.txt") == '{"type": "result"}\n'
     assert (dest / agent / "final_model").is_symlink() and (dest / agent / "final_model").is_dir()

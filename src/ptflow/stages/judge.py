@@ -335,10 +335,11 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
         spec = {"id": "judge", "cli": cli.name, "model": judge["model"], "keys": list(judge.get("keys", []))}
         if judge.get("base_url"):
             spec["base_url"] = judge["base_url"]
-        container = runtime is not None and runtime["runtime"].get("kind") == "apptainer"
-        from ptflow.config.clis.base import CONTAINER_HOME
+        from ptflow.cluster.runtime import AGENT_HOME, HOME_BOUND
 
-        home = CONTAINER_HOME if container else str(host_home)
+        # apptainer and pyxis bind the judge's home at AGENT_HOME (/home/ben), as they do the agent's
+        container = runtime is not None and runtime["runtime"].get("kind") in HOME_BOUND
+        home = AGENT_HOME if container else str(host_home)
         # a checkout cell in a container: $HOME/task, as run_task.sh's --pwd (its task dir lies in the judge's home)
         workdir = f"{home}/task" if checkout and container else str(task_dir)
         env = {

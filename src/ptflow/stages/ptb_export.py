@@ -284,13 +284,11 @@ def _plan_cell(cfg: Config, layout: Layout, cell: Cell, workdir: Path, site) -> 
         trace = _under(workdir, layout.agent_trace_dir(cell.model, cell.eval, cell.agent))
         if not trace.is_dir() and agent_run.get("trace_dir"):
             trace = workdir / agent_run["trace_dir"]
-        for target, source in (
-            *((n, n) for n in JUDGEMENT_FILES),
-            ("prompt.txt", "prompt.md"),
-            ("solve_out.txt", "stdout.log"),
-        ):
+        for target, source in (*((n, n) for n in JUDGEMENT_FILES), ("solve_out.txt", "stdout.log")):
             if (trace / source).is_file():
                 copies.append((target, trace / source))
+        if (trace / "prompt.md").is_file():  # run_task.sh: echo "$PROMPT" > prompt.txt (one newline after it)
+            texts.append(("prompt.txt", (trace / "prompt.md").read_text().rstrip("\n") + "\n"))
     method = method_name(cfg, agent, run, agent_run, site)
     return RunDir(cell.key, method, name, tuple(copies), tuple(texts), final_model)
 
@@ -370,7 +368,7 @@ def write_run_dir(run: RunDir, dest: Path, masker: Masker | None = None) -> Path
         for name, source in run.copies:
             masker.copy_file(source, staged / name)
         for name, text in run.texts:
-            (staged / name).write_text(text)
+            (staged / name).write_text(masker.mask(text))
         if run.final_model is not None:
             os.symlink(run.final_model, staged / "final_model", target_is_directory=True)
         os.chmod(staged, _dir_mode())  # mkdtemp's 700 would hide the results from the group
