@@ -63,7 +63,8 @@ def _evaluate_offline(checkout: dict, eval_id: str, hf_home: Path, model: Path, 
 
 def test_the_cache_job_fetches_resources_json_and_evaluations_then_load_offline(tmp_path, clean_env):
     checkout = _checkout(tmp_path)
-    model = tmp_path / "tiny-llama"
+    # a qwen-named dir: the checkout picks qwen3.jinja by the path (it has no llama3.jinja at 9082063)
+    model = tmp_path / "tiny-qwen3"
     create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
     hf_home = tmp_path / "hf_home"
     # before the cache job: the evaluation fails offline, as the real one does on a GPU node

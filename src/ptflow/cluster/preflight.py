@@ -143,8 +143,8 @@ def check_solve_homes(cfg: Config, site: Site, layout: Layout) -> list[str]:
     or the rule's clone from an earlier run); a checkout the rule has yet to clone is checked by the cell itself
     before its agent starts (``ptflow.stages.posttrainbench.agent.check_home``)."""
     from ptflow.cluster import images
+    from ptflow.cluster.runtime import home_problem
     from ptflow.config import posttrainbench as ptb
-    from ptflow.stages.posttrainbench.agent import home_problem
 
     checkout = cfg.posttrainbench
     if checkout is None:

@@ -295,3 +295,23 @@ def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, t
         shutil.rmtree(job_dir, ignore_errors=True)
     log(f"site runtime finished with exit {rc}")
     sys.exit(rc)
+
+
+# Where a solve.sh may write: below stages, so that preflight (this layer) and the cell both ask the same question
+def writes_under_home(script: str) -> bool:
+    """Does a solve.sh name PostTrainBench's container home (``/home/ben/...``)? Its variants write their settings
+    there (codexhigh: ``/home/ben/.codex/config.toml``; claude_non_api reads ``/home/ben/oauth_token``)."""
+    return f"{CONTAINER_HOME}/" in script or script.rstrip().endswith(CONTAINER_HOME)
+
+
+def home_problem(agent_id: str, solve: str, script: str, runtime_kind: str) -> str | None:
+    """One line refusing a solve.sh that writes under /home/ben where the agent's home is not there (a venv site:
+    the home is a host dir; enroot-edf: the EDF file fixes the mounts), else None."""
+    if runtime_kind in HOME_BOUND or not writes_under_home(script):
+        return None
+    return (
+        f"agent {agent_id}: solve: {solve} runs the checkout's agents/{solve}/solve.sh, which writes under "
+        f"{CONTAINER_HOME} (PostTrainBench's container home), but on this site (runtime.kind {runtime_kind}) the "
+        f"agent's home is a host directory, so its settings would be lost; run it on an apptainer or pyxis site, "
+        f"or use a solve dir that does not write there"
+    )

@@ -29,8 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from ptflow.cluster.runtime import home_problem, writes_under_home  # noqa: F401 (the cell's check; tests ask here)
 from ptflow.config import posttrainbench as ptb
-from ptflow.config.clis.base import CONTAINER_HOME
 
 PROMPT_TIMEOUT_S = 120
 SOLVE_NAME = "agent_solve.sh"  # where run_task.sh puts agents/<agent>/solve.sh (beside the task dir, in the home)
@@ -151,27 +151,6 @@ def install_solve(agent: dict, home: Path) -> Path:
     dest = home / SOLVE_NAME
     shutil.copyfile(src, dest)
     return dest
-
-
-def writes_under_home(script: str) -> bool:
-    """Does a solve.sh name PostTrainBench's container home (``/home/ben/...``)? Its variants write their settings
-    there (codexhigh: ``/home/ben/.codex/config.toml``; claude_non_api reads ``/home/ben/oauth_token``)."""
-    return f"{CONTAINER_HOME}/" in script or script.rstrip().endswith(CONTAINER_HOME)
-
-
-def home_problem(agent_id: str, solve: str, script: str, runtime_kind: str) -> str | None:
-    """One line refusing a solve.sh that writes under /home/ben where the agent's home is not there (a venv site:
-    the home is a host dir; enroot-edf: the EDF file fixes the mounts), else None."""
-    from ptflow.cluster.runtime import HOME_BOUND
-
-    if runtime_kind in HOME_BOUND or not writes_under_home(script):
-        return None
-    return (
-        f"agent {agent_id}: solve: {solve} runs the checkout's agents/{solve}/solve.sh, which writes under "
-        f"{CONTAINER_HOME} (PostTrainBench's container home), but on this site (runtime.kind {runtime_kind}) the "
-        f"agent's home is a host directory, so its settings would be lost; run it on an apptainer or pyxis site, "
-        f"or use a solve dir that does not write there"
-    )
 
 
 def check_home(agent: dict, runtime_kind: str) -> None:
