@@ -245,20 +245,34 @@ def test_a_new_commit_reruns_only_the_cells_whose_files_changed(done):
     assert "rule posttrainbench_checkout" in out or "checkpoint posttrainbench_checkout" in out
 
 
+AGGREGATION = ("aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py")  # scripts/aggregate.sh's
+
+
+def _export(work: Path, dest: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``ptflow export --posttrainbench dest`` of the run (``env``: added to this process's environment)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptflow.ops.cli", "export", "--posttrainbench", str(dest), "-d", str(work)],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _aggregate(checkout: Path, dest: Path, scripts, **env) -> None:
+    """The checkout's own scripts over the export, in order, as scripts/aggregate.sh runs them."""
+    environ = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest), **env}
+    for script in scripts:
+        run = subprocess.run([sys.executable, f"scripts/{script}"], cwd=checkout, env=environ, capture_output=True,
+                             text=True)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+
+
 def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done):
     work, checkout = done["work"], done["checkout"]
     dest = work / "ptb-results"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ptflow.ops.cli", "export", "--posttrainbench", str(dest), "-d", str(work)],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest),
-           "PTB_FIXTURE_BASE_MODELS": "tiny-qwen3-h64", "PTB_FIXTURE_INSTRUCT_MODELS": "tiny-qwen3-h64"}  # fmt: skip
-    for script in ("aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py"):
-        run = subprocess.run([sys.executable, f"scripts/{script}"], cwd=checkout, env=env, capture_output=True,
-                             text=True)  # fmt: skip
-        assert run.returncode == 0, run.stderr
+    _export(work, dest)
+    _aggregate(checkout, dest, AGGREGATION, PTB_FIXTURE_BASE_MODELS="tiny-qwen3-h64",
+               PTB_FIXTURE_INSTRUCT_MODELS="tiny-qwen3-h64")  # fmt: skip
     methods = [p.name[len("final_") : -len(".csv")] for p in dest.glob("final_*.csv")]
     assert methods == ["codex_gpt-5.1-codex-max_0.15h"], methods
     with open(dest / f"final_{methods[0]}.csv") as fh:
@@ -276,17 +290,8 @@ def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_scrip
     ptflow's weights, which stand beside it."""
     work, checkout = done["work"], done["checkout"]
     dest = work / "ptb-results-metrics"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ptflow.ops.cli", "export", "--posttrainbench", str(dest), "-d", str(work)],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest)}
-    for script in ("aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py",
-                   "compute_single_metrics.py"):  # fmt: skip
-        run = subprocess.run([sys.executable, f"scripts/{script}"], cwd=checkout, env=env, capture_output=True,
-                             text=True)  # fmt: skip
-        assert run.returncode == 0, run.stderr
+    _export(work, dest)
+    _aggregate(checkout, dest, (*AGGREGATION, "compute_single_metrics.py"))
     assert (dest / "final_metrics.csv").read_text().splitlines() == ["method,metric"]
     board = (work / "results/leaderboard.md").read_text()
     assert "| rank | agent | score | ptflow weights |" in board
@@ -301,11 +306,7 @@ def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_scrip
 def test_the_echoed_key_is_in_no_file_of_the_run_the_export_or_snakemakes_output(done):
     work, key = done["work"], KEY["OPENAI_API_KEY"]
     dest = work / "ptb-export-keys"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ptflow.ops.cli", "export", "--posttrainbench", str(dest), "-d", str(work)],
-        capture_output=True, text=True, cwd=REPO, env={**os.environ, **KEY},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    proc = _export(work, dest, KEY)  # the key in its environment too
     # the echo happened: solve.sh's line, then the value masked, in the trace and in the exported solve_out.txt
     echoed = "key in CODEX_API_KEY:\n***\n"
     for ev in EVALS:
