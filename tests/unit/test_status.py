@@ -218,3 +218,24 @@ def test_jobs_ptflow_submitted_itself_belong_to_their_cell(cfg, tmp_path):
     got = cells_by_agent(snap)["sft"]
     assert got.state == "Pending" and got.job_id == "22" and "attempt 2" in got.detail
     assert {jid for jid, (_, cell) in snap.job_cells.items() if cell == sft} == {"20", "21", "22"}
+
+
+def test_supervised_job_whose_comment_accounting_dropped_is_found_by_its_log(cfg, tmp_path):
+    """Once slurmctld forgets a finished job (MinJobAge), sacct alone knows it — without its comment unless the
+    cluster sets AccountingStoreFlags=job_comment. The supervisor's log in the cell's slurm/ folder names the cell."""
+    sft = Cell("ptflow--tiny-llama-h64", "add", "sft")
+    write_run_log(tmp_path, {})
+    owned = ownership.owned_job_name(tmp_path)
+    jobs_dir = tmp_path / LAYOUT.cell_dir(sft.model, sft.eval, sft.agent) / "slurm"
+    jobs_dir.mkdir(parents=True)
+    for jid in ("42", "44"):
+        (jobs_dir / f"train-{jid}.out").write_text("ptflow: internal timeout\n")
+    (jobs_dir / "train.sbatch").write_text("#!/bin/bash\n")
+    records = [
+        slurm.JobRecord("42", owned, "COMPLETED", comment=""),
+        slurm.JobRecord("44", owned, "RUNNING", nodes="vm", comment=""),
+    ]
+    snap = status.snapshot(cfg, LAYOUT, tmp_path, query=fake_query(records))
+    assert {jid: cell for jid, (_, cell) in snap.job_cells.items()} == {"42": sft, "44": sft}
+    got = cells_by_agent(snap)["sft"]
+    assert got.state == "Running" and got.job_id == "44" and got.slurm_log == str(jobs_dir / "train-44.out")

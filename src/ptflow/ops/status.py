@@ -165,6 +165,26 @@ def slurm_log_index(workdir: Path) -> dict[str, tuple[str, str, str]]:
     return out
 
 
+_SUPERVISED_LOG = re.compile(r"^train-(\d+)\.out$")
+
+
+def supervised_log_index(cfg: Config, layout: Layout, workdir: Path) -> dict[str, tuple[str, str, str]]:
+    """The train jobs ptflow's supervisor submitted itself (``ptflow.cluster.supervise``), from their logs in each
+    cell's ``slurm/`` folder: job id -> ("train", wildcards, path). A finished job's comment is gone once slurmctld
+    forgets it (MinJobAge) unless accounting stores comments (AccountingStoreFlags=job_comment, off by default):
+    the log's place still names its cell."""
+    out = {}
+    for cell in cfg.cells:
+        jobs_dir = workdir / layout.cell_dir(cell.model, cell.eval, cell.agent) / "slurm"
+        if not jobs_dir.is_dir():
+            continue
+        for path in jobs_dir.iterdir():
+            m = _SUPERVISED_LOG.match(path.name)
+            if m:
+                out[m.group(1)] = ("train", wildcard_str(cell), str(path))
+    return out
+
+
 def driver_active(workdir: Path) -> bool:
     """A Snakemake driver holds this working directory: ptflow's driver lock with a live holder
     (``ptflow.cluster.ownership.DriverLock``), else, for runs from before it, Snakemake's own locks."""
@@ -386,7 +406,7 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs) -
             jobs = query(sorted(set(run_ids)) + [ownership.owned_job_name(workdir)], since)
         except slurm.SlurmUnavailable as exc:
             error = str(exc)
-    log_index = slurm_log_index(workdir)
+    log_index = slurm_log_index(workdir) | supervised_log_index(cfg, layout, workdir)
     job_cells, slurm_logs = attribute_jobs(cfg, jobs, runs, log_index)
     run_of: dict[str, RunLog] = {}
     by_name = {r.run_id: r for r in runs if r.run_id}
