@@ -1,0 +1,107 @@
+"""Where the suite's CPU goes: a pytest plugin for ``bench/suite_cpu.py`` (``-p tests.support.cpu_meter``).
+
+Each worker writes one JSON line per test phase (setup/call/teardown) to ``$PTFLOW_CPU_METER/<worker>.jsonl``: the
+phase's wall seconds and the CPU seconds of the worker's own process tree (``os.times``: itself plus the children it
+waited for — local Snakemake runs, their jobs, the agent CLIs). Slurm jobs run under slurmd, not under a worker: the
+controller asks accounting (``sacct``, every step's TotalCPU and the job's WorkDir) before the cluster is stopped, and
+writes ``slurm_jobs.jsonl``; each test's work directory names its module. The machine's busy CPU seconds over the whole
+run (``/proc/stat``) are written to ``machine.json``. Nothing here is asserted: the figures are for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ENV = "PTFLOW_CPU_METER"
+
+
+def _out_dir() -> Path | None:
+    value = os.environ.get(ENV)
+    return Path(value) if value else None
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def busy_cpu_seconds() -> float:
+    """All processes' busy CPU seconds since boot (/proc/stat: user+nice+system+irq+softirq+steal)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _worker(config: pytest.Config) -> str:
+    return getattr(config, "workerinput", {}).get("workerid", "main")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _measure(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _measure(item, "call")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield from _measure(item, "teardown")
+
+
+def _measure(item, phase: str):
+    out = _out_dir()
+    wall, cpu = time.monotonic(), _cpu()
+    yield
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    line = {"nodeid": item.nodeid, "phase": phase, "wall": time.monotonic() - wall, "cpu": _cpu() - cpu}
+    with open(out / f"{_worker(item.config)}.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def pytest_sessionstart(session):
+    out = _out_dir()
+    if out is not None and not hasattr(session.config, "workerinput"):
+        out.mkdir(parents=True, exist_ok=True)
+        session.config._cpu_meter_start = (time.monotonic(), busy_cpu_seconds(), time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before tests/conftest.py stops the Slurm cluster (and its accounting)
+def pytest_sessionfinish(session):
+    out = _out_dir()
+    start = getattr(session.config, "_cpu_meter_start", None)
+    if out is None or start is None:
+        return
+    wall0, busy0, since = start
+    machine = {"wall": time.monotonic() - wall0, "busy_cpu": busy_cpu_seconds() - busy0, "cores": os.cpu_count()}
+    (out / "machine.json").write_text(json.dumps(machine))
+    argv = ["sacct", "-a", "-n", "-P", "-S", since, "-o", "JobIDRaw,JobName,TotalCPU,WorkDir"]
+    try:
+        text = subprocess.run(argv, capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    with open(out / "slurm_jobs.jsonl", "w") as f:
+        for row in text.splitlines():
+            parts = row.split("|")
+            if len(parts) == 4:
+                jid, name, total, workdir = parts
+                f.write(json.dumps({"job": jid, "name": name, "cpu": _slurm_seconds(total), "workdir": workdir}) + "\n")
+
+
+def _slurm_seconds(text: str) -> float:
+    """sacct's [DD-[HH:]]MM:SS[.mmm] as seconds."""
+    days, _, rest = text.rpartition("-")
+    parts = [float(p) for p in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0.0)
+    return (int(days) if days else 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
