@@ -23,6 +23,7 @@ from ptflow.cluster import images
 from ptflow.config.sites import RuntimeSpec
 from tests.conftest import REPO
 from tests.e2e.smk import snakemake
+from tests.support import apt
 
 TOOLS = {"podman": "podman", "mksquashfs": "squashfs-tools", "unsquashfs": "squashfs-tools"}
 CONTAINERS_CONF = '[containers]\ndefault_ulimits = []\ncgroups = "disabled"\n[engine]\ncgroup_manager = "cgroupfs"\n'
@@ -37,13 +38,10 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="module")
 def tools():
-    missing = sorted({pkg for tool, pkg in TOOLS.items() if not shutil.which(tool)})
-    if missing:
-        if os.geteuid() != 0:
-            _unavailable(f"needs {', '.join(missing)} (apt) and root to install them")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-q"], check=True, env=env, capture_output=True)
-        subprocess.run(["apt-get", "install", "-y", "-q", *missing], check=True, env=env, capture_output=True)
+    try:
+        apt.ensure_tools(TOOLS)
+    except apt.AptError as exc:
+        _unavailable(str(exc))
     return {tool: shutil.which(tool) for tool in TOOLS}
 
 

@@ -154,6 +154,9 @@ class LocalSlurmCluster:
         self.dbd_port = port_base + 2
         self.mysql_port = port_base + 3
         self.external = False
+        # started by this test session (by this process or, under pytest-xdist, by a sibling worker): a test may then
+        # stop and restart its controller (tests/support/slurm_session.py sets it for the siblings)
+        self.session_owned = True
         self._conf_override: Path | None = None
         host = socket.gethostname().split(".")[0]
         self._node_addrs = {host: "127.0.0.1", "node2": "127.0.0.2", SPARE_NODE: "127.0.0.3"}
@@ -169,6 +172,7 @@ class LocalSlurmCluster:
         conf = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
         self = cls(conf.parent, install=False)
         self.external = True
+        self.session_owned = False
         self._conf_override = conf
         # Filled in from the live cluster by start().
         self._node_addrs, self._node_ports, self.partitions, self.accounting = {}, {}, {}, False
@@ -180,6 +184,7 @@ class LocalSlurmCluster:
         same config path and nodes as its starter sees, never stopped from here (its starter's session does)."""
         self = cls(workdir, install=False)
         self.external = True  # start() only checks that it answers and reads nodes/partitions; stop() leaves it
+        self.session_owned = False  # unless its starter was this session (cluster_for_session says so)
         return self
 
     def _load_existing(self) -> None:

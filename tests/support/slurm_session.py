@@ -39,7 +39,9 @@ def cluster_for_session() -> LocalSlurmCluster:
         owner = workdir / "owner"
         if session and owner.is_file() and owner.read_text() == session:
             # this session's cluster, started by another worker: its own config path, not the /etc/slurm link
-            return _attach(LocalSlurmCluster.running(workdir))
+            cluster = _attach(LocalSlurmCluster.running(workdir))
+            cluster.session_owned = True  # stopped by the session's controller, but this session's to restart
+            return cluster
         cluster = LocalSlurmCluster(workdir)
         try:
             cluster.start()
