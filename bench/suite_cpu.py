@@ -70,6 +70,8 @@ def report(out: Path) -> None:
         m = json.loads(machine.read_text())
         print(f"\nmachine: {m['busy_cpu']:.0f} busy CPU-s over {m['wall']:.0f} s on {m['cores']} cores "
               f"({100 * m['busy_cpu'] / (m['wall'] * m['cores']):.0f} %)")  # fmt: skip
+        if "cluster_cpu" in m:
+            print(f"the Slurm test cluster (its daemons and every job): {m['cluster_cpu']:.0f} CPU-s")
 
 
 def main() -> int:
