@@ -48,6 +48,8 @@ def report(out: Path) -> None:
     if slurm_path.is_file():
         for line in slurm_path.read_text().splitlines():
             job = json.loads(line)
+            if "." in job["job"]:
+                continue  # a step (.batch, .0, ...): the allocation's own line already sums its steps
             name = Path(job["workdir"]).name
             prefix = name.rsplit("-", 1)[0] if "-" in name else name
             slurm[prefix] += job["cpu"]

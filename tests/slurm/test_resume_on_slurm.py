@@ -382,6 +382,10 @@ def test_killed_driver_is_adopted_not_duplicated(work, slurm_cluster):
     os.killpg(first.pid, signal.SIGKILL)  # the driver (and its process group), not the Slurm job
     first.wait()
     snakemake(work, "--unlock", *run_args(work.plugin_site, target), env=slurm_cluster.env, profile="profiles/slurm")
+    # the second and third drivers ask for the cell's evaluation too: the second one lives on past the adopted
+    # training (on a quiet machine that training ended before the third driver started, which then had nothing to
+    # do and was not refused)
+    target = str((cell_dir(work, "sft-adopt") / "eval.json").relative_to(work))
     second = start(work, slurm_cluster, work.plugin_site, target)
     try:
         lock = ownership.DriverLock(work)
