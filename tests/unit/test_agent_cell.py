@@ -1,6 +1,7 @@
 """cli-agent cells: the agent command line (timeout, container flags), the task dir, the judge and the report marks."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -355,3 +356,32 @@ def test_fresh_restart_starts_over_with_the_full_budget(tmp_path):
     assert any("(0.05 h of 0.05 h left)" in ln for ln in lines)
     assert [a.get("discarded") for a in resume.attempts()] == [True, None]
     assert (tmp_path / "trace" / "stdout.log").read_text().count("=== ptflow: attempt") == 2  # both traces kept
+
+
+def test_sync_copies_what_changed_and_links_the_rest(tmp_path):
+    """A sync costs what changed (issue 35): unchanged files are hard links to the previous copy, a changed, new or
+    deleted file is copied or gone, and the previous copy is never written to (it is only linked from)."""
+    from ptflow.stages.train.agent_cell import sync_workspace
+
+    task, ws = tmp_path / "task", tmp_path / "resume" / "workspace"
+    (task / "final_model").mkdir(parents=True)
+    (task / "final_model" / "model.safetensors").write_bytes(b"w" * 4096)
+    (task / "notes.txt").write_text("one")
+    (task / "gone.txt").write_text("x")
+    (task / "link").symlink_to("notes.txt")
+    assert sync_workspace(task, ws) == {"linked": 0, "copied": 3, "copied_bytes": 4096 + 3 + 1}
+    weights_inode = (ws / "final_model" / "model.safetensors").stat().st_ino
+    old_notes = ws / "notes.txt"
+    held = old_notes.open()  # the previous copy's file, as a reader holding it sees it
+
+    (task / "notes.txt").write_text("two, longer")
+    (task / "gone.txt").unlink()
+    (task / "new.txt").write_text("new")
+    counts = sync_workspace(task, ws)
+    assert counts == {"linked": 1, "copied": 2, "copied_bytes": len("two, longer") + 3}
+    assert (ws / "final_model" / "model.safetensors").stat().st_ino == weights_inode  # linked, not copied
+    assert (ws / "notes.txt").read_text() == "two, longer" and (ws / "new.txt").read_text() == "new"
+    assert not (ws / "gone.txt").exists() and os.readlink(ws / "link") == "notes.txt"
+    assert held.read() == "one"  # the previous copy was replaced, never written
+    held.close()
+    assert [p.name for p in ws.parent.iterdir()] == ["workspace"]  # no staging dir left behind
