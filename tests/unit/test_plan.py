@@ -68,6 +68,7 @@ def expected_requests(out: dict, site, cfg) -> dict[str, dict[str, float]]:
             hours = req["runtime"] / 60
             e = expect.setdefault(req["partition"], dict.fromkeys(("gpu_hours", "node_hours", "cpu_hours"), 0.0))
             e["jobs"] = e.get("jobs", 0) + 1
+            e["gpu_allocations"] = e.get("gpu_allocations", 0) + (req.get("gpus", 0) > 0)
             e["gpu_hours"] += req.get("gpus", 0) * nodes * hours
             e["node_hours"] += nodes * hours
             e["cpu_hours"] += req["threads"] * tasks * hours
@@ -191,6 +192,8 @@ def test_supervised_trainings_keep_their_gpu_job_on_pyxis(posttrainbench_pyxis):
     assert_figures(out, expected_requests(out, ctx.site, ctx.cfg), "(default)")
     # 224 trainings x 4 GPUs x 4 h + 280 evaluations x 1 x 4 h
     assert out["totals"]["gpu_hours"] == pytest.approx(224 * 4 * 4 + 280 * 4)
+    # GPU queue waits: today a train and an evaluate job per agent cell, an evaluate job per baseline/instruct cell
+    assert out["totals"]["gpu_allocations"] == 224 + 280
     # the supervisor's GPU jobs are Slurm jobs the estimate schedules under the caps like the plugin's
     assert out["estimate"]["jobs"] == out["totals"]["jobs"] == sum(w["jobs"] for w in out["waves"])
     assert out["estimate"]["minutes"] > 0 and out["estimate"]["peak_gpus"] > 0

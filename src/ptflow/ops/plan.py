@@ -231,6 +231,7 @@ class Request:
     partition: str
     account: str
     jobs: int = 0
+    gpu_allocations: int = 0  # jobs that hold a GPU: each one a wait in the GPU queue
     gpu_hours: float = 0.0
     node_hours: float = 0.0
     cpu_hours: float = 0.0
@@ -356,6 +357,7 @@ class Plan:
     def totals(self) -> dict[str, float]:
         return {
             "jobs": sum(r.jobs for r in self.requests),
+            "gpu_allocations": sum(r.gpu_allocations for r in self.requests),
             "gpu_hours": round(sum(r.gpu_hours for r in self.requests), 4),
             "node_hours": round(sum(r.node_hours for r in self.requests), 4),
             "cpu_hours": round(sum(r.cpu_hours for r in self.requests), 4),
@@ -399,6 +401,7 @@ def requests(jobs: list[PlannedJob]) -> list[Request]:
             r = acc.setdefault((req.partition, req.account), Request(req.partition, req.account))
             hours = req.runtime / 60
             r.jobs += 1
+            r.gpu_allocations += req.gpus > 0
             r.gpu_hours += req.gpus * hours
             r.node_hours += req.nodes * hours
             r.cpu_hours += req.cpus * hours
@@ -600,12 +603,13 @@ def render(plan: Plan) -> str:
         lines.append(f"  {rule:<14} {n}")
     lines.append(f"  {'total':<14} {len(plan.jobs)}")
     lines += ["", "Request (attempt 1; the site's requests x runtime; CPUs = cpus-per-task x tasks)"]
-    lines.append(f"  {'partition':<12} {'account':<12} {'jobs':>5} {'GPU-h':>10} {'node-h':>10} {'CPU-h':>10}")
+    head = f"{'jobs':>5} {'w/ GPU':>6} {'GPU-h':>10} {'node-h':>10} {'CPU-h':>10}"
+    lines.append(f"  {'partition':<12} {'account':<12} {head}")
     for r in plan.requests:
-        figures = f"{r.gpu_hours:>10.2f} {r.node_hours:>10.2f} {r.cpu_hours:>10.2f}"
+        figures = f"{r.gpu_allocations:>6} {r.gpu_hours:>10.2f} {r.node_hours:>10.2f} {r.cpu_hours:>10.2f}"
         lines.append(f"  {r.partition:<12} {r.account:<12} {r.jobs:>5} {figures}")
     t = plan.totals()
-    figures = f"{t['gpu_hours']:>10.2f} {t['node_hours']:>10.2f} {t['cpu_hours']:>10.2f}"
+    figures = f"{t['gpu_allocations']:>6} {t['gpu_hours']:>10.2f} {t['node_hours']:>10.2f} {t['cpu_hours']:>10.2f}"
     lines.append(f"  {'total':<12} {'':<12} {t['jobs']:>5} {figures}")
     lines += render_time(plan)
     chain = plan.longest_chain
