@@ -69,6 +69,14 @@ def test_write_home(tmp_path):
     assert env["IS_SANDBOX"] == "1" and env["ANTHROPIC_BASE_URL"] == "http://gw:4000"
 
 
+def test_api_spend_is_read_from_the_real_stream(happy: Run):
+    happy.assert_spend_read_back("claude", "anthropic")
+    # claude prices its calls itself (total_cost_usd, which PostTrainBench's compute_claude_costs.py reads)
+    from ptflow.config.clis import CLIS
+
+    assert CLIS["claude"].usage(happy.events()).cost_usd > 0
+
+
 def test_trajectory_runs_to_the_end(happy: Run):
     assert happy.rc == 0, happy.stderr[-3000:]
     assert (happy.task / "hello.txt").read_text() == TEXT + "\n"

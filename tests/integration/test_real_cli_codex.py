@@ -77,6 +77,10 @@ def test_write_home_points_codex_at_its_own_config(tmp_path):
     assert "-c" in CODEX.command and "model_reasoning_summary=detailed" in CODEX.command
 
 
+def test_api_spend_is_read_from_the_real_stream(happy: Run):
+    happy.assert_spend_read_back("codex", "openai")
+
+
 def test_trajectory_runs_to_the_end(happy: Run):
     assert happy.rc == 0, happy.stderr[-3000:]
     assert (happy.task / "hello.txt").read_text() == TEXT + "\n"

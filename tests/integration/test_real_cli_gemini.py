@@ -48,6 +48,10 @@ def happy(gemini_bin, tmp_path_factory) -> Run:
     return run_gemini(tmp_path_factory.mktemp("gemini-ok"), gemini_bin)
 
 
+def test_api_spend_is_read_from_the_real_stream(happy: Run):
+    happy.assert_spend_read_back("gemini", "gemini")
+
+
 def test_trajectory_runs_to_the_end(happy: Run):
     assert happy.rc == 0, happy.stderr[-3000:]
     assert (happy.task / "hello.txt").read_text() == TEXT + "\n"

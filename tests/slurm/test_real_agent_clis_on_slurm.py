@@ -116,6 +116,12 @@ def test_real_cli_cell_is_trained_evaluated_and_judged(done, agent):
     assert all(r["key_ok"] and r["status"] == 200 for r in main)
     assert SHELL_TOOLS[cli] & set(main[0]["tools"])
     assert max(r["step"] for r in main) == 4  # every step of the trajectory, the final answer included
+    # the API spend the CLI printed, in eval.json: what the stand-in served (100 + 10 tokens per response)
+    served = [r for r in records if r["api"] == protocol and r.get("status") == 200 and not r.get("other")
+              and r["model"] != JUDGE_MODEL]  # fmt: skip
+    spent = data["agent_run"]["api_usage"]
+    assert (spent["input_tokens"], spent["output_tokens"]) == (100 * len(served), 10 * len(served)), spent
+    assert (spent["cost_usd"] is not None) == (cli == "claude")  # claude alone prices its calls
     # trace.md shows every tool call and its result readably, in this CLI's own stream format
     trace = (work / CELLS / agent / "agent" / "trace.md").read_text()
     commands = ("head -n 5 prompt.md", "evaluate.py --model-path", "ptflow.standins.scripted_agent", "ls final_model")

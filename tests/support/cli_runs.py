@@ -43,6 +43,16 @@ class Run:
         """The generation requests of one protocol (not its other calls)."""
         return [r for r in self.records if r.get("api") == api and not r.get("other")]
 
+    def assert_spend_read_back(self, cli: str, api: str) -> None:
+        """What ptflow reads of the CLI's stream output (``AgentCli.usage``) is what the provider stand-in served:
+        each completed response costs 100 prompt and 10 output tokens (tests/support/providers)."""
+        from ptflow.config.clis import CLIS
+
+        served = [r for r in self.api_records(api) if r.get("status") == 200]
+        spent = CLIS[cli].usage(self.events())
+        assert served and spent is not None, (cli, served, spent)
+        assert (spent.input_tokens, spent.output_tokens) == (100 * len(served), 10 * len(served)), (spent, served)
+
     def assert_key_nowhere(self) -> None:
         for top in (self.home, self.task, self.tmp):
             for path in top.rglob("*"):

@@ -249,3 +249,50 @@ def test_a_checkout_cells_judge_runs_in_the_task_dir_as_the_agent_left_it(tmp_pa
     assert (ckpt / "model.safetensors").read_bytes() == b"w" * 3000
     assert not list(scratch.glob(".checkpoint.workspace.judge-*"))  # the judge's dir goes, its links with it
     assert _tree(kept) == as_left and (ckpt / "model.safetensors").stat().st_nlink == 2
+
+
+def _claude_message(mid: str, session: str, usage: dict, block: dict) -> dict:
+    return {"type": "assistant", "session_id": session, "message": {"id": mid, "usage": usage, "content": [block]}}
+
+
+def test_api_spend_is_read_from_each_clis_stream_as_it_prints_it(tmp_path):
+    """Event shapes as claude 2.0.55, codex 0.79.0 and gemini 0.18.4 print them (tests/integration checks the real
+    CLIs' output against the provider stand-in's usage). Every session of stdout.log counts: a requeued cell's
+    earlier sessions too."""
+    from ptflow.stages.train.agent_cell import api_usage
+
+    claude = CLIS["claude"].usage
+    ended = {"type": "result", "session_id": "s1", "total_cost_usd": 0.003, "usage": {"input_tokens": 300},
+             "modelUsage": {"claude-haiku-4-5": {"inputTokens": 800, "outputTokens": 80, "cacheReadInputTokens": 0,
+                                                 "cacheCreationInputTokens": 0, "costUSD": 0.0012},
+                            "claude-sonnet-4-5": {"inputTokens": 400, "outputTokens": 40, "cacheReadInputTokens": 50,
+                                                  "cacheCreationInputTokens": 10, "costUSD": 0.0018}}}  # fmt: skip
+    u = {"input_tokens": 100, "cache_read_input_tokens": 20, "cache_creation_input_tokens": 0, "output_tokens": 10}
+    cut = [  # a session killed mid-way: no result; its message repeats its usage on each content block
+        _claude_message("m1", "s2", u, {"type": "text", "text": "x"}),
+        _claude_message("m1", "s2", u, {"type": "tool_use", "name": "Bash", "input": {}}),
+        _claude_message("m2", "s2", u, {"type": "text", "text": "y"}),
+    ]
+    s1_message = _claude_message("m0", "s1", u, {"type": "text", "text": "counted in its result, not again"})
+    got = claude([s1_message, ended, *cut])
+    assert got.to_json() == {"input_tokens": 1260 + 240, "output_tokens": 120 + 20, "cached_tokens": 50 + 40,
+                             "cost_usd": 0.003}  # fmt: skip
+    assert claude([{"type": "system", "subtype": "init"}]) is None
+
+    codex = CLIS["codex"].usage
+    first = {"input_tokens": 400, "cached_input_tokens": 100, "output_tokens": 40}
+    turns = [{"type": "turn.completed", "usage": first}, {"type": "item.completed", "item": {}},
+             {"type": "turn.completed", "usage": {"input_tokens": 50, "output_tokens": 5}}]  # fmt: skip
+    assert codex(turns).to_json() == {"input_tokens": 450, "output_tokens": 45, "cached_tokens": 100, "cost_usd": None}
+
+    gemini = CLIS["gemini"].usage
+    stats = {"total_tokens": 330, "input_tokens": 300, "output_tokens": 30, "tool_calls": 2}
+    results = [{"type": "result", "status": "success", "stats": stats}] * 2
+    assert gemini(results).to_json() == {"input_tokens": 600, "output_tokens": 60, "cached_tokens": 0, "cost_usd": None}
+    assert gemini([{"type": "message", "role": "assistant"}]) is None
+
+    # the manifest's record: from the whole stdout.log (its non-JSON lines skipped), naming where it came from
+    log = tmp_path / "stdout.log"
+    log.write_text("\n".join(["codex starting", *(json.dumps(t) for t in turns), "{not json"]) + "\n")
+    assert api_usage({"cli": "codex"}, log) == {**codex(turns).to_json(), "source": "codex stream output"}
+    assert api_usage({"cli": "scripted"}, log) is None and api_usage({"cli": "codex"}, tmp_path / "none") is None

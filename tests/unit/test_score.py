@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from ptflow.config.model import build_config
+from ptflow.stages.evaluate.run import validate_eval_json
 from ptflow.stages.report import apply_accounting
 from ptflow.stages.score import (
     ScoreError,
@@ -378,3 +379,30 @@ def test_instruct_references_mix_measured_cells_and_the_table(tmp_path):
     assert row.instruct_mean == pytest.approx(0.8) and row.base_mean == pytest.approx(0.2)
     assert row.eval == "add" and row.instruct_source == "instruct cells, reference table"
     assert result.agent("instruct").cells == 1 and result.agent("instruct").missing == 0
+
+
+def test_api_spend_is_summed_per_agent_beside_gpu_hours(matrix):
+    """eval.json's agent_run.api_usage (what the CLI reported) per agent in agents.csv and the leaderboard; a cell
+    without it (the scripted stand-in, a CLI that prints no usage) adds nothing, and no USD where no CLI priced."""
+    root, paths, settings = matrix
+    run = {"exit_code": 0, "budget_exhausted": False, "time_taken": 60.0, "final_model": True, "hours": 1}
+    spend = {"input_tokens": 1200, "output_tokens": 120, "cached_tokens": 200, "cost_usd": 0.003, "source": "claude"}
+    mine = [
+        write_cell(root, M1, "add", "agent", 0.6, shape="headline", agent_run={**run, "api_usage": spend}),
+        write_cell(root, M2, "add", "agent", 0.5, shape="headline",
+                   agent_run={**run, "api_usage": {**spend, "cost_usd": 0.001}}),
+    ]  # fmt: skip
+    for p in mine:
+        validate_eval_json(json.loads(p.read_text()))  # the schema of eval.json holds api_usage
+    paths += mine
+    result = score(cells_of(paths, settings), settings)
+    api = result.agent("agent").api
+    assert (api.input_tokens, api.output_tokens, api.cached_tokens, api.cells) == (2400, 240, 400, 2)
+    assert api.cost_usd == pytest.approx(0.004) and result.agent("baseline").api is None
+    out = root / "out"
+    write_outputs(result, out / "summary.csv", out / "agents.csv", out / "leaderboard.md", out / "weights.csv")
+    agents = {r["agent"]: r for r in csv.DictReader((out / "agents.csv").open())}
+    assert (agents["agent"]["api_input_tokens"], agents["agent"]["api_cost_usd"]) == ("2400", "0.004")
+    assert agents["baseline"]["api_input_tokens"] == "" and agents["baseline"]["api_cost_usd"] == ""
+    board = (out / "leaderboard.md").read_text()
+    assert "- agent: 2,400 in / 400 cached / 240 out, $0.00 (2 of 2 cells reported)" in board

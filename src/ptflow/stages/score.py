@@ -104,6 +104,7 @@ class Cell:
     budget_s: float | None = None
     gpu_hours: float | None = None
     gpu_hours_source: str = "unknown"
+    api_usage: dict | None = None  # eval.json's agent_run.api_usage: what the agent's CLI reported spending
     # filled by scoring
     score: float | None = None
     score_stderr: float = math.nan
@@ -190,6 +191,31 @@ class AgentScore:
     time_used: float  # mean time / budget
     gpu_hours: float  # summed over the agent's cells; NaN if any cell's is unknown
     gpu_hours_known: int
+    api: ApiSpend | None = None  # summed over the cells whose CLI reported it; None where none did
+
+
+@dataclass(frozen=True)
+class ApiSpend:
+    """An agent's API spend over its cells, as their CLIs reported it (eval.json's ``agent_run.api_usage``)."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    cost_usd: float  # NaN where no cell's CLI priced its calls
+    cells: int  # cells that reported a spend
+
+    @classmethod
+    def of(cls, usages: list[dict]) -> ApiSpend | None:
+        if not usages:
+            return None
+        costs = [u["cost_usd"] for u in usages if u.get("cost_usd") is not None]
+        return cls(
+            sum(int(u.get("input_tokens", 0)) for u in usages),
+            sum(int(u.get("output_tokens", 0)) for u in usages),
+            sum(int(u.get("cached_tokens", 0)) for u in usages),
+            round(sum(costs), 6) if costs else math.nan,
+            len(usages),
+        )
 
 
 @dataclass
@@ -346,6 +372,7 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Cell:
         budget_s=float(hours) * 3600 if hours is not None else None,
         gpu_hours=gpu_hours,
         gpu_hours_source=gpu_source,
+        api_usage=run_info.get("api_usage") if isinstance(run_info.get("api_usage"), dict) else None,
     )
 
 
@@ -683,6 +710,7 @@ def _agent_score(agent_id: str, cells: list[Cell], w: dict[str, float], metric_n
         time_used=mean_time / budget if run_times and budgets else math.nan,
         gpu_hours=sum(known) if len(known) == len(gpu) else math.nan,
         gpu_hours_known=len(known),
+        api=ApiSpend.of([c.api_usage for c in cells if c.api_usage]),
     )
 
 
@@ -789,6 +817,10 @@ def agents_csv(result: Result) -> str:
         "budget_s",
         "time_used_pct",
         "gpu_hours",
+        "api_input_tokens",
+        "api_output_tokens",
+        "api_cached_tokens",
+        "api_cost_usd",
     ]
     head += [f"{e}" for e in result.evals] + [f"{e}_stderr" for e in result.evals]
     board = result.leaderboard
@@ -817,6 +849,11 @@ def agents_csv(result: Result) -> str:
                 _f(a.budget_s),
                 _f(100 * a.time_used, 4),
                 _f(a.gpu_hours, 4),
+                *(
+                    [a.api.input_tokens, a.api.output_tokens, a.api.cached_tokens, _f(a.api.cost_usd, 6)]
+                    if a.api
+                    else ["", "", "", ""]
+                ),
             ]
             + [_f(a.per_eval[e].mean) if e in a.per_eval else "" for e in result.evals]
             + [_f(a.per_eval[e].stderr) if e in a.per_eval else "" for e in result.evals]
@@ -947,6 +984,18 @@ def leaderboard_markdown(result: Result) -> str:
         lines.append(
             f"| {i} | {name} | {scores} | {a.fallbacks}/{a.cells}{missing} | {hms(a.mean_time_s)} | {pct} | {gpu} |"
         )
+    spend = [a for a in ranked(result) if a.api]
+    if spend:
+        lines += [
+            "",
+            "API spend, as the agents' CLIs reported it (tokens in / cached / out; USD where the CLI prices):",
+        ]
+        for a in spend:
+            usd = "" if a.api.cost_usd != a.api.cost_usd else f", ${a.api.cost_usd:.2f}"
+            lines.append(
+                f"- {a.agent_id}: {a.api.input_tokens:,} in / {a.api.cached_tokens:,} cached / "
+                f"{a.api.output_tokens:,} out{usd} ({a.api.cells} of {a.cells} cells reported)"
+            )
     refs = reference_scores(result)
     lines += ["", "Reference rows: " + "; ".join(f"{k} {_num(v, 3)}" for k, v in refs.items()) + ".", ""]
     lines += [

@@ -33,6 +33,41 @@ class CellHome:
     task_dir: str
 
 
+@dataclass
+class ApiUsage:
+    """Tokens (and USD, where the CLI prices them itself: claude's ``total_cost_usd``) an agent's CLI reported in its
+    stream output. ``input_tokens`` counts every prompt token, the cached ones (``cached_tokens``) included."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+
+    def add(self, other: ApiUsage) -> ApiUsage:
+        cost = (
+            None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
+        )
+        return ApiUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_tokens + other.cached_tokens,
+            None if cost is None else round(cost, 6),
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
+def count(value) -> int:
+    """A token count from an event (absent or not a number: 0)."""
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
 @dataclass(frozen=True)
 class AgentCli:
     name: str
@@ -54,6 +89,8 @@ class AgentCli:
     # did the provider refuse the key? (exit code, this attempt's JSONL events) -> bool: from the CLI's structured
     # output (exit codes, error events with the HTTP status), so the cell fails at once naming the key
     auth_failed: Callable[[int, list[dict]], bool] | None = None
+    # the API spend its JSONL events report (every session in them): an ApiUsage, or None where they report none
+    usage: Callable[[list[dict]], ApiUsage | None] | None = None
 
     def key_env(self, agent_keys: list[str], environ: dict[str, str]) -> dict[str, str]:
         """The key variable the CLI reads, from the first of the agent's keys this CLI accepts that is set."""

@@ -30,7 +30,7 @@ import re
 import shlex
 import tomllib
 
-from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, CellHome, clip, http_status
+from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, http_status
 from ptflow.files import write_text_atomic
 
 BASE_URL_VAR = "OPENAI_BASE_URL"
@@ -149,6 +149,19 @@ def _script(command: str) -> str:
     return command
 
 
+def usage(events: list[dict]) -> ApiUsage | None:
+    """What codex reported spending: the sum of its ``turn.completed`` events' usage (OpenAI's input tokens include
+    the cached ones). codex prices nothing: no USD."""
+    turns = [ev["usage"] for ev in events if ev.get("type") == "turn.completed" and isinstance(ev.get("usage"), dict)]
+    if not turns:
+        return None
+    total = ApiUsage()
+    for u in turns:
+        total = total.add(ApiUsage(count(u.get("input_tokens")), count(u.get("output_tokens")),
+                                   count(u.get("cached_input_tokens"))))  # fmt: skip
+    return total
+
+
 def _usage(usage: dict) -> str:
     return ", ".join(f"{k} {v}" for k, v in usage.items() if isinstance(v, int | float))
 
@@ -260,4 +273,5 @@ CODEX = AgentCli(
     api_host="api.openai.com",
     judge_command=tuple(judge_command("{model}")),
     auth_failed=auth_failed,
+    usage=usage,
 )

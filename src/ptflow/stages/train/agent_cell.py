@@ -590,6 +590,7 @@ def train_agent_cell(
             "model": agent["model"],
             "on_restart": mode,
             "attempts": attempts,
+            "api_usage": api_usage(agent, trace_dir / "stdout.log"),  # tokens (and USD) the CLI reported
             # staging in this GPU job before the agent started: task dir and HF view (a copy when no overlay)
             "staging_seconds": round(staged - started, 3),
             "hf_view": {"method": view_method, "seconds": view_seconds, "bytes": view_bytes},
@@ -608,24 +609,41 @@ def keep_path_in_login_shells(home: Path, path: str) -> None:
         (home / name).write_text(line)
 
 
+def stream_events(stdout: Path, offset: int = 0) -> list[dict]:
+    """The JSONL events of the agent's stdout.log from ``offset`` (its other lines skipped)."""
+    events = []
+    try:
+        with open(stdout, "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode(errors="replace")
+    except FileNotFoundError:
+        return []
+    for raw in text.splitlines():
+        if raw.startswith("{"):
+            try:
+                ev = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(ev, dict):
+                events.append(ev)
+    return events
+
+
+def api_usage(agent: dict, stdout: Path) -> dict | None:
+    """The API spend the CLI reported over every attempt of the cell (stdout.log holds them all), as the manifest
+    and eval.json keep it; None where the CLI reports none (the scripted stand-in, a session killed before any)."""
+    cli = CLIS.get(agent["cli"])
+    spent = cli.usage(stream_events(stdout)) if cli is not None and cli.usage is not None else None
+    return None if spent is None else {**spent.to_json(), "source": f"{cli.name} stream output"}
+
+
 def refused_key(agent: dict, rc: int, stdout: Path, offset: int) -> str | None:
     """One line naming the key when the CLI's own output says the provider refused it (401/403), else None: the
     cell fails at once instead of being scored as 'no final model' or retried for hours."""
     cli = CLIS.get(agent["cli"])
     if cli is None or cli.auth_failed is None or rc in (0, TIMEOUT_EXIT, KILLED_EXIT):
         return None
-    events = []
-    with open(stdout, "rb") as fh:
-        fh.seek(offset)
-        for raw in fh.read().decode(errors="replace").splitlines():
-            if raw.startswith("{"):
-                try:
-                    ev = json.loads(raw)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(ev, dict):
-                    events.append(ev)
-    if not cli.auth_failed(rc, events):
+    if not cli.auth_failed(rc, stream_events(stdout, offset)):
         return None
     names = [k for k in agent.get("keys", []) if k in cli.accepted_keys] or [cli.key_var]
     via = f" (passed to {cli.name} as {cli.key_var})" if names[0] != cli.key_var else ""
