@@ -185,6 +185,15 @@ def supervised_log_index(cfg: Config, layout: Layout, workdir: Path) -> dict[str
     return out
 
 
+def manifest_api_usage(manifest: Path) -> dict | None:
+    """An agent cell's API spend from its manifest (written when its agent ended), None before or without one."""
+    try:
+        usage = (json.loads(manifest.read_text()).get("agent_run") or {}).get("api_usage")
+    except (OSError, ValueError):
+        return None
+    return usage if isinstance(usage, dict) else None
+
+
 def driver_active(workdir: Path) -> bool:
     """A Snakemake driver holds this working directory: ptflow's driver lock with a live holder
     (``ptflow.cluster.ownership.DriverLock``), else, for runs from before it, Snakemake's own locks."""
@@ -248,6 +257,7 @@ class CellStatus:
     retried: bool | None = None
     log: str = ""
     slurm_log: str = ""
+    api_usage: dict | None = None  # the manifest's agent_run.api_usage: what the agent's CLI reported spending
 
     @property
     def key(self) -> str:
@@ -429,6 +439,8 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs) -
     active = driver_active(workdir)
     latest = run_ids[-1] if run_ids else None
     cells = [cell_state(c, layout, workdir, per_cell[c], run_of, slurm_logs, active, latest) for c in cfg.cells]
+    for cell, st in zip(cfg.cells, cells, strict=True):
+        st.api_usage = manifest_api_usage(workdir / layout.manifest(cell.model, cell.eval, cell.agent))
     return Snapshot(cells, jobs, job_cells, run_ids, active, error)
 
 
@@ -448,6 +460,15 @@ def table(snap: Snapshot) -> str:
     counts = ", ".join(f"{k}: {v}" for k, v in snap.counts().items() if v)
     lines.append("")
     lines.append(f"{len(snap.cells)} cells — {counts}; driver {'running' if snap.driver_active else 'not running'}")
+    spent = [c.api_usage for c in snap.cells if c.api_usage]
+    if spent:
+        tokens = {k: sum(int(u.get(k) or 0) for u in spent) for k in ("input_tokens", "output_tokens")}
+        costs = [u["cost_usd"] for u in spent if u.get("cost_usd") is not None]
+        usd = f", ${sum(costs):.2f} where priced" if costs else ""
+        lines.append(
+            f"API spend of {len(spent)} agent cells, as their CLIs reported it: {tokens['input_tokens']:,} tokens in, "
+            f"{tokens['output_tokens']:,} out{usd}"
+        )
     if snap.slurm_error:
         lines.append(f"Slurm not queried: {snap.slurm_error}")
     return "\n".join(lines)
