@@ -34,13 +34,10 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.slurm)
 
 
-# Unit modules whose module-scoped fixture is worth keeping on one worker (warm_kit: a broker and its zygote; the
-# contract module's tiny Snakemake runs, read by several tests each).
-UNIT_MODULE_SCOPES = (
-    "tests/unit/test_evals_ladder.py",
-    "tests/unit/test_evals_offline.py",
-    "tests/unit/test_snakemake_contract.py",
-)
+# Unit modules whose module-scoped fixture is worth keeping on one worker (the contract module's tiny Snakemake runs,
+# read by several tests each). Modules that run real evaluations, trainings or workflow jobs are not unit tests (they
+# would keep `make check` past its two minutes): they live in tests/integration, one scope each.
+UNIT_MODULE_SCOPES = ("tests/unit/test_snakemake_contract.py",)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +45,7 @@ def warm_kit(tmp_path_factory):
     """The module's evaluations start their kit runs warm, as on the local profile (ptflow.warmstart, the default's
     `warm_start`): still one process per run, forked from a zygote that imported inspect-ai and torch once for the
     module, not once per run. Runs share that zygote only when their environments are equal (so, e.g., not
-    PYTEST_CURRENT_TEST). A module that uses it belongs in UNIT_MODULE_SCOPES."""
+    PYTEST_CURRENT_TEST). A module that uses it runs on one worker (tests/integration: one scope per module)."""
     from ptflow import warmstart
     from ptflow.stages import WARM_IMPORTS
 
