@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.cluster import slurm  # one parser of time limits and one wait for jobs, shared with the workflow
+from tests.support import apt
 
 CLUSTER_NAME = "ptflowtest"
 DEFAULT_WORKDIR = Path("/tmp/ptflow-slurm")
@@ -356,14 +357,10 @@ class LocalSlurmCluster:
             return
         if not self.install:
             raise SlurmClusterError(f"Slurm packages missing (install=False): need {' '.join(APT_PACKAGES)}")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        cmd = ["apt-get", "install", "-y", "-q", *APT_PACKAGES]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, text=True)
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode != 0 or not all(shutil.which(b) for b in REQUIRED_BINARIES):
-            raise SlurmClusterError(f"apt-get install {' '.join(APT_PACKAGES)} failed: {proc.stderr[-1500:]}")
+        try:
+            apt.install(list(APT_PACKAGES), needed=list(REQUIRED_BINARIES))
+        except apt.AptError as exc:
+            raise SlurmClusterError(str(exc)) from None
 
     # ---------------------------------------------------------------- internals: processes
     def _read_state(self) -> dict:

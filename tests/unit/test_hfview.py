@@ -2,6 +2,7 @@
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -35,8 +36,6 @@ def _check_private(view, shared):
 def fuse_overlayfs():
     """fuse-overlayfs installed (Debian's package) as the Slurm tests install Slurm. Only a machine without a FUSE
     device — a container started without /dev/fuse: hardware, not a package — skips; under CI that fails."""
-    from pathlib import Path
-
     if not Path("/dev/fuse").exists():
         reason = "/dev/fuse does not exist: the machine (or container) has no FUSE device"
         if os.environ.get("CI", "").lower() == "true":

@@ -241,17 +241,22 @@ def test_supervised_job_whose_comment_accounting_dropped_is_found_by_its_log(cfg
     assert got.state == "Running" and got.job_id == "44" and got.slurm_log == str(jobs_dir / "train-44.out")
 
 
-def test_an_agent_cells_api_spend_is_read_from_its_manifest(cfg, tmp_path):
-    sft = Cell("ptflow--tiny-llama-h64", "add", "sft")
+def test_an_agent_cells_api_spend_is_read_from_its_manifest(tmp_path):
+    """Read from the manifests of cli-agent cells only (the others hold no spend: not read on every refresh)."""
+    raw = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    raw["agents"].append({"id": "coder", "kind": "cli-agent", "cli": "scripted", "model": "scripted-sft", "hours": 0.1})
+    raw["matrix"] = {**raw["matrix"], "models": ["ptflow/tiny-llama-h64"], "evals": ["add"]}
+    raw["matrix"]["agents"] = ["baseline", "sft", "coder"]
+    cfg = build_config(raw)
     write_run_log(tmp_path, {})
-    manifest = tmp_path / LAYOUT.manifest(sft.model, sft.eval, sft.agent)
-    manifest.parent.mkdir(parents=True)
     spend = {"input_tokens": 1200, "output_tokens": 120, "cached_tokens": 0, "cost_usd": 0.003, "source": "claude"}
-    manifest.write_text(json.dumps({"agent_run": {"api_usage": spend}}))
+    for agent in ("coder", "sft"):  # sft's (a TRL agent's) manifest would never hold one: it is not read
+        manifest = tmp_path / LAYOUT.manifest("ptflow--tiny-llama-h64", "add", agent)
+        manifest.parent.mkdir(parents=True)
+        manifest.write_text(json.dumps({"agent_run": {"api_usage": spend}}))
     snap = status.snapshot(cfg, LAYOUT, tmp_path, query=fake_query([]))
     got = cells_by_agent(snap)
-    assert got["sft"].api_usage == spend and got["baseline"].api_usage is None
-    assert got["sft"].to_dict()["api_usage"] == spend  # ptflow status --json
-    assert "API spend of 1 agent cells, as their CLIs reported it: 1,200 tokens in, 120 out, $0.00 where priced" in (
-        status.table(snap)
-    )
+    assert got["coder"].api_usage == spend and got["sft"].api_usage is None and got["baseline"].api_usage is None
+    assert got["coder"].to_dict()["api_usage"] == spend  # ptflow status --json
+    line = "API spend of 1 agent cells, as their CLIs reported it: 1,200 in / 0 cached / 120 out, $0.00"
+    assert line in status.table(snap)

@@ -440,7 +440,8 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs) -
     latest = run_ids[-1] if run_ids else None
     cells = [cell_state(c, layout, workdir, per_cell[c], run_of, slurm_logs, active, latest) for c in cfg.cells]
     for cell, st in zip(cfg.cells, cells, strict=True):
-        st.api_usage = manifest_api_usage(workdir / layout.manifest(cell.model, cell.eval, cell.agent))
+        if cfg.agent_for(cell.agent).kind == "cli-agent":  # the only cells whose manifest holds a spend
+            st.api_usage = manifest_api_usage(workdir / layout.manifest(cell.model, cell.eval, cell.agent))
     return Snapshot(cells, jobs, job_cells, run_ids, active, error)
 
 
@@ -460,15 +461,11 @@ def table(snap: Snapshot) -> str:
     counts = ", ".join(f"{k}: {v}" for k, v in snap.counts().items() if v)
     lines.append("")
     lines.append(f"{len(snap.cells)} cells — {counts}; driver {'running' if snap.driver_active else 'not running'}")
-    spent = [c.api_usage for c in snap.cells if c.api_usage]
+    from ptflow.stages.score import ApiSpend
+
+    spent = ApiSpend.of([c.api_usage for c in snap.cells if c.api_usage])
     if spent:
-        tokens = {k: sum(int(u.get(k) or 0) for u in spent) for k in ("input_tokens", "output_tokens")}
-        costs = [u["cost_usd"] for u in spent if u.get("cost_usd") is not None]
-        usd = f", ${sum(costs):.2f} where priced" if costs else ""
-        lines.append(
-            f"API spend of {len(spent)} agent cells, as their CLIs reported it: {tokens['input_tokens']:,} tokens in, "
-            f"{tokens['output_tokens']:,} out{usd}"
-        )
+        lines.append(f"API spend of {spent.cells} agent cells, as their CLIs reported it: {spent.text()}")
     if snap.slurm_error:
         lines.append(f"Slurm not queried: {snap.slurm_error}")
     return "\n".join(lines)

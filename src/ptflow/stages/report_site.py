@@ -277,18 +277,10 @@ def _agent_rows(result: Result) -> list[dict]:
                 "time_sd": hms(a.time_sd_s) if a.time_sd_s == a.time_sd_s else "",
                 "pct": "—" if a.time_used != a.time_used else f"{100 * a.time_used:.1f}%",
                 "gpu": "—" if a.gpu_hours != a.gpu_hours else f"{a.gpu_hours:.2f}",
-                "api": _api_text(a),
+                "api": a.api.text() if a.api else "—",
             }
         )
     return rows
-
-
-def _api_text(a) -> str:
-    """Tokens in/out (and USD where the CLI prices its calls) the agent's cells reported; — where none did."""
-    if a.api is None:
-        return "—"
-    usd = "" if a.api.cost_usd != a.api.cost_usd else f", ${a.api.cost_usd:.2f}"
-    return f"{a.api.input_tokens:,} in / {a.api.output_tokens:,} out{usd}"
 
 
 def _num(v: float, digits: int = 4) -> str:

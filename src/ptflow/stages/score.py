@@ -217,6 +217,11 @@ class ApiSpend:
             len(usages),
         )
 
+    def text(self) -> str:
+        """Tokens in / cached / out, and USD where a CLI priced its calls."""
+        usd = "" if self.cost_usd != self.cost_usd else f", ${self.cost_usd:.2f}"
+        return f"{self.input_tokens:,} in / {self.cached_tokens:,} cached / {self.output_tokens:,} out{usd}"
+
 
 @dataclass
 class Result:
@@ -990,12 +995,7 @@ def leaderboard_markdown(result: Result) -> str:
             "",
             "API spend, as the agents' CLIs reported it (tokens in / cached / out; USD where the CLI prices):",
         ]
-        for a in spend:
-            usd = "" if a.api.cost_usd != a.api.cost_usd else f", ${a.api.cost_usd:.2f}"
-            lines.append(
-                f"- {a.agent_id}: {a.api.input_tokens:,} in / {a.api.cached_tokens:,} cached / "
-                f"{a.api.output_tokens:,} out{usd} ({a.api.cells} of {a.cells} cells reported)"
-            )
+        lines += [f"- {a.agent_id}: {a.api.text()} ({a.api.cells} of {a.cells} cells reported)" for a in spend]
     refs = reference_scores(result)
     lines += ["", "Reference rows: " + "; ".join(f"{k} {_num(v, 3)}" for k, v in refs.items()) + ".", ""]
     lines += [

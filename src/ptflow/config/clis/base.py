@@ -63,6 +63,14 @@ class ApiUsage:
         }
 
 
+def total(parts: list[ApiUsage]) -> ApiUsage | None:
+    """The sum of what a CLI reported, None where it reported nothing."""
+    out = None
+    for part in parts:
+        out = part if out is None else out.add(part)
+    return out
+
+
 def count(value) -> int:
     """A token count from an event (absent or not a number: 0)."""
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 
-from ptflow.config.clis.base import AgentCli, ApiUsage, CellHome, clip, count, write_json
+from ptflow.config.clis.base import AgentCli, ApiUsage, CellHome, clip, count, total, write_json
 
 CONFIG_DIR = ".claude"  # under the cell's home; CLAUDE_CONFIG_DIR
 # retries of a failed API request (claude's default: 10); see above for the trade-off
@@ -140,29 +140,26 @@ def usage(events: list[dict]) -> ApiUsage | None:
     result) counts the tokens of its messages (each message once; it repeats its usage on every content block) and
     no cost, which claude never printed. Anthropic's input tokens exclude the cached ones: added here."""
     ended = {ev.get("session_id") for ev in events if ev.get("type") == "result"}
-    total, seen, messages = None, False, {}
+    parts, messages = [], {}
     for ev in events:
         if ev.get("type") == "result":
-            seen = True
+            cost = ev.get("total_cost_usd")
+            part = ApiUsage(cost_usd=float(cost) if isinstance(cost, int | float) else None)
             models = ev.get("modelUsage") if isinstance(ev.get("modelUsage"), dict) else {}
-            part = ApiUsage(cost_usd=float(ev["total_cost_usd"]) if isinstance(ev.get("total_cost_usd"), int | float)
-                            else None)  # fmt: skip
             for m in models.values():
                 cached = count(m.get("cacheReadInputTokens"))
                 prompt = count(m.get("inputTokens")) + cached + count(m.get("cacheCreationInputTokens"))
                 part = part.add(ApiUsage(prompt, count(m.get("outputTokens")), cached))
-            total = part if total is None else total.add(part)
+            parts.append(part)
         elif ev.get("type") == "assistant" and ev.get("session_id") not in ended:
             msg = ev.get("message") if isinstance(ev.get("message"), dict) else {}
             if isinstance(msg.get("usage"), dict):
                 messages[msg.get("id") or len(messages)] = msg["usage"]
     for u in messages.values():
-        seen = True
         cached = count(u.get("cache_read_input_tokens"))
         prompt = count(u.get("input_tokens")) + cached + count(u.get("cache_creation_input_tokens"))
-        part = ApiUsage(prompt, count(u.get("output_tokens")), cached)
-        total = part if total is None else total.add(part)
-    return total if seen else None
+        parts.append(ApiUsage(prompt, count(u.get("output_tokens")), cached))
+    return total(parts)
 
 
 def trace_lines(ev: dict) -> list[str] | None:

@@ -30,7 +30,7 @@ import re
 import shlex
 import tomllib
 
-from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, http_status
+from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, http_status, total
 from ptflow.files import write_text_atomic
 
 BASE_URL_VAR = "OPENAI_BASE_URL"
@@ -153,13 +153,8 @@ def usage(events: list[dict]) -> ApiUsage | None:
     """What codex reported spending: the sum of its ``turn.completed`` events' usage (OpenAI's input tokens include
     the cached ones). codex prices nothing: no USD."""
     turns = [ev["usage"] for ev in events if ev.get("type") == "turn.completed" and isinstance(ev.get("usage"), dict)]
-    if not turns:
-        return None
-    total = ApiUsage()
-    for u in turns:
-        total = total.add(ApiUsage(count(u.get("input_tokens")), count(u.get("output_tokens")),
-                                   count(u.get("cached_input_tokens"))))  # fmt: skip
-    return total
+    return total([ApiUsage(count(u.get("input_tokens")), count(u.get("output_tokens")),
+                           count(u.get("cached_input_tokens"))) for u in turns])  # fmt: skip
 
 
 def _usage(usage: dict) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 
-from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, write_json
+from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, total, write_json
 
 AUTH_TYPE = "gemini-api-key"  # AuthType.USE_GEMINI in @google/gemini-cli-core
 BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"
@@ -71,13 +71,8 @@ def usage(events: list[dict]) -> ApiUsage | None:
     """What gemini reported spending: each session's ``result`` event's ``stats`` (its prompt tokens include the
     cached ones, ``cached`` where it reports them). A session cut short prints no stats; gemini prices nothing."""
     stats = [ev["stats"] for ev in events if ev.get("type") == "result" and isinstance(ev.get("stats"), dict)]
-    if not stats:
-        return None
-    total = ApiUsage()
-    for st in stats:
-        total = total.add(ApiUsage(count(st.get("input_tokens")), count(st.get("output_tokens")),
-                                   count(st.get("cached"))))  # fmt: skip
-    return total
+    return total([ApiUsage(count(st.get("input_tokens")), count(st.get("output_tokens")), count(st.get("cached")))
+                  for st in stats])  # fmt: skip
 
 
 def _stats(stats: dict) -> str:

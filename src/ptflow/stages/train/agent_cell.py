@@ -613,19 +613,19 @@ def stream_events(stdout: Path, offset: int = 0) -> list[dict]:
     """The JSONL events of the agent's stdout.log from ``offset`` (its other lines skipped)."""
     events = []
     try:
-        with open(stdout, "rb") as fh:
-            fh.seek(offset)
-            text = fh.read().decode(errors="replace")
+        fh = open(stdout, "rb")  # noqa: SIM115 - closed below; a missing log is no events
     except FileNotFoundError:
         return []
-    for raw in text.splitlines():
-        if raw.startswith("{"):
-            try:
-                ev = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(ev, dict):
-                events.append(ev)
+    with fh:
+        fh.seek(offset)
+        for raw in fh:  # a line at a time: a long run's log is not held whole
+            if raw.startswith(b"{"):
+                try:
+                    ev = json.loads(raw.decode(errors="replace"))
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(ev, dict):
+                    events.append(ev)
     return events
 
 
