@@ -61,6 +61,26 @@ def test_scripted_agent_beats_baseline(done):
     assert Path(manifest["checkpoint"]).resolve().is_relative_to((work / ".scratch").resolve())
 
 
+def test_evaluated_in_the_train_job_and_deleting_eval_json_evaluates_alone(done):
+    """One allocation per agent cell: the train job evaluated the model after the agent, the evaluate job adopted it.
+    Deleting eval.json evaluates again in an evaluate job of its own; the agent is not run again."""
+    work, _, _ = done
+    agent = load(work, "scripted", "eval.json")
+    train_log, evaluate_log = (work / "results" / "logs" / rule / MODEL / "add" / "scripted.log" for rule in
+                               ("train", "evaluate"))  # fmt: skip
+    assert agent["evaluated_in"] == "train_job" and load(work, "scripted-nomodel", "eval.json")["status"] == "no_model"
+    assert "evaluation in the train job's allocation ended with exit 0" in train_log.read_text()
+    assert "adopted the evaluation its train job made" in evaluate_log.read_text()
+    (cell(work, "scripted") / "eval.json").unlink()
+    trained = (cell(work, "scripted") / "checkpoint.json").stat().st_mtime_ns
+    proc = snakemake(work, "--configfile", OVERLAY, env={"PTFLOW_FAKE_KEY": FAKE_KEY})
+    again = load(work, "scripted", "eval.json")
+    assert "evaluated_in" not in again and again["metrics"]["value"] == agent["metrics"]["value"]
+    assert (cell(work, "scripted") / "checkpoint.json").stat().st_mtime_ns == trained
+    assert "rule evaluate:" in proc.stdout + proc.stderr and "rule train:" not in proc.stdout + proc.stderr
+    assert "evaluating in this job: its train job left no evaluation" in evaluate_log.read_text()
+
+
 def test_overrun_is_recorded_and_partial_model_evaluated(done):
     work, _, _ = done
     manifest = load(work, "scripted-overrun", "checkpoint.json")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -109,7 +110,8 @@ def test_real_cli_cell_is_trained_evaluated_and_judged(done, agent):
     manifest = json.loads((work / CELLS / agent / "checkpoint.json").read_text())
     assert manifest["agent_run"]["cli"] == cli and manifest["agent_run"]["cli_version"]
     job_id = manifest["slurm_job_id"]
-    assert job_id and data["slurm_job_id"] and data["slurm_job_id"] != job_id  # trained and evaluated as jobs
+    # one GPU allocation per cell: evaluated in its train job's allocation after the agent, adopted by evaluate
+    assert job_id and data["slurm_job_id"] == job_id and data["evaluated_in"] == "train_job"
     # the provider received the configured model, with the CLI's shell tool, turn after turn to the end
     main = [r for r in _main(records, protocol) if JUDGE_MODEL != r["model"]]
     assert main and {r["model"] for r in main} == {model}, {r["model"] for r in main}
@@ -133,6 +135,19 @@ def test_real_cli_cell_is_trained_evaluated_and_judged(done, agent):
     assert judge["status"] == "judged" and judge["flagged"] is False, judge
     assert "no contamination detected" in judge["reason"]
     assert (work / CELLS / agent / "agent" / "contamination_judgement.txt").is_file()
+
+
+def test_an_agent_cells_evaluate_job_is_a_cpu_job_that_adopts(done):
+    """The evaluate jobs of the agent cells were sized to adopt (the aggregate request: no GPU); the baseline's,
+    with no train job before it, evaluated on its GPU request."""
+    work, _, _ = done
+    blocks = [b for b in (work / "snakemake.out").read_text().split("rule ") if b.startswith("evaluate:")]
+    gpu = {re.search(r"agent=([\w.-]+)", b).group(1): "gpu" in b.split("resources:")[1].splitlines()[0]
+           for b in blocks}  # fmt: skip
+    assert gpu == {"baseline": True, "claude": False, "codex": False, "gemini": False}
+    for agent in AGENTS:
+        log = (work / "results" / "logs" / "evaluate" / "ptflow--tiny-llama-h64" / "add" / f"{agent}.log").read_text()
+        assert "adopted the evaluation its train job made" in log and "evaluating in this job" not in log
 
 
 def test_judge_ran_real_codex_as_cpu_jobs(done, slurm_cluster):

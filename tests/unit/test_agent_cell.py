@@ -243,7 +243,12 @@ def test_preflight_agent_budget_and_judge_keys(monkeypatch):
 
     cfg = load(REPO, ["config/posttrainbench-ptflow.yaml"], base_dir=REPO).cfg
     generic = load_site("generic", SITES)  # cli-agent train jobs: 720 min >= 10 h + 5 min
-    assert check_agent_budgets(cfg, generic) == []
+    notes: list[str] = []
+    assert check_agent_budgets(cfg, generic, notes) == []
+    # 720 min leave 114 after a 10 h agent for its evaluation in the same allocation, less than evaluate's 180: said
+    assert any(n.startswith("site generic: the train job of agent claude-opus-4-6 (720 min) leaves 114 min") and
+               "(runtime 786 min holds both)" in n for n in notes)  # fmt: skip
+    assert not any("agent claude-sonnet-4-5-1h " in n for n in notes)  # a 1 h agent leaves enough
     generic.raw["agent_resources"]["cli-agent"]["runtime"] = 600
     problems = check_agent_budgets(cfg, generic)
     assert any("agent claude-opus-4-6 gets runtime 600 min" in p and "at least 606 min" in p for p in problems)

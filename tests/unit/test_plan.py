@@ -61,6 +61,8 @@ def expected_requests(out: dict, site, cfg) -> dict[str, dict[str, float]]:
             stages = ["convert"]  # registry imports: the site's conversion request
         if rule == "train_supervised":
             stages += list(agent.spec.site_requests)
+        if rule == "evaluate" and cfg.agent_for(j["wildcards"]["agent"]).spec.agent_cli:
+            stages = ["aggregate"]  # an agent cell is evaluated in its train job's allocation; this job adopts it
         for stage in stages:
             req = site.request(stage, agent if stage == "train" else None)
             nodes = req.get("nodes", 1)
@@ -171,9 +173,11 @@ def test_cpu_hours_count_threads_on_generic(posttrainbench_generic):
     assert_figures(out, expected_requests(out, ctx.site, ctx.cfg), "(default)")
     (gpu,) = [r for r in out["requests"] if r["partition"] == "gpu"]
     assert gpu["cpu_hours"] == pytest.approx(16 * gpu["node_hours"])
-    # 224 trainings x 12 h + 280 evaluations x 3 h, one H100 each
+    # 224 trainings x 12 h (the agent and its evaluation) + 56 baseline/instruct evaluations x 3 h, one H100 each;
+    # the 224 agent cells' evaluate jobs adopt what their train job evaluated (CPU jobs)
     assert out["jobs_per_rule"]["train"] == 224 and out["jobs_per_rule"]["evaluate"] == 280
-    assert gpu["gpu_hours"] == pytest.approx(gpu["node_hours"]) == pytest.approx(224 * 12 + 280 * 3)
+    assert gpu["gpu_hours"] == pytest.approx(gpu["node_hours"]) == pytest.approx(224 * 12 + 56 * 3)
+    assert out["totals"]["gpu_allocations"] == 224 + 56  # one GPU queue wait per cell
 
 
 def test_supervised_trainings_keep_their_gpu_job_on_pyxis(posttrainbench_pyxis):
@@ -190,10 +194,10 @@ def test_supervised_trainings_keep_their_gpu_job_on_pyxis(posttrainbench_pyxis):
     assert judges and all([(r["stage"], r["gpus"], r["by"]) for r in j["requests"]] == [("aggregate", 0, "plugin")]
                           for j in judges)  # fmt: skip
     assert_figures(out, expected_requests(out, ctx.site, ctx.cfg), "(default)")
-    # 224 trainings x 4 GPUs x 4 h + 280 evaluations x 1 x 4 h
-    assert out["totals"]["gpu_hours"] == pytest.approx(224 * 4 * 4 + 280 * 4)
-    # GPU queue waits: today a train and an evaluate job per agent cell, an evaluate job per baseline/instruct cell
-    assert out["totals"]["gpu_allocations"] == 224 + 280
+    # 224 trainings x 4 GPUs x 4 h + 56 baseline/instruct evaluations x 1 x 4 h
+    assert out["totals"]["gpu_hours"] == pytest.approx(224 * 4 * 4 + 56 * 4)
+    # GPU queue waits: one per cell (an agent cell's evaluation runs in its train job's allocation)
+    assert out["totals"]["gpu_allocations"] == 224 + 56
     # the supervisor's GPU jobs are Slurm jobs the estimate schedules under the caps like the plugin's
     assert out["estimate"]["jobs"] == out["totals"]["jobs"] == sum(w["jobs"] for w in out["waves"])
     assert out["estimate"]["minutes"] > 0 and out["estimate"]["peak_gpus"] > 0

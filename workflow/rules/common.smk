@@ -25,6 +25,7 @@ from ptflow.jobs.rule_values import (
     sign_job_functions,
 )
 from ptflow.ops.run_hooks import RunHooks
+from ptflow.stages.evaluate import in_train_job
 
 try:
     # Snakemake has merged the embedded default, --configfile and --config into `config` already.
@@ -238,6 +239,25 @@ def get_evaluate_params(wildcards):
     ).to_params()
 
 
+def get_adopts_evaluation(wildcards):
+    """Whether the cell's train job left an evaluation made in its allocation that this evaluate job can adopt
+    (ptflow.stages.evaluate.in_train_job): then the job is a CPU job of seconds, else a GPU evaluation. Snakemake
+    asks again when the job is ready to run (after the train job)."""
+    if not JOBS.agent(wildcards.agent).spec.evaluates_in_train_job:
+        return False
+    cell = (wildcards.model, wildcards.eval, wildcards.agent)
+    if not in_train_job.has_staged(L.eval_json(*cell)):
+        return False  # asked first: the params of a checkout eval need the checkout, which may not exist yet
+    why_not = in_train_job.why_not_adoptable(
+        L.eval_json(*cell), get_evaluate_params(wildcards), L.manifest(*cell)
+    )
+    return why_not is None
+
+
+evaluate_threads = VALUES.evaluate_threads(get_adopts_evaluation)
+evaluate_resources = VALUES.evaluate_resources(get_adopts_evaluation)
+
+
 # ---- judge: agent-CLI cells' traces checked for contamination / disallowed models (optional) ----
 
 
@@ -250,7 +270,6 @@ def get_judge_input(wildcards):
     return {
         **(ptb_input() if CFG.evals[wildcards.eval].from_checkout else {}),
         "manifest": L.manifest(wildcards.model, wildcards.eval, wildcards.agent),
-        "eval_json": L.eval_json(wildcards.model, wildcards.eval, wildcards.agent),
         # an agentic judge runs its CLI in the agent's image (a CPU job)
         **(
             image_inputs_of("train", wildcards)

@@ -1,4 +1,5 @@
-# Stage 4: one inspect-ai evaluation per cell; eval.json is derived from inspect's log, kept beside it.
+# Stage 4: one inspect-ai evaluation per cell; eval.json is derived from inspect's log, kept beside it. An agent
+# cell's train job evaluates in its own allocation after the agent; this job then adopts that result (a CPU job).
 
 
 rule evaluate:
@@ -11,9 +12,10 @@ rule evaluate:
         L.log("evaluate", "{model}", "{eval}", "{agent}"),
     conda:
         CONDA_ENV
-    threads: threads_of("evaluate")
+    # an agent cell whose train job evaluated in its own allocation: a CPU job that adopts that evaluation
+    threads: evaluate_threads
     resources:
-        **resources_of("evaluate"),
+        **evaluate_resources,
     params:
         job=get_evaluate_params,
     script:

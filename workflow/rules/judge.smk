@@ -1,6 +1,7 @@
 # Stage 4b (cli-agent cells only): the agent's trace made readable and checked by the configured judge
 # (contamination, disallowed models). judge.json goes beside eval.json; without a judge it records "skipped".
-# A CPU job (the site's judge request, else aggregate's): an agentic judge runs its CLI in the agent's image.
+# A CPU job (the site's judge request, else aggregate's): an agentic judge runs its CLI in the agent's image. It
+# needs the agent's work only (the manifest), so it starts when the agent ends, beside the evaluation.
 
 
 rule judge:

@@ -70,6 +70,22 @@ def run_on_nodes(job: TrainSpec, log) -> int:
     )
 
 
+def evaluate_after_agent(threads: int, log) -> None:
+    """The cell's evaluation in this allocation, staged for the evaluate job (ptflow.jobs.evaluation); whatever
+    happens to it, this job has done its work (the evaluate job evaluates by itself then)."""
+    from ptflow.jobs.evaluation import evaluate_in_train_job, spec_for_train_job
+
+    cell = (snakemake.wildcards.model, snakemake.wildcards.eval, snakemake.wildcards.agent)
+    checkout = snakemake.input.get("checkout")
+    workflow_dir = Path(snakemake.scriptdir).resolve().parents[1]  # scriptdir: workflow/rules/../scripts
+    try:
+        spec, eval_json = spec_for_train_job(snakemake.config, workflow_dir, cell, checkout)
+        evaluate_in_train_job(spec, eval_json=eval_json, manifest=snakemake.output[0], checkout=checkout,
+                              test_parquet=snakemake.input.get("test"), threads=threads, log=log)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - the agent's work is done and kept; only the shortcut is lost
+        log(f"no evaluation in this allocation ({type(exc).__name__}: {exc}); the evaluate job evaluates")
+
+
 with rule_log(snakemake.log[0]) as log:
     job = TrainSpec.from_params(snakemake.params.job)
     if job.supervise and not supervise.inside_supervised_job():
@@ -84,6 +100,8 @@ with rule_log(snakemake.log[0]) as log:
         start = str(verify_checkpoint(json.loads(Path(parent).read_text())))
     else:
         start = str(hfcache.snapshot_path(job.hf_home, job.cell.model, "model", job.model_revision))
+    # supervised: the job's CPUs are its request's (the login-node rule itself has one thread)
+    threads = Request.from_dict(job.supervise.request).threads if job.supervise else snakemake.threads
     try:
         train_cell(
             cell=job.cell.to_params(),
@@ -95,8 +113,7 @@ with rule_log(snakemake.log[0]) as log:
             config_hash=job.config_hash,
             manifest_path=snakemake.output[0],
             parent_manifest=parent,
-            # supervised: the job's CPUs are its request's (the login-node rule itself has one thread)
-            threads=Request.from_dict(job.supervise.request).threads if job.supervise else snakemake.threads,
+            threads=threads,
             runtime=job.runtime,
             # the kind's own part (agent CLI, runtime server) as the kinds read it
             agent=with_checkout(job.agent.to_params() if job.agent else None, snakemake.input.get("checkout")),
@@ -113,3 +130,5 @@ with rule_log(snakemake.log[0]) as log:
         )
         log(f"stopped to be resumed: {exc}")
         sys.exit(RESUME_EXIT)
+    if KINDS[job.kind].evaluates_in_train_job:
+        evaluate_after_agent(threads, log)

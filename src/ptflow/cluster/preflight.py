@@ -119,9 +119,12 @@ def check_multinode(cfg: Config, site: Site) -> list[str]:
     return problems
 
 
-def check_agent_budgets(cfg: Config, site: Site) -> list[str]:
-    """A cli-agent's train job must outlive the agent's timeout (hours*60 + grace + 30 s kill-after + copying)."""
+def check_agent_budgets(cfg: Config, site: Site, notes: list[str] | None = None) -> list[str]:
+    """A cli-agent's train job must outlive the agent's timeout (hours*60 + grace + 30 s kill-after + copying).
+    ``notes``: where the time after the agent is shorter than the evaluate request, an evaluation that needs longer
+    is made in an evaluate job of its own (ptflow.stages.evaluate.in_train_job), one more GPU queue wait."""
     problems = []
+    notes = [] if notes is None else notes
     for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
         agent = cfg.agents[agent_id]
         if not agent.spec.agent_cli:
@@ -133,6 +136,14 @@ def check_agent_budgets(cfg: Config, site: Site) -> list[str]:
                 f"site {site.name}: the train job of agent {agent_id} gets runtime {runtime} min, but its budget "
                 f"({agent.hours:g} h + {agent.grace_minutes:g} min grace) needs at least {need:.0f} min; raise "
                 f"agent_resources.{agent_id}.runtime (or cli-agent) in {site.path} or lower the agent's hours"
+            )
+        evaluation = site.request("evaluate").get("runtime")
+        if runtime and runtime >= need and evaluation and runtime - need < evaluation:
+            notes.append(
+                f"site {site.name}: the train job of agent {agent_id} ({runtime} min) leaves {runtime - need:.0f} "
+                f"min after the agent for its evaluation in the same allocation, less than the evaluate request's "
+                f"{evaluation} min: an evaluation still running then is stopped and made in an evaluate job of its "
+                f"own (runtime {need + evaluation:.0f} min holds both)"
             )
     return problems
 
@@ -352,7 +363,7 @@ def run_preflight(
     ``notes`` collects what is worth saying once but stops nothing."""
     notes = [] if notes is None else notes
     problems = check_paths(layout, site, notes=notes) + check_secrets(cfg) + check_hf_cache(cfg, layout)
-    problems += check_agent_budgets(cfg, site) + check_site_requests(cfg, site) + check_multinode(cfg, site)
+    problems += check_agent_budgets(cfg, site, notes) + check_site_requests(cfg, site) + check_multinode(cfg, site)
     problems += check_solve_homes(cfg, site, layout)
     if site.scheduler == "slurm":
         from ptflow.cluster import slurm

@@ -228,9 +228,10 @@ def inside_runtime() -> bool:
     return os.environ.get(IN_RUNTIME_ENV) == "1"
 
 
-def _run_forwarding_warning(argv: list[str], env: dict) -> int:
+def _run_forwarding_warning(argv: list[str], env: dict, timeout: float | None = None) -> int:
     """Run the re-started job and pass the time-limit warning and SIGTERM on to it: this process may be the only
-    one Slurm signals (the batch shell of a supervised job forwards to it), and the trainer inside must save."""
+    one Slurm signals (the batch shell of a supervised job forwards to it), and the trainer inside must save.
+    After ``timeout`` seconds it is stopped (TERM, then KILL 30 s later)."""
     import signal
     import subprocess
 
@@ -240,7 +241,15 @@ def _run_forwarding_warning(argv: list[str], env: dict) -> int:
     forwarded = (getattr(signal, f"SIG{WARNING_SIGNAL}"), signal.SIGTERM)
     saved = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in forwarded}
     try:
-        return proc.wait()
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # a container runtime passes it on; the child gets 30 s to go
+            try:
+                return proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                return proc.wait()
     finally:
         for sig, old in saved.items():
             signal.signal(sig, old)
@@ -254,17 +263,29 @@ def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, t
     re-started one. The child gets a private HF cache view (``runtime.hf_view``) as HF_HOME and
     ``HF_HUB_OFFLINE=1``: a GPU job never downloads. API keys and tokens reach it through the environment only.
     """
+    if not spec or inside_runtime():
+        return
+    rt = JobRuntime.from_dict(spec).runtime
+    if rt.kind == "venv" and rt.venv and Path(sys.prefix) == Path(rt.venv):
+        return  # already the site venv's Python
+    rc = run_in_runtime(spec, script or sys.argv[0], log=log, tmp_root=tmp_root)
+    log(f"site runtime finished with exit {rc}")
+    sys.exit(rc)
+
+
+def run_in_runtime(
+    spec: dict | None, script: str, log=print, tmp_root: str | None = None, timeout: float | None = None
+) -> int:
+    """Run ``script`` (a Python file) in the site's runtime as :func:`reexec_in_runtime` runs a job's script again
+    (``spec`` None: this Python, here), and return its exit status; stopped after ``timeout`` seconds."""
     import tempfile
 
     from ptflow.cluster import hfview
 
-    if not spec or inside_runtime():
-        return
+    if not spec:
+        return _run_forwarding_warning([sys.executable, script], dict(os.environ), timeout=timeout)
     job = JobRuntime.from_dict(spec)
     rt = job.runtime
-    script = script or sys.argv[0]
-    if rt.kind == "venv" and rt.venv and Path(sys.prefix) == Path(rt.venv):
-        return  # already the site venv's Python
     check_runtime_tool(rt)
     python = rt.python if rt.is_container else "python"
     env = {**os.environ, IN_RUNTIME_ENV: "1", "HF_HUB_OFFLINE": "1"}
@@ -288,13 +309,12 @@ def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, t
         log("run in site runtime: $ " + " ".join(argv))
         sys.stdout.flush()
         sys.stderr.flush()
-        rc = _run_forwarding_warning(argv, container_env(rt, env))
+        rc = _run_forwarding_warning(argv, container_env(rt, env), timeout=timeout)
     finally:
         if view is not None:
             hfview.close_view(view, log=log)
         shutil.rmtree(job_dir, ignore_errors=True)
-    log(f"site runtime finished with exit {rc}")
-    sys.exit(rc)
+    return rc
 
 
 # Where a solve.sh may write: below stages, so that preflight (this layer) and the cell both ask the same question

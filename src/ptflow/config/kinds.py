@@ -38,6 +38,13 @@ class AgentKind:
     multinode: str | None = None
 
     @property
+    def evaluates_in_train_job(self) -> bool:
+        """An agent cell's train job evaluates its model in the same allocation once the agent has ended (one GPU
+        queue wait per cell, as PostTrainBench's one sbatch job per cell); the evaluate job then adopts the result
+        (ptflow.stages.evaluate.in_train_job)."""
+        return self.agent_cli
+
+    @property
     def ray_launcher(self) -> bool:
         """Its train job brings up Ray over the allocation (ptflow.launch.ray; preflight checks the launcher)."""
         return self.multinode == "ray"

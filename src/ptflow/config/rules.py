@@ -57,6 +57,10 @@ RULE_STAGES = {
     "aggregate": "aggregate",
 }
 
+# An evaluate job that adopts the evaluation its cell's train job made in its own allocation (AgentKind.
+# evaluates_in_train_job) moves a few files: it is sized by this request (a CPU job), not by `evaluate`.
+ADOPT_REQUEST = "aggregate"
+
 # The two rules of a training, disjoint by agent (workflow/rules/train.smk): a plugin job, or a login-node supervisor.
 TRAIN_RULES = frozenset({"train", "train_supervised"})
 

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 
 from ptflow.config.model import Agent
-from ptflow.config.rules import stage_of
+from ptflow.config.rules import ADOPT_REQUEST, stage_of
 from ptflow.jobs.build import Jobs
 
 
@@ -104,6 +104,38 @@ class RuleValues:
             return all(key in t and type(t[key]) is type(first) and t[key] == first for t in tables)
 
         return {key: tables[0][key] if constant(key) else value_of(key) for key in keys}
+
+    def evaluate_threads(self, adopts: Callable) -> Callable:
+        """Rule evaluate's threads per job: the adoption request's where ``adopts(wildcards)`` (the cell's train
+        job evaluated in its allocation: ptflow.stages.evaluate.in_train_job), else the evaluate request's."""
+
+        @signed
+        def threads(wildcards):
+            return self.jobs.request(ADOPT_REQUEST if adopts(wildcards) else "evaluate").threads
+
+        return threads
+
+    def evaluate_resources(self, adopts: Callable) -> dict:
+        """Rule evaluate's resources per job (keys: the union of both requests'), as :meth:`evaluate_threads`
+        chooses, and ``adopts`` (1 or 0) for its script: a job sized to adopt must never evaluate."""
+        keys = sorted(
+            set(self.jobs.request("evaluate").snakemake_resources())
+            | set(self.jobs.request(ADOPT_REQUEST).snakemake_resources())
+        )
+
+        def value_of(key):
+            @signed
+            def value(wildcards, attempt):
+                stage = ADOPT_REQUEST if adopts(wildcards) else "evaluate"
+                return self.jobs.plugin_resources(stage, None, attempt).get(key)
+
+            return value
+
+        @signed
+        def adopting(wildcards):
+            return int(adopts(wildcards))
+
+        return {**{key: value_of(key) for key in keys}, "adopts": adopting}
 
     def supervised_held(self, rule: str) -> dict:
         """gpus_total/cpus_total of the Slurm jobs a supervisor rule submits itself (its own and its agent kind's

@@ -32,7 +32,7 @@ from ptflow.cluster import images
 from ptflow.cluster.limits import Limits
 from ptflow.config.layout import Layout
 from ptflow.config.model import Cell, Config
-from ptflow.config.rules import LOGIN_NODE_RULES, RULE_STAGES, SUPERVISOR_RULES, TRAIN_RULES
+from ptflow.config.rules import ADOPT_REQUEST, LOGIN_NODE_RULES, RULE_STAGES, SUPERVISOR_RULES, TRAIN_RULES
 from ptflow.config.sites import Request as SiteRequest
 from ptflow.config.sites import Site
 from ptflow.ops.status import rule_log_failed, valid_eval_json
@@ -127,6 +127,8 @@ def job_requests(site: Site, cfg: Config, rule: str, wildcards: dict[str, str]) 
         return []
     if rule == "image":
         stage = images.image_stage(site.runtime, wildcards["image"])
+    if rule == "evaluate" and cfg.agent_for(wildcards["agent"]).spec.evaluates_in_train_job:
+        stage = ADOPT_REQUEST  # evaluated in the train job's allocation; this job adopts it (a CPU job)
     agent = cfg.agent_for(wildcards["agent"]) if rule in TRAIN_RULES else None
     # labelled by the site file's request that sizes it (a judge job by `aggregate` where the site has no `judge`)
     label = site.request_name(stage)
@@ -563,12 +565,13 @@ def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_te
     """The plan of a dry-run's text; on a Slurm site with its waves and wall-clock estimate under ``limits`` (the
     cluster's caps) and ``driver_jobs`` (the profile's --jobs, :func:`profile_jobs`)."""
     jobs, stats = parse_dry_run(dry_run_text)  # a finished workflow's dry-run has no job blocks: no jobs
-    # A job's requests depend on its rule, the agent slot of a train rule and an image's stage only: priced once per
-    # such key, not once per job (10,000 cells have a few hundred keys). JobRequest is frozen: the lists are shared.
+    # A job's requests depend on its rule, the agent slot of a train or evaluate rule (an agent cell's evaluate job
+    # adopts) and an image's stage only: priced once per such key, not once per job (10,000 cells have a few hundred
+    # keys). JobRequest is frozen: the lists are shared.
     priced: dict[tuple, list[JobRequest]] = {}
     for j in jobs:
         w = j.wildcards
-        key = (j.rule, w.get("agent") if j.rule in TRAIN_RULES else None, w.get("image"))
+        key = (j.rule, w.get("agent") if j.rule in TRAIN_RULES or j.rule == "evaluate" else None, w.get("image"))
         if key not in priced:
             priced[key] = job_requests(site, cfg, j.rule, w)
         j.requests = priced[key]

@@ -1,0 +1,171 @@
+"""A cell's evaluation as one call, for the evaluate rule's job and for an agent cell's train job, which evaluates in
+its own allocation once the agent has ended (``ptflow.stages.evaluate.in_train_job``: staging and adoption).
+
+The train job builds the cell's :class:`EvaluateSpec` with the same :class:`~ptflow.jobs.build.Jobs` as the
+workflow (from the job's own config), so the evaluation it makes is the one the evaluate job would make; the
+evaluate job adopts it only for equal params. It runs in the evaluate stage's runtime (its image, its HF view) as
+a child with a deadline before the job's end, so the train job, whose output is already written, always ends in time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ptflow.cluster import hfcache
+from ptflow.cluster.runtime import JobRuntime, inside_runtime, run_in_runtime
+from ptflow.jobs.specs import EvaluateSpec
+from ptflow.stages.checkpoint import verify_checkpoint
+from ptflow.stages.evaluate import in_train_job
+from ptflow.stages.evaluate.run import evaluate_cell, evaluate_checkout_cell, no_model_eval
+
+# Seconds the train job keeps after its evaluation for leaving the allocation (Slurm's KillWait is 30 s by default,
+# and the job's own epilogue and file syncs come after): the evaluation is stopped that long before the job's end.
+END_MARGIN_S = 180
+# An allocation with less time left than this does not start an evaluation: the evaluate job makes it.
+MIN_EVALUATION_S = 300
+
+
+def objects_of(marker: dict):
+    """The git object ids of the PostTrainBench checkout's paths, from its marker (``Jobs``' ``objects``)."""
+    objects = marker["objects"]
+    return lambda paths: {p: objects[p] for p in sorted(paths)}
+
+
+def run_evaluation(
+    job: EvaluateSpec,
+    *,
+    eval_json: str | Path,
+    inspect_dir: str | Path,
+    manifest: str | None = None,
+    checkout: str | None = None,
+    test_parquet: str | None = None,
+    threads: int | None = None,
+    log=print,
+) -> dict:
+    """Evaluate one cell into ``eval_json`` and ``inspect_dir``: its trained model (``manifest``), else the base or
+    instruct model from the HF cache; a cli-agent cell that left no model gets status no_model."""
+    cell = job.cell.to_params()
+    # Inside the site's runtime HF_HOME is the job's private view of the shared cache (ptflow.cluster.runtime).
+    hf_home = os.environ["HF_HOME"] if inside_runtime() and os.environ.get("HF_HOME") else job.hf_home
+    man = json.loads(Path(manifest).read_text()) if manifest else None
+    outputs = {"eval_json": str(eval_json), "inspect_dir": str(inspect_dir)}
+    if man is not None and man.get("final_model") is False:  # the agent left no model: say so
+        return no_model_eval(cell=cell, call=job.call, manifest=man, log=log, **outputs)
+    if man is not None:
+        model_path = str(verify_checkpoint(man))
+        checkpoint = {"path": model_path, "kind": "trained", "commit_or_hash": man["config_hash"], "step": man["step"]}
+    else:  # the base model, or (agents of kind instruct) its instruct counterpart
+        evaluated = job.evaluated_model or {"id": job.cell.model, "revision": job.model_revision}
+        snap = hfcache.snapshot_path(hf_home, evaluated["id"], "model", evaluated["revision"])
+        model_path = str(snap)
+        kind = "instruct" if job.evaluated_model else "base"
+        checkpoint = {"path": model_path, "kind": kind, "commit_or_hash": snap.name, "step": None}
+    common = {
+        "cell": cell,
+        "call": job.call,
+        "model_path": model_path,
+        "checkpoint": checkpoint,
+        "hf_home": hf_home,
+        "train_seconds": man["train_seconds"] if man else None,
+        "agent_run": man.get("agent_run") if man else None,
+        "log": log,
+        **outputs,
+    }
+    if checkout:  # an eval of the PostTrainBench checkout
+        return evaluate_checkout_cell(checkout=json.loads(Path(checkout).read_text()), **common)
+    return evaluate_cell(evals_cache=job.evals_cache, test_parquet=test_parquet, threads=threads, **common)
+
+
+def spec_for_train_job(
+    config: dict, workflow_dir: Path, cell: tuple[str, str, str], checkout: str | None
+) -> tuple[EvaluateSpec, str]:
+    """The cell's EvaluateSpec as the workflow builds it, from the config the train job was given, and the path of
+    its eval.json."""
+    from ptflow.config.load import resolve
+    from ptflow.jobs.build import Jobs
+
+    loaded = resolve(config, workflow_dir)
+    marker = json.loads(Path(checkout).read_text()) if checkout else {"objects": {}}
+    spec = Jobs(loaded.cfg, loaded.site, loaded.layout).evaluate(*cell, objects_of(marker))
+    return spec, loaded.layout.eval_json(*cell)
+
+
+def seconds_left(job_id: str | None) -> float | None:
+    """The allocation's time left (scontrol's EndTime), None outside a Slurm job or without a time limit."""
+    if not job_id:
+        return None
+    from datetime import datetime
+
+    from ptflow.cluster import slurm
+
+    try:
+        end = datetime.fromisoformat(slurm.job_fields(job_id).get("EndTime", "")).timestamp()
+    except (ValueError, slurm.SlurmUnavailable):
+        return None
+    return end - time.time()
+
+
+def evaluate_in_train_job(
+    job: EvaluateSpec,
+    *,
+    eval_json: str,
+    manifest: str,
+    checkout: str | None = None,
+    test_parquet: str | None = None,
+    threads: int | None = None,
+    log=print,
+) -> bool:
+    """After the agent: this cell's evaluation in the train job's allocation, staged for the evaluate job; False
+    (and the evaluate job evaluates by itself) where it cannot run here or did not finish in time."""
+    left = seconds_left(os.environ.get("SLURM_JOB_ID"))
+    timeout = None if left is None else left - END_MARGIN_S
+    if timeout is not None and timeout < MIN_EVALUATION_S:
+        log(f"no evaluation in this allocation: {int(left)} s left; the evaluate job evaluates")
+        return False
+    image = JobRuntime.from_dict(job.runtime).image if job.runtime else None
+    if image and not Path(image).exists():
+        log(f"no evaluation in this allocation: the evaluation's image {image} is not built yet")
+        return False
+    params = job.to_params()
+    inputs = {"manifest": manifest, "checkout": checkout, "test_parquet": test_parquet, "threads": threads}
+
+    def evaluate(staged_json: Path, staged_inspect: Path) -> bool:
+        request = staged_json.parent / "request.json"
+        request.write_text(json.dumps({"job": params, **inputs, "eval_json": str(staged_json),
+                                       "inspect_dir": str(staged_inspect)}))  # fmt: skip
+        script = staged_json.parent / "evaluate.py"
+        script.write_text(f"from ptflow.jobs.evaluation import main\nmain({str(request)!r})\n")
+        log(
+            f"evaluating in the train job's allocation (deadline: {'none' if timeout is None else f'{int(timeout)} s'})"
+        )
+        started = time.monotonic()
+        rc = run_in_runtime(job.runtime, str(script), log=log, timeout=timeout)
+        log(f"evaluation in the train job's allocation ended with exit {rc} after {time.monotonic() - started:.0f} s")
+        return rc == 0
+
+    return in_train_job.stage_evaluation(eval_json, params, manifest, evaluate, log=log)
+
+
+def main(request_path: str) -> None:
+    """The evaluation child of :func:`evaluate_in_train_job` (in the evaluate stage's runtime); it writes to the
+    train job's log through the fds it inherits (masked there)."""
+
+    def log(msg: str) -> None:
+        print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] evaluation: {msg}", flush=True)
+
+    req = json.loads(Path(request_path).read_text())
+    run_evaluation(
+        EvaluateSpec.from_params(req["job"]),
+        eval_json=req["eval_json"],
+        inspect_dir=req["inspect_dir"],
+        manifest=req["manifest"],
+        checkout=req["checkout"],
+        test_parquet=req["test_parquet"],
+        threads=req["threads"],
+        log=log,
+    )
+    sys.exit(0)
