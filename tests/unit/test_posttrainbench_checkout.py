@@ -2,7 +2,9 @@
 cloned whole, and each path's git object id is what the cells' params carry (ptflow.config.posttrainbench)."""
 
 import json
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,52 @@ def test_repo_is_cloned_at_the_commit_whole(tmp_path):
     with pytest.raises(ptb.CheckoutError, match="has no commit"):
         make_checkout(bad, tmp_path / "m2.json", log=lambda *_: None)
     assert not (tmp_path / "m2.json").exists() and not (tmp_path / "other").exists()
+
+
+# A checkout eval whose evaluate.py fails at its default budget (the first rung), hangs on its second call, and
+# scores once given a budget (the second rung): a stand-in for a slow vLLM evaluation, in the checkout's layout.
+LADDER_EVALUATE_PY = """
+import argparse, json, sys, time
+from pathlib import Path
+p = argparse.ArgumentParser()
+p.add_argument("--model-path"); p.add_argument("--templates-dir"); p.add_argument("--limit")
+p.add_argument("--max-tokens"); p.add_argument("--json-output-file")
+a = p.parse_args()
+calls = Path(__file__).with_name("calls")
+calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+if a.max_tokens:
+    Path(a.json_output_file).write_text(json.dumps({"accuracy": 0.5}))
+    sys.exit(0)
+if len(calls.read_text()) == 2:
+    time.sleep(60)
+sys.exit(1)
+"""
+
+
+def test_a_ladder_cut_by_the_jobs_end_goes_on_where_it_stopped(tmp_path, monkeypatch):
+    """An evaluation job that reaches its end mid-ladder keeps the tries made (beside eval.json) and its retry goes
+    on at the try that was cut, not at the first: PostTrainBench's ladder of up to 9 tries of 8 h each outlasts an
+    evaluate request of a few hours."""
+    monkeypatch.setattr(ptb_eval, "MIN_TRY_S", 0.5)  # a real job keeps 300 s; this test's deadline is seconds
+    checkout, model = tmp_path / "checkout", tmp_path / "model"
+    eval_dir = checkout / "src" / "eval" / "tasks" / "gsm8k"
+    eval_dir.mkdir(parents=True)
+    (eval_dir / "evaluate.py").write_text(LADDER_EVALUATE_PY)
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    progress = tmp_path / ptb_eval.PROGRESS_FILE
+    identity = {"model": str(model), "step": 3}
+    common = {"checkout": checkout, "eval_dir": "gsm8k", "model_path": model, "lower": [8000], "env": dict(os.environ),
+              "progress": progress, "identity": identity, "log": lambda _m: None}  # fmt: skip
+    with pytest.raises(ptb_eval.OutOfJobTime, match="gsm8k: .*try 2 of the ladder.*the job's retry makes it"):
+        ptb_eval.evaluate(out_dir=tmp_path / "job1", deadline=time.time() + 8, **common)
+    kept = json.loads(progress.read_text())
+    assert kept["identity"] == identity and [a["ok"] for a in kept["attempts"]] == [False]  # the cut try not counted
+    # the retry: tries 2-4 at the default budget (they fail), the fifth at 8000 scores
+    out = ptb_eval.evaluate(out_dir=tmp_path / "job2", **common)
+    assert out["ok"] and [a["max_new_tokens"] for a in out["attempts"]] == [None] * 4 + [8000]
+    assert len((eval_dir / "calls").read_text()) == 6 and not progress.exists()  # 1, the cut 2, then 2-5 again
+    # another model's (or call's) tries are not carried over
+    ptb_eval._keep_progress(progress, {"model": "other"}, kept["attempts"])
+    again = ptb_eval.evaluate(out_dir=tmp_path / "job3", **common)
+    assert len(again["attempts"]) == 5

@@ -1,11 +1,12 @@
 """Adapter: rule evaluate -> the train job's staged evaluation adopted (ptflow.stages.evaluate.in_train_job), else
 ptflow.jobs.evaluation.run_evaluation."""
 
+import os
 import sys
 
 from ptflow.cluster.runtime import reexec_in_runtime
 from ptflow.jobenv import rule_log
-from ptflow.jobs.evaluation import run_evaluation
+from ptflow.jobs.evaluation import job_deadline, ladder_progress, run_evaluation
 from ptflow.jobs.specs import EvaluateSpec
 from ptflow.stages.evaluate import in_train_job
 from ptflow.warmstart import hand_over
@@ -25,6 +26,7 @@ with rule_log(snakemake.log[0]) as log:
                            "evaluates on the evaluate request")  # fmt: skip
     if manifest:
         log(f"evaluating in this job: {why_not}")
+    deadline = job_deadline(os.environ.get("SLURM_JOB_ID"))  # asked here, on the host: the runtime may lack scontrol
     reexec_in_runtime(job.runtime, log)  # container or site venv; returns at once on the local default
     run_evaluation(
         job,
@@ -34,5 +36,7 @@ with rule_log(snakemake.log[0]) as log:
         checkout=snakemake.input.get("checkout"),
         test_parquet=snakemake.input.get("test"),
         threads=snakemake.threads,
+        progress=str(ladder_progress(out.eval_json)),  # a checkout eval's ladder goes on where a job stopped
+        deadline=deadline,
         log=log,
     )

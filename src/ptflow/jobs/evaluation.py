@@ -21,6 +21,7 @@ from ptflow.jobs.specs import EvaluateSpec
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.evaluate import in_train_job
 from ptflow.stages.evaluate.run import evaluate_cell, evaluate_checkout_cell, no_model_eval
+from ptflow.stages.posttrainbench.evaluate import PROGRESS_FILE
 
 # Seconds the train job keeps after its evaluation for leaving the allocation (Slurm's KillWait is 30 s by default,
 # and the job's own epilogue and file syncs come after): the evaluation is stopped that long before the job's end.
@@ -44,10 +45,13 @@ def run_evaluation(
     checkout: str | None = None,
     test_parquet: str | None = None,
     threads: int | None = None,
+    progress: str | None = None,
+    deadline: float | None = None,
     log=print,
 ) -> dict:
     """Evaluate one cell into ``eval_json`` and ``inspect_dir``: its trained model (``manifest``), else the base or
-    instruct model from the HF cache; a cli-agent cell that left no model gets status no_model."""
+    instruct model from the HF cache; a cli-agent cell that left no model gets status no_model. A checkout eval's
+    ladder keeps its tries in ``progress`` and stops at ``deadline`` (epoch seconds) for the next job to go on."""
     cell = job.cell.to_params()
     # Inside the site's runtime HF_HOME is the job's private view of the shared cache (ptflow.cluster.runtime).
     hf_home = os.environ["HF_HOME"] if inside_runtime() and os.environ.get("HF_HOME") else job.hf_home
@@ -76,7 +80,8 @@ def run_evaluation(
         **outputs,
     }
     if checkout:  # an eval of the PostTrainBench checkout
-        return evaluate_checkout_cell(checkout=json.loads(Path(checkout).read_text()), **common)
+        checkout_marker = json.loads(Path(checkout).read_text())
+        return evaluate_checkout_cell(checkout=checkout_marker, progress=progress, deadline=deadline, **common)
     return evaluate_cell(evals_cache=job.evals_cache, test_parquet=test_parquet, threads=threads, **common)
 
 
@@ -92,6 +97,26 @@ def spec_for_train_job(
     marker = json.loads(Path(checkout).read_text()) if checkout else {"objects": {}}
     spec = Jobs(loaded.cfg, loaded.site, loaded.layout).evaluate(*cell, objects_of(marker))
     return spec, loaded.layout.eval_json(*cell)
+
+
+def ladder_progress(eval_json: str | Path) -> Path:
+    """Where a cell's evaluation ladder keeps its tries between jobs (beside eval.json, not a rule output)."""
+    return Path(eval_json).parent / PROGRESS_FILE
+
+
+DEADLINE_ENV = "PTFLOW_EVAL_DEADLINE"  # read on the host, handed to the job's runtime (which may have no scontrol)
+
+
+def job_deadline(job_id: str | None) -> float | None:
+    """The epoch second by which an evaluation in this job must have stopped (END_MARGIN_S before its end), and
+    the same in ``DEADLINE_ENV`` for this job's re-start in its runtime."""
+    if os.environ.get(DEADLINE_ENV):
+        return float(os.environ[DEADLINE_ENV])
+    left = seconds_left(job_id)
+    if left is None:
+        return None
+    os.environ[DEADLINE_ENV] = str(time.time() + left - END_MARGIN_S)
+    return float(os.environ[DEADLINE_ENV])
 
 
 def seconds_left(job_id: str | None) -> float | None:
@@ -131,7 +156,10 @@ def evaluate_in_train_job(
         log(f"no evaluation in this allocation: the evaluation's image {image} is not built yet")
         return False
     params = job.to_params()
-    inputs = {"manifest": manifest, "checkout": checkout, "test_parquet": test_parquet, "threads": threads}
+    # the ladder stops a minute before this job kills the child, keeping its tries for the evaluate job
+    deadline = None if timeout is None else time.time() + timeout - 60
+    inputs = {"manifest": manifest, "checkout": checkout, "test_parquet": test_parquet, "threads": threads,
+              "progress": str(ladder_progress(eval_json)), "deadline": deadline}  # fmt: skip
 
     def evaluate(staged_json: Path, staged_inspect: Path) -> bool:
         request = staged_json.parent / "request.json"
@@ -166,6 +194,8 @@ def main(request_path: str) -> None:
         checkout=req["checkout"],
         test_parquet=req["test_parquet"],
         threads=req["threads"],
+        progress=req["progress"],
+        deadline=req["deadline"],
         log=log,
     )
     sys.exit(0)

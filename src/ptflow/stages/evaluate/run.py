@@ -416,10 +416,13 @@ def evaluate_checkout_cell(
     hf_home: str,
     train_seconds: float | None = None,
     agent_run: dict | None = None,
+    progress: str | None = None,
+    deadline: float | None = None,
     log=print,
 ) -> dict:
     """An eval of the PostTrainBench checkout (``ptflow.stages.posttrainbench.evaluate``): ``scored`` with its
-    metrics.json kept verbatim in ``inspect_dir``, or ``eval_failed`` when every try of its ladder failed."""
+    metrics.json kept verbatim in ``inspect_dir``, or ``eval_failed`` when every try of its ladder failed.
+    ``progress``/``deadline``: the ladder carried over jobs (OutOfJobTime when this job ends first)."""
     from ptflow.stages.posttrainbench import evaluate as ptb_eval
 
     out_dir = Path(inspect_dir)
@@ -437,6 +440,10 @@ def evaluate_checkout_cell(
             limit=call.get("limit"),
             keys=call.get("keys", ()),
             hf_home=hf_home,
+            progress=progress,
+            # the tries carried over are for this model and call only
+            identity={"model": model_path, "checkpoint": checkpoint, "call": call},
+            deadline=deadline,
             log=log,
         )
     except ptb_eval.CheckoutEvalError as exc:

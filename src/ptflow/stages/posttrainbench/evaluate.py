@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ptflow.config import posttrainbench as ptb
-from ptflow.files import write_text_atomic
+from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump, looks_like_secret
 from ptflow.stages.evaluate.sources import OFFLINE_ENV
 
@@ -43,8 +43,34 @@ _HELP_FLAG = re.compile(r"(?<![\w-])(--max(?:-new)?-tokens)(?![\w-])")
 HELP_TIMEOUT_S = 600  # its imports (inspect, vLLM) on a cold node
 
 
+# The ladder's progress beside eval.json (never a rule's output, which a retry starts without): the tries made so
+# far, for the model and call they were made for. A job that reaches its end mid-ladder (a try of up to 8 h in an
+# evaluate request of a few) leaves it, and its retry, or the evaluate job after a train job's evaluation, goes on
+# at the next try instead of starting the ladder again.
+PROGRESS_FILE = "evaluate-ladder.json"
+MIN_TRY_S = 300  # a try is not started with less of the job left: the job's retry makes it
+
+
 class CheckoutEvalError(RuntimeError):
     """The checkout's evaluation cannot run here (one line)."""
+
+
+class OutOfJobTime(RuntimeError):
+    """The job ends before the ladder does: its progress is kept (:data:`PROGRESS_FILE`) for the job's retry."""
+
+
+def _progress(path: Path | None, identity: dict) -> list[dict]:
+    """The tries an earlier job made of this ladder for the same model and call."""
+    try:
+        data = json.loads(Path(path).read_text()) if path else {}
+    except (OSError, ValueError):
+        return []
+    return list(data.get("attempts", [])) if data.get("identity") == identity else []
+
+
+def _keep_progress(path: Path | None, identity: dict, attempts: list[dict]) -> None:
+    if path:
+        write_json_atomic(path, {"identity": identity, "attempts": attempts})
 
 
 def budget_flag(evaluate_py: Path, env: dict | None = None) -> str | None:
@@ -142,11 +168,16 @@ def evaluate(
     env: dict | None = None,
     attempt_timeout: float = ATTEMPT_TIMEOUT_S,
     once: bool = False,
+    progress: str | Path | None = None,
+    identity: dict | None = None,
+    deadline: float | None = None,
     log=print,
 ) -> dict:
     """Run the ladder (``once``: run_baseline.sh's single try); returns ``{"ok", "metrics", "metrics_file", "argv",
     "attempts"}`` (ok False: every try failed). Raises CheckoutEvalError when it cannot start at all (no
-    evaluate.py, no model, a missing key)."""
+    evaluate.py, no model, a missing key). ``progress``: the file that carries the ladder's tries from job to job
+    for ``identity`` (the model and call); ``deadline`` (epoch seconds): the job's usable end, at which a try is
+    stopped and OutOfJobTime raised with the progress kept."""
     checkout = Path(checkout)
     cwd = checkout / ptb.EVAL_DIR.format(eval=eval_dir)
     script = cwd / "evaluate.py"
@@ -165,26 +196,48 @@ def evaluate(
     if once:
         return _run_once(checkout, eval_dir, cwd, environ, Path(model_path).resolve(), out, limit, log)
     flag = budget_flag(script, environ) if lower else None  # only the lower rungs pass a budget
-    attempts: list[dict] = []
+    identity = identity or {}
+    attempts = _progress(progress, identity)
+    if attempts:
+        log(f"{eval_dir}: {len(attempts)} tries of the ladder were made by an earlier job; going on at the next")
     for n, budget in enumerate(ladder(lower), start=1):
+        if n <= len(attempts):
+            continue
+        shown = "its default" if budget is None else str(budget)
+        timeout = attempt_timeout
+        if deadline is not None:
+            left = deadline - time.time()
+            if left < MIN_TRY_S:
+                _keep_progress(progress, identity, attempts)
+                raise OutOfJobTime(f"{eval_dir}: {max(int(left), 0)} s of this job left before try {n} of the "
+                                   f"ladder; the job's retry makes it")  # fmt: skip
+            timeout = min(timeout, left)
         attempt_dir = out / "attempts" / str(n)
         attempt_dir.mkdir(parents=True)
         metrics_file = attempt_dir / "metrics.json"
         argv = attempt_argv(checkout, eval_dir, Path(model_path).resolve(), budget, flag, metrics_file, limit)
         t0 = time.time()
-        rc = _run(argv, cwd, environ, attempt_dir / f"final_eval_{n}.txt", attempt_timeout)
+        rc = _run(argv, cwd, environ, attempt_dir / f"final_eval_{n}.txt", timeout)
         metrics = read_metrics(metrics_file)
         record = {"max_new_tokens": budget, "ok": metrics is not None, "seconds": round(time.time() - t0, 2)}
-        shown = "its default" if budget is None else str(budget)
         if metrics is not None:
             attempts.append(record)
+            if progress:
+                Path(progress).unlink(missing_ok=True)
             log(f"{eval_dir}: {METRIC} = {metrics[METRIC]:.4f} (budget {shown}, attempt {n})")
             return {"ok": True, "metrics": metrics, "metrics_file": metrics_file, "argv": argv, "attempts": attempts}
+        if rc is None and timeout < attempt_timeout:  # stopped by the job's end, not by run_task.sh's deadline
+            _keep_progress(progress, identity, attempts)
+            raise OutOfJobTime(f"{eval_dir}: try {n} of the ladder (budget {shown}) reached this job's end after "
+                               f"{record['seconds']:.0f} s; the job's retry makes it again")  # fmt: skip
         ended = "passed its deadline" if rc is None else f"exited {rc}"
         tail = (attempt_dir / f"final_eval_{n}.txt").read_text(errors="replace").strip().splitlines()[-1:] or [""]
         record.update(error=f"evaluate.py {ended} without metrics.json: {tail[0]}"[:500], failure_kind=None)
         attempts.append(record)
+        _keep_progress(progress, identity, attempts)
         log(f"{eval_dir}: attempt {n} (budget {shown}) {ended} without metrics.json; PostTrainBench's ladder goes on")
+    if progress:
+        Path(progress).unlink(missing_ok=True)
     write_text_atomic(out / "attempts" / "exhausted.txt", f"{len(attempts)} attempts, none wrote metrics.json\n")
     return {"ok": False, "metrics": None, "metrics_file": None, "argv": None, "attempts": attempts}
 
