@@ -1,6 +1,7 @@
 """A matrix under a QOS that caps the user's queue at 4 jobs and its GPUs at 2, on the real test cluster (it keeps
-accounting and enforces limits): the driver reads the caps from sacctmgr, keeps under them, nothing is refused, and
-``ptflow plan`` said beforehand how long it would take. A second driver of the same user shares the cap: refusals
+accounting and enforces limits): the driver reads the caps from sacctmgr, keeps under the submit cap (nothing is
+refused) and leaves the GPU cap, a running cap, to Slurm (GPU jobs past it wait in Slurm's queue, not in ptflow's),
+and ``ptflow plan`` said beforehand how long it would take. A second driver of the same user shares the cap: refusals
 then happen, and are waited out.
 
 The QOS and its account are the test's own (``ptflowcap``): other tests' jobs use account ``ptflow`` and are not
@@ -83,10 +84,12 @@ def start_driver(cluster, work: Path) -> subprocess.Popen:
 
 
 class Sampler:
-    """Every 0.5 s: the account's jobs in the queue, and the GPUs of those running (squeue's gres column)."""
+    """Every 0.5 s: the account's jobs in the queue, and the GPUs of those running (squeue's gres column); and how
+    often a GPU job was pending in Slurm's queue while the running GPUs were at the cap."""
 
     def __init__(self, cluster):
         self.cluster, self.max_queued, self.max_gpus, self.samples = cluster, 0, 0, 0
+        self.gpu_job_waiting_at_cap = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -98,6 +101,8 @@ class Sampler:
                 gpus = sum(int(m.group(1)) for state, gres in rows if state == "RUNNING"
                            for m in [re.search(r"gpu(?::\w+)?:(\d+)", gres)] if m)  # fmt: skip
                 self.max_queued, self.max_gpus = max(self.max_queued, len(rows)), max(self.max_gpus, gpus)
+                pending_gpu = any(state == "PENDING" and re.search(r"gpu", gres) for state, gres in rows)
+                self.gpu_job_waiting_at_cap += gpus >= MAX_GPUS and pending_gpu
                 self.samples += 1
             self._stop.wait(0.5)
 
@@ -148,6 +153,8 @@ def test_matrix_under_qos_caps_completes_unrefused_in_the_planned_time(capped):
     assert sampler.max_gpus <= MAX_GPUS, f"{sampler.max_gpus} GPUs in use at once"
     assert sampler.max_gpus == MAX_GPUS, "the GPU cap was never reached: the test would not see a breach"
     assert refusals(capped) == before, "slurmctld refused an sbatch of a driver that knew the cap"
+    # the GPU cap is a running cap: ptflow submitted past it, and the extra GPU jobs waited in Slurm's queue
+    assert sampler.gpu_job_waiting_at_cap >= 3, "no GPU job ever waited in Slurm's queue at the GPU cap"
     print(f"planned {estimate_min:.1f} min for {jobs} jobs, took {took_min:.1f} min; at most {sampler.max_queued} "
           f"queued and {sampler.max_gpus} GPUs in use ({sampler.samples} samples)")  # fmt: skip
     assert estimate_min / 2 <= took_min <= estimate_min * 2, f"planned {estimate_min:.1f} min, took {took_min:.1f}"

@@ -4,6 +4,7 @@ and what the driver and ``ptflow doctor`` make of them."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -159,7 +160,7 @@ def test_read_limits_from_sacctmgr_and_the_partitions_qos():
         "max_gpus = 2 (GPUs in use at once; QOS capped MaxTRESPU)",
         "max_cpus = 32 (CPUs in use at once; QOS gpuqos MaxTRESPU)",
     ]
-    assert found.to_json()["max_gpus"] == {"value": 2, "source": "QOS capped MaxTRESPU"}
+    assert found.to_json()["max_gpus"] == {"value": 2, "source": "QOS capped MaxTRESPU", "by_slurm": True}
     assert len(run.asked) == 4
 
 
@@ -192,22 +193,30 @@ def test_a_stated_limit_above_the_clusters_is_refused_naming_the_key(tmp_path):
     # at or below the cluster's, a stated limit holds and says where it comes from; the others stay as read
     site = site_with(tmp_path, limits={"max_gpus": 2, "max_jobs": 2})
     found = limits.read_limits(site, site_requests(site), "root", run=fake_slurm())
-    assert found.max_gpus == Cap(2, "site localtest limits.max_gpus")
-    assert found.max_jobs == Cap(2, "site localtest limits.max_jobs")
+    assert found.max_gpus == Cap(2, "site localtest limits.max_gpus")  # the cluster's own: Slurm keeps it
+    assert found.max_jobs == Cap(2, "site localtest limits.max_jobs", by_slurm=False)  # below its 3: ptflow's
     assert found.max_submit_jobs == Cap(4, "QOS capped MaxSubmitJobsPU")
     # with nothing read (no Slurm, no accounting) the stated ones are the caps
     stated = limits.merge_stated(site, {}, "not read")
-    assert (stated.max_gpus, stated.max_submit_jobs, stated.note) == (Cap(2, "site localtest limits.max_gpus"), None,
-                                                                      "not read")  # fmt: skip
+    assert (stated.max_gpus, stated.max_submit_jobs, stated.note) == (
+        Cap(2, "site localtest limits.max_gpus", by_slurm=False), None, "not read")  # fmt: skip
 
 
-def test_driver_caps():
+def test_driver_caps_keep_the_submit_cap_and_leave_running_caps_to_slurm():
     found = Limits(max_submit_jobs=Cap(100, "q"), max_jobs=Cap(5, "q"), max_gpus=Cap(8, "a"), max_cpus=Cap(64, "a"))
-    # --jobs only where the submit cap is below the driver's own; a running cap makes Slurm hold jobs, never refuse
-    assert limits.driver_caps(found, 250) == {"_nodes": 100, "gpus_total": 8, "cpus_total": 64}
-    assert limits.driver_caps(found, 50) == {"gpus_total": 8, "cpus_total": 64}
-    assert limits.driver_caps(found, None) == {"_nodes": 100, "gpus_total": 8, "cpus_total": 64}
+    # --jobs only where the submit cap is below the driver's own; a running cap makes Slurm hold jobs, never refuse:
+    # jobs past it wait in Slurm's queue (ageing in priority), not in ptflow's
+    assert limits.driver_caps(found, 250) == {"_nodes": 100}
+    assert limits.driver_caps(found, 50) == {}
+    assert limits.driver_caps(found, None) == {"_nodes": 100}
     assert limits.driver_caps(Limits(), 250) == {}
+    # a site's own cap that Slurm does not enforce (no accounting, or below the cluster's) is ptflow's to keep
+    site = SimpleNamespace(name="s", limits={"max_gpus": 4, "max_cpus": 64})
+    stated = limits.merge_stated(site, {"max_gpus": Cap(8, "QOS q MaxTRESPU"), "max_cpus": Cap(64, "a")}, "read")
+    assert (stated.max_gpus.by_slurm, stated.max_cpus.by_slurm) == (False, True)
+    assert limits.driver_caps(stated, 250) == {"gpus_total": 4}
+    unread = limits.merge_stated(site, {}, "no accounting")
+    assert limits.driver_caps(unread, 250) == {"gpus_total": 4, "cpus_total": 64}
 
 
 def test_doctor_shows_the_caps_and_the_requests_that_never_start(tmp_path, monkeypatch):

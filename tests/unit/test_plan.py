@@ -320,6 +320,7 @@ def test_twelve_one_gpu_jobs_under_a_gpu_cap_of_two_take_six_waves(tmp_path):
     assert out["estimate"]["minutes"] == 61.5 and out["limits"]["max_gpus"] == {
         "value": 2,
         "source": "site localtest limits.max_gpus",
+        "by_slurm": False,  # no Slurm read: a cap the driver keeps itself
     }
     # without expected_runtime a wave is the time limit, and the rows say so
     plain = planning.make_plan(ctx.cfg, load_site(str(SITE), REPO), ctx.layout, tmp_path, evaluate_dry_run(12),

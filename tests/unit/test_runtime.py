@@ -142,3 +142,31 @@ def test_job_reruns_itself_in_site_venv_with_private_hf_view(tmp_path):
     assert f"run in site runtime: $ {venv}/bin/python {script}" in proc.stdout
     assert "HF cache view: copy of" in proc.stdout
     assert not Path(hf_home).exists()  # the view is removed with the job
+
+
+def test_an_evaluation_s_copied_view_holds_only_the_model_repos_it_reads(tmp_path, monkeypatch):
+    """A job's copied HF view (no FUSE) costs what it reads: an evaluation of a trained model (on scratch) gets the
+    cache's datasets and no model repo; a baseline's gets its one base model (run_in_runtime's hf_models)."""
+    import sys
+    from pathlib import Path
+
+    from ptflow.cluster.runtime import run_in_runtime
+
+    venv = tmp_path / "site-venv"
+    venv.symlink_to(Path(sys.prefix))
+    shared = tmp_path / "shared_hf"
+    for repo in ("models--org--base", "models--org--other", "datasets--openai--gsm8k"):
+        (shared / "hub" / repo / "snapshots" / "r").mkdir(parents=True)
+        (shared / "hub" / repo / "snapshots" / "r" / "f.json").write_text("{}")
+    spec = JobRuntime(RuntimeSpec(site="t", kind="venv", venv=str(venv), hf_view="copy"), hf_home=str(shared)).to_dict()
+    out = tmp_path / "seen.txt"
+    script = tmp_path / "job.py"
+    script.write_text(f"import os\nopen({str(out)!r}, 'w').write(' '.join(sorted(os.listdir(os.environ['HF_HOME'] "
+                      "+ '/hub'))))\n")  # fmt: skip
+    monkeypatch.delenv("PTFLOW_IN_RUNTIME", raising=False)
+    lines: list[str] = []
+    assert run_in_runtime(spec, str(script), log=lines.append, tmp_root=str(tmp_path), hf_models=[]) == 0
+    assert out.read_text() == "datasets--openai--gsm8k"
+    assert run_in_runtime(spec, str(script), log=lines.append, tmp_root=str(tmp_path), hf_models=["org/base"]) == 0
+    assert out.read_text() == "datasets--openai--gsm8k models--org--base"
+    assert any("(model repos: org/base)" in line for line in lines)

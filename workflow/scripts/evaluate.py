@@ -27,7 +27,9 @@ with rule_log(snakemake.log[0]) as log:
     if manifest:
         log(f"evaluating in this job: {why_not}")
     deadline = job_deadline(os.environ.get("SLURM_JOB_ID"))  # asked here, on the host: the runtime may lack scontrol
-    reexec_in_runtime(job.runtime, log)  # container or site venv; returns at once on the local default
+    # container or site venv (returns at once on the local default), with a view of the HF cache holding the model
+    # repos the evaluation reads: the base or instruct model; none for a trained model (on scratch)
+    reexec_in_runtime(job.runtime, log, hf_models=[] if manifest else [job.evaluated_model_id])
     run_evaluation(
         job,
         eval_json=out.eval_json,

@@ -6,7 +6,8 @@ The shared cache is read-only for jobs (many jobs read it at once; an agent must
   disk — instant, writes stay private; needs a usable ``/dev/fuse`` and the ``fuse-overlayfs`` binary;
 - ``copy``: otherwise a copy into node-local ``$TMPDIR`` (slower, works everywhere; symlinks kept, so the hub
   layout's snapshot -> blob links stay valid). ``models`` limits it to the model repos the job reads (an agent cell:
-  its base model), everything else of the cache (datasets, tokenizers) is copied whole.
+  its base model; an evaluation: its base or instruct model, none for a trained model, which is on scratch),
+  everything else of the cache (datasets, tokenizers) is copied whole.
 
 This copy is the one piece of staging that can still run inside a GPU allocation (downloads run in CPU cache jobs,
 images in CPU image jobs, and runtime jobs get ``HF_HUB_OFFLINE=1``): the job's log says which method was used,

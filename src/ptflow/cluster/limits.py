@@ -75,6 +75,8 @@ class LimitsError(ValueError):
 class Cap:
     value: int
     source: str  # e.g. "QOS capped MaxSubmitJobsPU", "association root@ptflow GrpTRES", "site localtest limits"
+    # Slurm enforces it itself; False: a site's stated cap below anything Slurm enforces, which only ptflow keeps
+    by_slurm: bool = True
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,7 @@ def merge_stated(site, read: dict[str, Cap | None], note: str) -> Limits:
                 f"site {site.name} limits.{key}: {value} is above the cluster's cap of {have.value} ({have.source}); "
                 f"lower it to at most {have.value} or leave it out"
             )
-        caps[key] = Cap(value, f"site {site.name} limits.{key}")
+        caps[key] = Cap(value, f"site {site.name} limits.{key}", by_slurm=have is not None and value == have.value)
     return Limits(**caps, note=note)
 
 
@@ -271,15 +273,19 @@ def for_matrix(cfg, site, user: str | None = None) -> Limits | None:
 
 def driver_caps(limits: Limits, jobs: int | None) -> dict[str, int]:
     """Snakemake's global resources that keep a run under ``limits``: ``_nodes`` (``--jobs``, only where lower than
-    the given ``jobs``), ``gpus_total`` and ``cpus_total``. Running jobs need no cap of ours: Slurm holds a job past
-    MaxJobs pending (it is not refused), and it stays counted against the submit cap."""
+    the given ``jobs``) for the submit cap, which sbatch enforces by refusing. Running caps (MaxJobs, GPUs and CPUs
+    in use) are Slurm's to keep: it holds a job past them pending, in its queue, where the job ages in priority and
+    starts the moment a GPU frees; ptflow holding it back instead would keep one of its slots for the whole queue
+    wait and submit the next job only after one ended. Only a site's stated GPU/CPU cap that Slurm does not enforce
+    (``Cap.by_slurm`` False: no accounting, or stated below the cluster's) is kept here, as ``gpus_total`` and
+    ``cpus_total``, which every Slurm job declares."""
     out = {}
     if limits.max_submit_jobs and (jobs is None or limits.max_submit_jobs.value < jobs):
         out["_nodes"] = limits.max_submit_jobs.value
-    if limits.max_gpus:
-        out["gpus_total"] = limits.max_gpus.value
-    if limits.max_cpus:
-        out["cpus_total"] = limits.max_cpus.value
+    for key, resource in (("max_gpus", "gpus_total"), ("max_cpus", "cpus_total")):
+        cap = limits.get(key)
+        if cap and not cap.by_slurm:
+            out[resource] = cap.value
     return out
 
 

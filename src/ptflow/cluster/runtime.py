@@ -255,26 +255,38 @@ def _run_forwarding_warning(argv: list[str], env: dict, timeout: float | None = 
             signal.signal(sig, old)
 
 
-def reexec_in_runtime(spec: dict | None, log=print, script: str | None = None, tmp_root: str | None = None) -> None:
+def reexec_in_runtime(
+    spec: dict | None,
+    log=print,
+    script: str | None = None,
+    tmp_root: str | None = None,
+    hf_models: Sequence[str] | None = None,
+) -> None:
     """Run this job's script again through the site's runtime and exit with its status; return to stay here.
 
     ``spec`` is the rule's ``params.job["runtime"]`` (a :class:`JobRuntime` as a dict, common.smk
     ``get_job_runtime``). Nothing happens when it is None (the local default) or when this process already is the
     re-started one. The child gets a private HF cache view (``runtime.hf_view``) as HF_HOME and
     ``HF_HUB_OFFLINE=1``: a GPU job never downloads. API keys and tokens reach it through the environment only.
+    ``hf_models``: the model repos the job reads from the cache (None: all); a copied view holds only those.
     """
     if not spec or inside_runtime():
         return
     rt = JobRuntime.from_dict(spec).runtime
     if rt.kind == "venv" and rt.venv and Path(sys.prefix) == Path(rt.venv):
         return  # already the site venv's Python
-    rc = run_in_runtime(spec, script or sys.argv[0], log=log, tmp_root=tmp_root)
+    rc = run_in_runtime(spec, script or sys.argv[0], log=log, tmp_root=tmp_root, hf_models=hf_models)
     log(f"site runtime finished with exit {rc}")
     sys.exit(rc)
 
 
 def run_in_runtime(
-    spec: dict | None, script: str, log=print, tmp_root: str | None = None, timeout: float | None = None
+    spec: dict | None,
+    script: str,
+    log=print,
+    tmp_root: str | None = None,
+    timeout: float | None = None,
+    hf_models: Sequence[str] | None = None,
 ) -> int:
     """Run ``script`` (a Python file) in the site's runtime as :func:`reexec_in_runtime` runs a job's script again
     (``spec`` None: this Python, here), and return its exit status; stopped after ``timeout`` seconds."""
@@ -294,7 +306,8 @@ def run_in_runtime(
     view = None
     try:
         if rt.hf_view != "none" and job.hf_home:
-            view = hfview.open_view(job.hf_home, Path(job_dir) / "hf_view", method=rt.hf_view, log=log)
+            view = hfview.open_view(job.hf_home, Path(job_dir) / "hf_view", method=rt.hf_view, log=log,
+                                    models=hf_models)  # fmt: skip
             env["HF_HOME"] = str(view.path)
         binds.append(job_dir)
         argv = runtime_argv(

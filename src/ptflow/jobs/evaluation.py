@@ -171,7 +171,8 @@ def evaluate_in_train_job(
             f"evaluating in the train job's allocation (deadline: {'none' if timeout is None else f'{int(timeout)} s'})"
         )
         started = time.monotonic()
-        rc = run_in_runtime(job.runtime, str(script), log=log, timeout=timeout)
+        # the trained model is on scratch: the HF view holds the evaluation's datasets, no model repo
+        rc = run_in_runtime(job.runtime, str(script), log=log, timeout=timeout, hf_models=[])
         log(f"evaluation in the train job's allocation ended with exit {rc} after {time.monotonic() - started:.0f} s")
         return rc == 0
 

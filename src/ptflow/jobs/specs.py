@@ -224,6 +224,11 @@ class EvaluateSpec:
     evaluated_model: Params | None = None
     runtime: Params | None = None
 
+    @property
+    def evaluated_model_id(self) -> str:
+        """The hub id of the model an untrained cell evaluates (the base model, or its instruct counterpart)."""
+        return (self.evaluated_model or {}).get("id") or self.cell.model
+
     def to_params(self) -> Params:
         return {
             "cell": self.cell.to_params(),

@@ -50,7 +50,7 @@ class RunHooks:
         patience.install(self.site.controller_wait_seconds, SLURM_STATE_DIR.resolve())
 
     def keep_under_limits(self):
-        """--jobs at most the submit cap, gpus_total/cpus_total at most the GPU/CPU caps (ptflow.cluster.limits).
+        """--jobs at most the submit cap; running caps left to Slurm but for a site's own (ptflow.cluster.limits).
         From onstart: real runs only (a dry-run asks Slurm nothing), before the scheduler has started a job. A
         LimitsError goes to the driver's start, which refuses the run with it."""
         if self.site.scheduler != "slurm":
@@ -61,11 +61,10 @@ class RunHooks:
         caps = cluster_limits.driver_caps(found, self.workflow.nodes)
         cluster_limits.apply(self.workflow, caps)
         if found.any:
-            shown = (
-                ", ".join(f"{k.replace('_nodes', '--jobs')}={v}" for k, v in caps.items())
-                or "Slurm itself keeps jobs past a running cap pending"
-            )
-            self.log(f"ptflow: cluster limits: {'; '.join(found.lines())}; the run keeps under them ({shown})")
+            kept = ", ".join(f"{k.replace('_nodes', '--jobs')}={v}" for k, v in caps.items())
+            shown = f"the run keeps {kept}; " if kept else ""
+            self.log(f"ptflow: cluster limits: {'; '.join(found.lines())}; {shown}jobs past a running cap Slurm "
+                     "enforces wait in its queue")  # fmt: skip
         return found
 
     def limits_problems(self, cfg, site, layout) -> list[str]:
