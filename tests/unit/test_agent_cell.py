@@ -390,3 +390,21 @@ def test_sync_copies_what_changed_and_links_the_rest(tmp_path):
     assert held.read() == "one"  # the previous copy was replaced, never written
     held.close()
     assert [p.name for p in ws.parent.iterdir()] == ["workspace"]  # no staging dir left behind
+
+
+def test_final_model_leaves_the_allocation_once(tmp_path):
+    """The checkpoint on scratch takes final_model/'s files from the workspace the agent's end has just synced (hard
+    links): the weights are written out of the allocation once. A file changed after that sync is copied."""
+    from ptflow.stages.train.agent_cell import copy_final_model, sync_workspace
+
+    task, ws, out = tmp_path / "task", tmp_path / "resume" / "workspace", tmp_path / "ckpt"
+    (task / "final_model").mkdir(parents=True)
+    (task / "final_model" / "model.safetensors").write_bytes(b"w" * 4096)
+    (task / "final_model" / "config.json").write_text("{}")
+    sync_workspace(task, ws)
+    (task / "final_model" / "config.json").write_text('{"changed": 1}')  # after the sync
+    assert copy_final_model(task / "final_model", out, ws / "final_model") == {"linked": 1, "copied": 1}
+    assert (out / "model.safetensors").stat().st_ino == (ws / "final_model" / "model.safetensors").stat().st_ino
+    assert (out / "config.json").read_text() == '{"changed": 1}'
+    # no workspace (no resume dir): copied whole
+    assert copy_final_model(task / "final_model", tmp_path / "ckpt2", None) == {"linked": 0, "copied": 2}

@@ -261,6 +261,30 @@ def sync_workspace(task_dir: Path, workspace: Path) -> dict[str, int]:
     return counts
 
 
+def copy_final_model(final: Path, out: Path, synced: Path | None) -> dict[str, int]:
+    """``final_model/`` to the checkpoint dir on scratch, leaving the allocation once: a file the workspace sync has
+    just copied (the same size and modification time under ``synced``) is hard-linked from there, any other copied
+    (symlinks followed: the checkpoint holds files). Neither copy is ever written in place, so sharing is safe."""
+    counts = {"linked": 0, "copied": 0}
+
+    def copy(src: str, dst: str) -> None:
+        if synced is not None:
+            twin = synced / Path(src).relative_to(final)
+            try:
+                new, old = os.stat(src), os.lstat(twin)
+                if stat.S_ISREG(old.st_mode) and (old.st_size, old.st_mtime_ns) == (new.st_size, new.st_mtime_ns):
+                    os.link(twin, dst)
+                    counts["linked"] += 1
+                    return
+            except OSError:
+                pass  # not synced, or another filesystem: copy it
+        shutil.copy2(src, dst)
+        counts["copied"] += 1
+
+    shutil.copytree(final, out, symlinks=False, copy_function=copy)
+    return counts
+
+
 KEEP_MAX_BYTES = 50 * 2**20  # a bigger file of the workspace is listed for the judge, not copied
 
 
@@ -538,7 +562,9 @@ def train_agent_cell(
                 reason="agent stopped for a restart",
             )
         if has_model:
-            shutil.copytree(final, out, symlinks=False)
+            moved = copy_final_model(final, out, workspace / "final_model" if workspace is not None else None)
+            log(f"final_model/ to scratch: {moved['linked']} files linked from the workspace just synced, "
+                f"{moved['copied']} copied")  # fmt: skip
         else:
             out.mkdir(parents=True, exist_ok=True)
         if resume is not None:
