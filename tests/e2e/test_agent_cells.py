@@ -63,7 +63,8 @@ def test_scripted_agent_beats_baseline(done):
 
 def test_evaluated_in_the_train_job_and_deleting_eval_json_evaluates_alone(done):
     """One allocation per agent cell: the train job evaluated the model after the agent, the evaluate job adopted it.
-    Deleting eval.json evaluates again in an evaluate job of its own; the agent is not run again."""
+    Deleting eval.json evaluates again in an evaluate job of its own; an evaluation that fails there, then succeeds,
+    never runs the agent again."""
     work, _, _ = done
     agent = load(work, "scripted", "eval.json")
     train_log, evaluate_log = (work / "results" / "logs" / rule / MODEL / "add" / "scripted.log" for rule in
@@ -73,6 +74,13 @@ def test_evaluated_in_the_train_job_and_deleting_eval_json_evaluates_alone(done)
     assert "adopted the evaluation its train job made" in evaluate_log.read_text()
     (cell(work, "scripted") / "eval.json").unlink()
     trained = (cell(work, "scripted") / "checkpoint.json").stat().st_mtime_ns
+    # the evaluation fails first (its weights unreadable), then succeeds: the train job never runs again
+    manifest = load(work, "scripted", "checkpoint.json")
+    weights = Path(manifest["checkpoint"]) / manifest["weights"][0]["path"]
+    weights.rename(weights.with_name("moved-away"))
+    failed = snakemake(work, "--configfile", OVERLAY, env={"PTFLOW_FAKE_KEY": FAKE_KEY}, check=False)
+    assert failed.returncode != 0 and "rule train:" not in failed.stdout + failed.stderr
+    weights.with_name("moved-away").rename(weights)
     proc = snakemake(work, "--configfile", OVERLAY, env={"PTFLOW_FAKE_KEY": FAKE_KEY})
     again = load(work, "scripted", "eval.json")
     assert "evaluated_in" not in again and again["metrics"]["value"] == agent["metrics"]["value"]
