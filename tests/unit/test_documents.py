@@ -347,3 +347,17 @@ def test_nemo_launcher_default_workload_without_command():
     argv = distill_command({"DISTILL_CONFIG": "my-1n4g.yaml", "CKPT_DIR": "/p/scratch/ckpt"}, 2, 4)
     assert argv[5:] == ["my-1n4g.yaml", "cluster.num_nodes=2", "cluster.gpus_per_node=4",
                         "checkpointing.checkpoint_dir=/p/scratch/ckpt"]  # fmt: skip
+
+
+def test_the_rule_map_is_what_the_rules_say():
+    """docs/rules.md is generated from the rule files, the scripts, common.smk and Jobs: regenerate it with
+    ``python -m ptflow.ops.rule_map > docs/rules.md`` after changing a rule."""
+    from ptflow.ops import rule_map
+
+    expected = rule_map.render()
+    assert (REPO / "docs" / "rules.md").read_text() == expected, "docs/rules.md is stale: regenerate it"
+    rows = {r["rule"]: r for r in rule_map.rows()}
+    # every rule of the workflow is there, each with the request that sizes it
+    assert set(rows) >= {"train", "train_supervised", "evaluate", "judge", "aggregate", "image", "cache_model"}
+    assert rows["evaluate"]["spec"] == "`Jobs.evaluate` -> `EvaluateSpec`"
+    assert rows["train_supervised"]["where"] == "login node" and rows["train"]["request"] == "`train`"

@@ -5,7 +5,8 @@ Who is supervised (``ptflow.config.sites.Site.supervises``): every train job on 
 (pyxis/TAO clusters), and agent kinds whose job needs a helper job submitted before it (SkyRL's runtime server). Why
 not the plugin: a node failure kills the rule's own allocation, so whatever decides to retry must live outside it,
 and Snakemake's ``retries`` cannot tell a dead node from a Python traceback (see ``infra_retry``); a runtime server
-on a CPU partition cannot be expressed beside its GPU consumer either (NOTES: ``service()``).
+on a CPU partition cannot be expressed beside its GPU consumer either (Snakemake's ``service()`` outputs run in their
+consumer's job group, hence in its allocation).
 
 The supervisor renders a batch script that runs the rule's own script again (Snakemake's generated script with the
 job's inputs, outputs and params) under ``sbatch`` with the flags of the stage's request (``Request.sbatch_options``:

@@ -24,7 +24,8 @@ catch: its own locks are released on the way out and it prints nothing more (tes
 that).
 
 Why the re-run: Snakemake fixed its plan before ``onstart``; planned jobs whose outputs appear later would still run.
-Why not Snakemake alone: a new run has a new run UUID and does not see the old run's jobs (NOTES).
+Why not Snakemake alone: a new run has a new run UUID and does not see the old run's jobs (the Slurm plugin names the
+jobs it submits after its run's UUID and follows only those).
 """
 
 from __future__ import annotations
