@@ -111,3 +111,13 @@ def test_every_subpackage_says_what_it_owns():
     for init in PACKAGE.rglob("__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and len(doc) > 60, f"{init.relative_to(PACKAGE)} has no paragraph saying what it owns"
+
+
+def test_no_two_classes_share_a_name():
+    """One name per thing: a class name says which class it is wherever it is imported (issue 36)."""
+    seen: dict[str, list[str]] = {}
+    for name, path in _modules().items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                seen.setdefault(node.name, []).append(name)
+    assert {k: v for k, v in seen.items() if len(v) > 1} == {}

@@ -354,9 +354,9 @@ def test_the_rule_map_is_what_the_rules_say():
     ``python -m ptflow.ops.rule_map > docs/rules.md`` after changing a rule."""
     from ptflow.ops import rule_map
 
-    expected = rule_map.render()
+    expected = rule_map.render(REPO)
     assert (REPO / "docs" / "rules.md").read_text() == expected, "docs/rules.md is stale: regenerate it"
-    rows = {r["rule"]: r for r in rule_map.rows()}
+    rows = {r["rule"]: r for r in rule_map.rows(REPO)}
     # every rule of the workflow is there, each with the request that sizes it
     assert set(rows) >= {"train", "train_supervised", "evaluate", "judge", "aggregate", "image", "cache_model"}
     assert rows["evaluate"]["spec"] == "`Jobs.evaluate` -> `EvaluateSpec`"

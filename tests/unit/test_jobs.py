@@ -11,7 +11,7 @@ import pytest
 from ptflow.config.load import load
 from ptflow.jobs.build import Jobs, copied
 from ptflow.jobs.rule_values import RuleError, RuleValues, sign_job_functions
-from ptflow.jobs.specs import AgentCli, CellRef, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
+from ptflow.jobs.specs import AgentCliSpec, CellRef, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
 from tests.conftest import REPO
 
 
@@ -50,7 +50,7 @@ def test_the_kinds_part_is_told_by_the_kind_not_the_shape(tmp_path, monkeypatch)
     cli = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
     c = next(c for c in cli.cfg.cells if cli.agent(c.agent).spec.agent_cli)
     spec = TrainSpec.from_params(cli.train(c.model, c.eval, c.agent, objects).to_params())
-    assert isinstance(spec.agent, AgentCli) and spec.agent_cli is spec.agent and spec.runtime_server is None
+    assert isinstance(spec.agent, AgentCliSpec) and spec.agent_cli is spec.agent and spec.runtime_server is None
 
     skyrl = jobs_of("skyrl.yaml", "fasrc", tmp_path)  # the shipped site with a runtime_server request
     c = next(c for c in skyrl.cfg.cells if "runtime_server" in skyrl.agent(c.agent).spec.site_requests)
@@ -68,13 +68,13 @@ def test_defaults_are_left_out_and_set_values_kept_in_their_place():
         id="claude", cli="claude", model="m", hours=10, grace_minutes=5.0, command=None, keys=["K"],
         trace_dir="t", hf_home="h", evals_cache="e", eval_task="task", max_new_tokens=16, eval_call={"a": 1},
     )  # fmt: skip
-    plain = AgentCli(**base).to_params()
+    plain = AgentCliSpec(**base).to_params()
     assert list(plain)[-1] == "eval_call"
     for key in ("on_restart", "sync_minutes", "cli_version", "base_url", "grader_keys", "eval_test_parquet"):
         assert key not in plain
-    full = AgentCli(**base, on_restart="fresh", sync_minutes=2.0, cli_version="1.0", grader_keys=["G"]).to_params()
+    full = AgentCliSpec(**base, on_restart="fresh", sync_minutes=2.0, cli_version="1.0", grader_keys=["G"]).to_params()
     assert list(full)[-4:] == ["on_restart", "sync_minutes", "cli_version", "grader_keys"]
-    checkout = AgentCli(**{k: v for k, v in base.items() if not k.startswith(("eval", "max"))}, posttrainbench={})
+    checkout = AgentCliSpec(**{k: v for k, v in base.items() if not k.startswith(("eval", "max"))}, posttrainbench={})
     assert list(checkout.to_params())[-1] == "posttrainbench" and "eval_call" not in checkout.to_params()
 
     cell = CellRef("org/m", "org--m", "gsm8k", "sft")

@@ -22,7 +22,7 @@ from ptflow.config.layout import Layout
 from ptflow.config.model import Agent, Cell, Config, Eval, Model
 from ptflow.config.sites import Request, Site
 from ptflow.jobs.specs import (
-    AgentCli,
+    AgentCliSpec,
     CellRef,
     EvaluateSpec,
     JudgeSpec,
@@ -261,7 +261,9 @@ class Jobs:
         coord = str(Path(self.layout.cell_dir(model_name, eval_id, slot), JOBS_DIR))
         return RuntimeServer(coord, ServerSite.from_site(self.site).to_dict())
 
-    def _agent_cli(self, agent: Agent, model_name: str, eval_id: str, slot: str, objects: Objects) -> AgentCli | None:
+    def _agent_cli(
+        self, agent: Agent, model_name: str, eval_id: str, slot: str, objects: Objects
+    ) -> AgentCliSpec | None:
         if not agent.spec.agent_cli:
             return None
         e = self.cfg.evals[eval_id]
@@ -285,7 +287,7 @@ class Jobs:
         )
         if e.from_checkout:
             name = ptb.eval_dir_name(e.task)
-            return AgentCli(
+            return AgentCliSpec(
                 **common,
                 posttrainbench={
                     "eval_dir": name,
@@ -294,7 +296,7 @@ class Jobs:
                     "objects": objects(self._agent_paths(agent, name)),
                 },
             )
-        return AgentCli(
+        return AgentCliSpec(
             **common,
             evals_cache=self.layout.evals_cache,
             eval_task=e.task,

@@ -74,7 +74,7 @@ class Multinode(_Fields):
 
 
 @dataclass(frozen=True)
-class AgentCli(_Fields):
+class AgentCliSpec(_Fields):
     """An agent-CLI cell's agent (kinds with ``agent_cli``): the CLI and model, its budget, the key names (values come
     from the environment), and either the final evaluation's task and call (ptflow's tasks) or PostTrainBench's
     checkout paths (``posttrainbench``)."""
@@ -146,7 +146,7 @@ class RuntimeServer(_Fields):
 
 @dataclass(frozen=True)
 class TrainSpec:
-    """Rule train / train_supervised. ``agent`` is the kind's own part: an :class:`AgentCli` (agent-CLI kinds), a
+    """Rule train / train_supervised. ``agent`` is the kind's own part: an :class:`AgentCliSpec` (agent-CLI kinds), a
     :class:`RuntimeServer` (kinds with a runtime server on a site that has its request) or None; the params keep
     both under the key ``agent``, and :meth:`from_params` tells them apart by the kind, not by the dict's shape."""
 
@@ -160,7 +160,7 @@ class TrainSpec:
     runtime: Params | None = None
     supervise: Supervise | None = None
     multinode: Multinode | None = None
-    agent: AgentCli | RuntimeServer | None = None
+    agent: AgentCliSpec | RuntimeServer | None = None
 
     def to_params(self) -> Params:
         out = {
@@ -187,7 +187,7 @@ class TrainSpec:
     def from_params(cls, d: Params) -> TrainSpec:
         agent = d.get("agent")
         if agent is not None:
-            agent = AgentCli.from_params(agent) if KINDS[d["kind"]].agent_cli else RuntimeServer.from_params(agent)
+            agent = AgentCliSpec.from_params(agent) if KINDS[d["kind"]].agent_cli else RuntimeServer.from_params(agent)
         return cls(
             cell=CellRef.from_params(d["cell"]),
             kind=d["kind"],
@@ -203,8 +203,8 @@ class TrainSpec:
         )
 
     @property
-    def agent_cli(self) -> AgentCli | None:
-        return self.agent if isinstance(self.agent, AgentCli) else None
+    def agent_cli(self) -> AgentCliSpec | None:
+        return self.agent if isinstance(self.agent, AgentCliSpec) else None
 
     @property
     def runtime_server(self) -> RuntimeServer | None:

@@ -229,7 +229,7 @@ def dry_run(snakemake_args: list[str], cwd: Path | None = None, env: dict | None
 
 
 @dataclass
-class Request:
+class PartitionTotals:
     partition: str
     account: str
     jobs: int = 0
@@ -339,7 +339,7 @@ class Plan:
     jobs: list[PlannedJob]
     stats: dict[str, int]
     cells: dict[str, dict]  # cell key -> {state, jobs: [rules], reason}
-    requests: list[Request]
+    requests: list[PartitionTotals]
     longest_chain: list[PlannedJob]
     limits: Limits | None = None  # None: not a Slurm site
     caps: Caps | None = None  # None: not a Slurm site, no waves and no estimate
@@ -393,14 +393,14 @@ class Plan:
         }
 
 
-def requests(jobs: list[PlannedJob]) -> list[Request]:
+def requests(jobs: list[PlannedJob]) -> list[PartitionTotals]:
     """Requests x runtime per (partition, account), at attempt 1; every Slurm job a planned job makes counts."""
-    acc: dict[tuple[str, str], Request] = {}
+    acc: dict[tuple[str, str], PartitionTotals] = {}
     for j in jobs:
         if not j.submitted:
             continue
         for req in j.requests:
-            r = acc.setdefault((req.partition, req.account), Request(req.partition, req.account))
+            r = acc.setdefault((req.partition, req.account), PartitionTotals(req.partition, req.account))
             hours = req.runtime / 60
             r.jobs += 1
             r.gpu_allocations += req.gpus > 0

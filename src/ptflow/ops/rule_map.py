@@ -4,7 +4,7 @@ Per rule (in the Snakefile's include order): the file that holds it, its outputs
 function that script hands the job to (the script's docstring: ``Adapter: rule X -> <code>``), the typed value its
 params are built from (the ``get_*`` function of ``common.smk`` -> the :class:`ptflow.jobs.build.Jobs` method -> its
 return annotation), the site request that sizes its jobs (``ptflow.config.rules.RULE_STAGES``) and whether it runs
-on the login node. ``tests/unit/test_documents.py`` checks the file is what this prints::
+on the login node. ``tests/unit/test_documents.py`` checks the file is what this prints, in the repository's root::
 
     python -m ptflow.ops.rule_map > docs/rules.md
 """
@@ -18,7 +18,6 @@ from pathlib import Path
 
 from ptflow.config.rules import ADOPT_REQUEST, LOGIN_NODE_RULES, RULE_STAGES
 
-REPO = Path(__file__).resolve().parents[3]
 _RULE = re.compile(r"^(rule|checkpoint) (\w+):\n((?:[ \t]+.*\n|\n)*)", re.M)
 _SECTION = re.compile(r"^    (\w+):(.*)\n((?:        .*\n)*)", re.M)
 _GETTER = re.compile(r"^def (get_\w+)\(.*?\n((?:    .*\n|\n)*)", re.M)
@@ -39,7 +38,9 @@ Snakemake is used as documented, but for three patches that a Snakemake or plugi
 
 def _spec_types() -> dict[str, str]:
     """Jobs method -> its return annotation (e.g. ``train`` -> ``TrainSpec``)."""
-    tree = ast.parse((REPO / "src" / "ptflow" / "jobs" / "build.py").read_text())
+    from ptflow.jobs import build
+
+    tree = ast.parse(Path(build.__file__).read_text())
     jobs = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Jobs")
     return {f.name: ast.unparse(f.returns) for f in jobs.body if isinstance(f, ast.FunctionDef) and f.returns}
 
@@ -80,11 +81,12 @@ def _code_of(script: Path) -> str:
     return first.split("->", 1)[1].strip().rstrip(".") if "->" in first else first
 
 
-def rows() -> list[dict[str, str]]:
-    rules_dir = REPO / "workflow" / "rules"
+def rows(repo: Path) -> list[dict[str, str]]:
+    """One row per rule of the workflow checked out at ``repo``."""
+    rules_dir = repo / "workflow" / "rules"
     common = (rules_dir / "common.smk").read_text()
     getters, specs = _getters(common), _spec_types()
-    order = re.findall(r'include: "workflow/rules/(\w+\.smk)"', (REPO / "Snakefile").read_text())
+    order = re.findall(r'include: "workflow/rules/(\w+\.smk)"', (repo / "Snakefile").read_text())
     out = []
     for smk in order:
         for kind, name, body in _RULE.findall((rules_dir / smk).read_text()):
@@ -98,7 +100,7 @@ def rows() -> list[dict[str, str]]:
                 "rule": name + (" (checkpoint)" if kind == "checkpoint" else ""),
                 "file": f"workflow/rules/{smk}",
                 "outputs": "<br>".join(f"`{o}`" for o in outputs) or "-",
-                "script": f"`{script_path.relative_to(REPO)}`" if script_path else "-",
+                "script": f"`{script_path.relative_to(repo.resolve())}`" if script_path else "-",
                 "code": _code_of(script_path) if script_path else "-",
                 "spec": ", ".join(f"`Jobs.{m}` -> `{specs.get(m, '?')}`" for m in methods) or "-",
                 "request": (f"`{RULE_STAGES[name]}`" if name in RULE_STAGES else "-")
@@ -108,9 +110,9 @@ def rows() -> list[dict[str, str]]:
     return out
 
 
-def render() -> str:
+def render(repo: Path) -> str:
     lines = [HEADER, "| rule | outputs | script -> code | params from | request | runs |", "| --- " * 6 + "|"]
-    for r in rows():
+    for r in rows(repo):
         script = f"{r['script']} -> {r['code']}" if r["script"] != "-" else "-"
         lines.append(f"| `{r['rule']}` ({r['file']}) | {r['outputs']} | {script} | {r['spec']} | {r['request']} | "
                      f"{r['where']} |")  # fmt: skip
@@ -118,4 +120,4 @@ def render() -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render())
+    sys.stdout.write(render(Path.cwd()))  # run in the repository's root

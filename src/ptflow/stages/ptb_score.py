@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptflow.stages.score import MISSING, SCORED, Cell, Settings
+from ptflow.stages.score import MISSING, SCORED, ScoredCell, Settings
 
 FACTORS_FILE = "scripts/factors.json"
 SCRIPT = "scripts/compute_single_metrics.py"
@@ -106,7 +106,7 @@ def model_row(model_id: str) -> str:
     return model_id.split("/")[-1]
 
 
-def _judged_clean(c: Cell) -> bool:
+def _judged_clean(c: ScoredCell) -> bool:
     where = Path(c.cell_dir) / JUDGEMENT_DIR if c.cell_dir else None
     for name, clean in CLEAN_JUDGEMENTS.items():
         path = where / name if where else None
@@ -117,7 +117,7 @@ def _judged_clean(c: Cell) -> bool:
     return True
 
 
-def _value(c: Cell) -> float | None:
+def _value(c: ScoredCell) -> float | None:
     """aggregate_methods.py's value: the metric of a scored cell, else not a number (None)."""
     return c.metric.value if c.status == SCORED and c.metric is not None else None
 
@@ -131,7 +131,7 @@ def _sum(table: dict[str, dict[str, float]], factors: Mapping[str, float], evals
 
 
 def _method_table(
-    cells: list[Cell], baseline: Mapping[tuple[str, str], float | None], fallback: bool
+    cells: list[ScoredCell], baseline: Mapping[tuple[str, str], float | None], fallback: bool
 ) -> tuple[dict[str, dict[str, float]] | None, list[str], str]:
     """(final table {row: {eval: value}}, its evals, why not) of one method's cells."""
     exported = [c for c in cells if c.status != MISSING]
@@ -157,7 +157,7 @@ def _method_table(
     return table, evals, ""
 
 
-def leaderboard(cells: list[Cell], factors: Mapping[str, float], source: str, settings: Settings) -> Leaderboard:
+def leaderboard(cells: list[ScoredCell], factors: Mapping[str, float], source: str, settings: Settings) -> Leaderboard:
     """Every agent's leaderboard score from the scored matrix's cells (``Result.cells``) and the checkout's factors."""
     references = (settings.baseline_agent, settings.instruct_agent)
     baseline = {

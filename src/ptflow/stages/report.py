@@ -13,10 +13,20 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ptflow.files import atomic_path
-from ptflow.stages.score import Cell, Result, Settings, board_lines, board_text, ranked, read_cell, score, write_outputs
+from ptflow.stages.score import (
+    Result,
+    ScoredCell,
+    Settings,
+    board_lines,
+    board_text,
+    ranked,
+    read_cell,
+    score,
+    write_outputs,
+)
 
 
-def _job_ids(cell: Cell) -> list[str]:
+def _job_ids(cell: ScoredCell) -> list[str]:
     """The Slurm jobs a cell used: its evaluation's and its training's (from the manifest beside eval.json)."""
     ids = []
     data = json.loads(Path(cell.eval_json).read_text()) if cell.eval_json else {}
@@ -30,7 +40,7 @@ def _job_ids(cell: Cell) -> list[str]:
     return ids
 
 
-def apply_accounting(cells: list[Cell], usage: Mapping[str, float]) -> None:
+def apply_accounting(cells: list[ScoredCell], usage: Mapping[str, float]) -> None:
     """GPU-hours of the cells whose every job Slurm accounted for (``usage``: job id -> GPU-seconds)."""
     for c in cells:
         ids = _job_ids(c)
@@ -39,7 +49,7 @@ def apply_accounting(cells: list[Cell], usage: Mapping[str, float]) -> None:
             c.gpu_hours_source = "Slurm accounting"
 
 
-def slurm_usage(cells: list[Cell], log=print) -> dict[str, float]:
+def slurm_usage(cells: list[ScoredCell], log=print) -> dict[str, float]:
     """GPU-seconds per job from Slurm's accounting; empty where there is none (no Slurm, no accounting storage)."""
     from ptflow.cluster import slurm
 

@@ -81,7 +81,7 @@ class Metric:
 
 
 @dataclass
-class Cell:
+class ScoredCell:
     """One (model, eval, agent slot) cell as read from its files, then scored. Its agent is named as the config's
     cells name it (``ptflow.config.model.Cell``): ``agent`` is the slot (``sft``, ``sft@run2``), ``agent_id`` the
     agent's id and ``run`` the repeat (summary.csv's ``agent`` column is the id, its ``run`` column the repeat)."""
@@ -225,7 +225,7 @@ class ApiSpend:
 
 @dataclass
 class Result:
-    cells: list[Cell]
+    cells: list[ScoredCell]
     weights: list[WeightRow]
     agents: list[AgentScore]
     evals: list[str]
@@ -331,7 +331,7 @@ def _gpu_hours(data: dict, gpus: Mapping[str, int] | None) -> tuple[float | None
     return hours, "timings x gpus"
 
 
-def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Cell:
+def read_cell(eval_json: str | Path, settings: Settings | None = None) -> ScoredCell:
     """One cell from its eval.json and, beside it, judge.json, accounting.json and agent/trace.md."""
     settings = settings or Settings()
     path = Path(eval_json)
@@ -358,7 +358,7 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Cell:
     run_info = data.get("agent_run") or {}
     hours = run_info.get("hours")
     gpu_hours, gpu_source = _gpu_hours(data, settings.gpus or settings.agent_gpus.get(agent_id))
-    return Cell(
+    return ScoredCell(
         model=data["model"],
         model_name=data.get("model_name") or data["model"].replace("/", "--"),
         eval=data["eval"],
@@ -426,9 +426,9 @@ def _se_of_mean(stderrs: list[float]) -> float:
 class _References:
     """Base and instruct zero-shot scores per (model, eval), with where each came from."""
 
-    def __init__(self, cells: list[Cell], settings: Settings):
+    def __init__(self, cells: list[ScoredCell], settings: Settings):
         self.settings = settings
-        self.by_key: dict[tuple[str, str, str], list[Cell]] = {}
+        self.by_key: dict[tuple[str, str, str], list[ScoredCell]] = {}
         for c in cells:
             self.by_key.setdefault((c.model_name, c.eval, c.agent_id), []).append(c)
         self.model_ids = {c.model_name: c.model for c in cells}
@@ -471,7 +471,7 @@ class _References:
 
 
 def _expected_keys(
-    cells: list[Cell], expected: Iterable | None, references: tuple[str, ...]
+    cells: list[ScoredCell], expected: Iterable | None, references: tuple[str, ...]
 ) -> list[tuple[str, str, str, int]]:
     """Every (model name, eval, agent, run) the score needs: given by the caller, else the full grid of what exists
     (reference agents only where they have cells: an instruct counterpart may exist for some models only)."""
@@ -492,7 +492,7 @@ def _expected_keys(
     return [k for k in grid if k[2] not in references or k in have]
 
 
-def _fallback_reason(c: Cell, settings: Settings) -> str:
+def _fallback_reason(c: ScoredCell, settings: Settings) -> str:
     if c.agent_id in (settings.baseline_agent, settings.instruct_agent):
         return ""  # reference cells are never replaced by themselves
     if c.judge == JUDGE_FLAGGED:
@@ -507,13 +507,13 @@ def _fallback_reason(c: Cell, settings: Settings) -> str:
 
 
 def score(
-    cells: list[Cell], settings: Settings | None = None, expected: Iterable | None = None, model_ids=None
+    cells: list[ScoredCell], settings: Settings | None = None, expected: Iterable | None = None, model_ids=None
 ) -> Result:
     """Apply the fallback, compute the weights, then every agent's score, error and time."""
     settings = settings or Settings()
     if settings.unjudged not in ("score", "fallback"):
         raise ScoreError(f"scoring.unjudged = {settings.unjudged!r}: use 'score' or 'fallback'")
-    by_key: dict[tuple[str, str, str, int], Cell] = {}
+    by_key: dict[tuple[str, str, str, int], ScoredCell] = {}
     for c in cells:
         k = (c.model_name, c.eval, c.agent_id, c.run)
         if k in by_key:
@@ -530,7 +530,7 @@ def score(
         m, e, a, r = k
         model_id = model_ids.get(m, m.replace("--", "/", 1))
         detail = "no eval.json (evaluation not run, or failed before writing it)"
-        all_cells.append(Cell(model_id, m, e, a, r, MISSING, status_detail=detail))
+        all_cells.append(ScoredCell(model_id, m, e, a, r, MISSING, status_detail=detail))
     # baseline/instruct cells outside the expected set still serve as references
     chosen = {id(c) for c in all_cells}
     extra = [c for c in by_key.values() if id(c) not in chosen and c.agent_id in references]
@@ -651,7 +651,9 @@ def _weights(cells, evals, refs: _References, effective, metric_names, settings:
     return rows
 
 
-def _agent_score(agent_id: str, cells: list[Cell], w: dict[str, float], metric_names, settings: Settings) -> AgentScore:
+def _agent_score(
+    agent_id: str, cells: list[ScoredCell], w: dict[str, float], metric_names, settings: Settings
+) -> AgentScore:
     runs = sorted({c.run for c in cells})
     run_scores, run_ses, per_eval_runs = [], [], {}
     for r in runs:
