@@ -109,20 +109,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wait", type=int, default=60, help="seconds each GPU job waits in the queue (W)")
     ap.add_argument("--before", default="7594167")
+    ap.add_argument("--this-tree-only", action="store_true", help="measure this tree alone")
     args = ap.parse_args()
     cluster, started = attach()
     before = Path(f"/tmp/ptflow-before-{args.before}")
-    if not before.exists():
+    if not before.exists() and not args.this_tree_only:
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(before), args.before], check=True)
+    trees = [("this tree", REPO)] if args.this_tree_only else [("before " + args.before, before), ("this tree", REPO)]
     try:
-        for name, tree in (("before " + args.before, before), ("this tree", REPO)):
+        for name, tree in trees:
             result = run_tree(tree, cluster, args.wait)
             print(f"{name}: W = {args.wait} s, makespan {result['makespan_s']} s (exit {result['rc']})")
             for agent, cell in result["cells"].items():
                 print(f"  {agent}: GPU jobs {len(cell['gpu_jobs'])} ({', '.join(cell['gpu_jobs'])}), agent end -> "
                       f"evaluation start {cell['agent_end_to_evaluation_s']} s")  # fmt: skip
     finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], check=False)
+        if before.exists():
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], check=False)
         if started:
             cluster.stop()
 

@@ -36,8 +36,8 @@ from ptflow.stages.score import (
     EVAL_FAILED,
     MISSING,
     NO_MODEL,
-    Cell,
     Result,
+    ScoredCell,
     agents_csv,
     board_lines,
     board_text,
@@ -61,7 +61,7 @@ class ReportError(RuntimeError):
     pass
 
 
-def _slug(c: Cell) -> str:
+def _slug(c: ScoredCell) -> str:
     return f"{c.model_name}__{c.eval}__{c.agent_id}__run{c.run}"
 
 
@@ -69,7 +69,7 @@ def state_class(state: str) -> str:
     return "state-" + re.sub(r"[^a-z0-9]+", "-", state.lower()).strip("-")
 
 
-def _state_of(c: Cell) -> tuple[str, str]:
+def _state_of(c: ScoredCell) -> tuple[str, str]:
     """A state from the cell's files, for cells the caller gave no state for."""
     if c.status == MISSING:
         return "Not started", c.status_detail
@@ -90,7 +90,7 @@ def _states(result: Result, states: Iterable | None) -> dict[tuple[str, str, str
 # ---- inspect log viewer ----
 
 
-def bundle_viewer(cells: list[Cell], site: Path, log=print) -> dict[str, str]:
+def bundle_viewer(cells: list[ScoredCell], site: Path, log=print) -> dict[str, str]:
     """Copy every cell's inspect log into one log dir, bundle inspect's static viewer over it into ``site/viewer``.
 
     Returns cell key -> link (relative to the site root) that opens that cell's log in the viewer.
@@ -145,7 +145,7 @@ def _viridis(v: float) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
-def heatmap_svg(agent: str, cells: list[Cell], models: list[str], evals: list[str]) -> str:
+def heatmap_svg(agent: str, cells: list[ScoredCell], models: list[str], evals: list[str]) -> str:
     """Models (rows) × evals (columns) of one agent as inline SVG; each square links to its cell page."""
     # room for the longest names: eval labels are rotated up and to the right of their column
     longest_eval = max(len(e) for e in evals)
@@ -186,7 +186,7 @@ def heatmap_svg(agent: str, cells: list[Cell], models: list[str], evals: list[st
     return "".join(parts)
 
 
-def _metric_text(c: Cell) -> str:
+def _metric_text(c: ScoredCell) -> str:
     m = c.metric
     if m is None:
         return "—"
@@ -194,7 +194,7 @@ def _metric_text(c: Cell) -> str:
     return f"{m.name} {m.value:.3f}{se}" + (f" (n={m.n})" if m.n else "")
 
 
-def _time_text(c: Cell) -> str:
+def _time_text(c: ScoredCell) -> str:
     if c.time_taken_s is None:
         return "—"
     if not c.budget_s:
@@ -202,7 +202,7 @@ def _time_text(c: Cell) -> str:
     return f"{hms(c.time_taken_s)} of {hms(c.budget_s)} ({100 * c.time_taken_s / c.budget_s:.1f}%)"
 
 
-def _cell_page(c: Cell, site: Path, log_href: str | None, state: str, env, common: dict) -> str:
+def _cell_page(c: ScoredCell, site: Path, log_href: str | None, state: str, env, common: dict) -> str:
     """Write cells/<slug>.html with copies of the cell's eval.json, judge.json and trace.md beside it."""
     slug = _slug(c)
     cells_dir = site / "cells"
