@@ -21,9 +21,6 @@ with rule_log(snakemake.log[0]) as log:
     if why_not is None:
         in_train_job.adopt(out.eval_json, out.inspect, log=log)
         sys.exit(0)
-    if snakemake.resources.get("adopts"):  # sized to adopt (a CPU job), but there is nothing to adopt any more
-        raise RuntimeError(f"this job was sized to adopt the train job's evaluation, but {why_not}: its retry "
-                           "evaluates on the evaluate request")  # fmt: skip
     if manifest:
         log(f"evaluating in this job: {why_not}")
     deadline = job_deadline(os.environ.get("SLURM_JOB_ID"))  # asked here, on the host: the runtime may lack scontrol

@@ -117,7 +117,8 @@ class RuleValues:
 
     def evaluate_resources(self, adopts: Callable) -> dict:
         """Rule evaluate's resources per job (keys: the union of both requests'), as :meth:`evaluate_threads`
-        chooses, and ``adopts`` (1 or 0) for its script: a job sized to adopt must never evaluate."""
+        chooses. The job's script asks the same question of the same files, which nothing changes between (the
+        staged evaluation stays whole until adopted), so a job sized to adopt adopts."""
         keys = sorted(
             set(self.jobs.request("evaluate").snakemake_resources())
             | set(self.jobs.request(ADOPT_REQUEST).snakemake_resources())
@@ -131,11 +132,7 @@ class RuleValues:
 
             return value
 
-        @signed
-        def adopting(wildcards):
-            return int(adopts(wildcards))
-
-        return {**{key: value_of(key) for key in keys}, "adopts": adopting}
+        return {key: value_of(key) for key in keys}
 
     def supervised_held(self, rule: str) -> dict:
         """gpus_total/cpus_total of the Slurm jobs a supervisor rule submits itself (its own and its agent kind's

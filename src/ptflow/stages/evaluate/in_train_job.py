@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ptflow.files import sha256_file, write_json_atomic
+from ptflow.files import link_tree, sha256_file, write_json_atomic
 
 STAGED = "evaluation-in-train-job"  # beside eval.json, never a rule's output
 RECORD = "record.json"  # what the staged result was made for
@@ -89,14 +89,15 @@ def stage_evaluation(
 
 
 def adopt(eval_json: str | Path, inspect_dir: str | Path, log=print) -> dict:
-    """Move the staged evaluation to the evaluate job's outputs (inspect dir first, eval.json last: a job killed
-    in between leaves no eval.json) and drop the staging dir; the eval.json written."""
+    """The staged evaluation as the evaluate job's outputs: its inspect dir hard-linked (the staged one stays whole
+    until the end, so a job killed midway is adopted again by its retry), eval.json written last, then the staging
+    dir dropped; the eval.json written."""
     staged = staged_dir(eval_json)
     data = json.loads((staged / "eval.json").read_text())
     shutil.rmtree(inspect_dir, ignore_errors=True)
     Path(inspect_dir).parent.mkdir(parents=True, exist_ok=True)
     if (staged / "inspect").is_dir():
-        os.replace(staged / "inspect", inspect_dir)
+        link_tree(staged / "inspect", inspect_dir)
     else:
         Path(inspect_dir).mkdir()
     write_json_atomic(eval_json, {**data, "evaluated_in": "train_job"})
