@@ -37,6 +37,7 @@ def test_staged_evaluation_is_adopted_once_and_then_gone(cell):
     eval_json, inspect_dir, manifest = cell
     assert in_train_job.stage_evaluation(eval_json, PARAMS, manifest, _evaluator())
     assert in_train_job.has_staged(eval_json) and not eval_json.exists()
+    assert in_train_job.staged_stamp(eval_json, manifest) is not None  # what the workflow's cached answer holds for
     # the job's params as Snakemake hands them (a tuple where JSON has a list) compare equal
     as_given = {**PARAMS, "call": {"task": "t", "limit": (1, 2)}}
     assert in_train_job.why_not_adoptable(eval_json, as_given, manifest) is None
@@ -44,7 +45,7 @@ def test_staged_evaluation_is_adopted_once_and_then_gone(cell):
     assert data["status"] == "scored"
     assert json.loads(eval_json.read_text())["evaluated_in"] == "train_job"
     assert (inspect_dir / "log.eval").read_text() == "inspect log"  # where eval.json's relative inspect_log points
-    assert not in_train_job.staged_dir(eval_json).exists()
+    assert not in_train_job.staged_dir(eval_json).exists() and in_train_job.staged_stamp(eval_json, manifest) is None
     # deleting eval.json later evaluates again: nothing is left to adopt
     assert in_train_job.why_not_adoptable(eval_json, PARAMS, manifest) == "its train job left no evaluation"
 

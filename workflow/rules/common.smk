@@ -239,6 +239,9 @@ def get_evaluate_params(wildcards):
     ).to_params()
 
 
+_ADOPTS = {}  # (cell, record's and manifest's mtimes) -> answer: each resource of a job asks it
+
+
 def get_adopts_evaluation(wildcards):
     """Whether the cell's train job left an evaluation made in its allocation that this evaluate job can adopt
     (ptflow.stages.evaluate.in_train_job): then the job is a CPU job of seconds, else a GPU evaluation. Snakemake
@@ -246,12 +249,15 @@ def get_adopts_evaluation(wildcards):
     if not JOBS.agent(wildcards.agent).spec.evaluates_in_train_job:
         return False
     cell = (wildcards.model, wildcards.eval, wildcards.agent)
-    if not in_train_job.has_staged(L.eval_json(*cell)):
+    stamp = in_train_job.staged_stamp(L.eval_json(*cell), L.manifest(*cell))
+    if stamp is None:
         return False  # asked first: the params of a checkout eval need the checkout, which may not exist yet
-    why_not = in_train_job.why_not_adoptable(
-        L.eval_json(*cell), get_evaluate_params(wildcards), L.manifest(*cell)
-    )
-    return why_not is None
+    if (cell, stamp) not in _ADOPTS:
+        why_not = in_train_job.why_not_adoptable(
+            L.eval_json(*cell), get_evaluate_params(wildcards), L.manifest(*cell)
+        )
+        _ADOPTS[(cell, stamp)] = why_not is None
+    return _ADOPTS[(cell, stamp)]
 
 
 evaluate_threads = VALUES.evaluate_threads(get_adopts_evaluation)

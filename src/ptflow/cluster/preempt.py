@@ -89,15 +89,10 @@ def job_deadline(job_id: str, warn_seconds: int | None) -> Deadline | None:
     """The running job's deadline from ``scontrol show job`` (EndTime moves when a requeued job restarts)."""
     if not warn_seconds:
         return None
-    from datetime import datetime
-
     from ptflow.cluster import slurm
 
-    end = slurm.job_fields(job_id).get("EndTime", "")
-    try:
-        return Deadline(datetime.fromisoformat(end).timestamp(), int(warn_seconds))
-    except ValueError:  # "Unknown" (no time limit): nothing to warn about
-        return None
+    end = slurm.job_end_time(job_id)
+    return None if end is None else Deadline(end, int(warn_seconds))  # None: no time limit, nothing to warn about
 
 
 def nemo_duration(seconds: int) -> str:

@@ -410,6 +410,17 @@ def job_fields(job_id: str) -> dict[str, str]:
     return _fields(out.splitlines()[0])
 
 
+def job_end_time(job_id: str) -> float | None:
+    """A running job's end (epoch seconds) from ``scontrol show job``'s EndTime, which moves when a requeued job
+    restarts; None without a time limit ("Unknown")."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(job_fields(job_id).get("EndTime", "")).timestamp()
+    except ValueError:
+        return None
+
+
 def job_restart_count(job_id: str) -> int:
     """How often the job was requeued (SLURM_RESTART_COUNT, which the plugin's job step strips)."""
     return int(job_fields(job_id).get("Restarts", "0") or 0)

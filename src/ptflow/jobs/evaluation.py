@@ -123,15 +123,13 @@ def seconds_left(job_id: str | None) -> float | None:
     """The allocation's time left (scontrol's EndTime), None outside a Slurm job or without a time limit."""
     if not job_id:
         return None
-    from datetime import datetime
-
     from ptflow.cluster import slurm
 
     try:
-        end = datetime.fromisoformat(slurm.job_fields(job_id).get("EndTime", "")).timestamp()
-    except (ValueError, slurm.SlurmUnavailable):
+        end = slurm.job_end_time(job_id)
+    except slurm.SlurmUnavailable:
         return None
-    return end - time.time()
+    return None if end is None else end - time.time()
 
 
 def evaluate_in_train_job(

@@ -36,6 +36,15 @@ def has_staged(eval_json: str | Path) -> bool:
     return (staged_dir(eval_json) / RECORD).is_file()
 
 
+def staged_stamp(eval_json: str | Path, manifest: str | Path) -> tuple[int, int] | None:
+    """(mtime_ns of the staged record, of the manifest): what an answer of :func:`why_not_adoptable` holds for;
+    None when nothing is staged."""
+    try:
+        return (staged_dir(eval_json) / RECORD).stat().st_mtime_ns, Path(manifest).stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def _canonical(params: dict) -> dict:
     """params as they read back from JSON (tuples as lists), so a record compares equal to the job's params."""
     return json.loads(json.dumps(params, sort_keys=True))
