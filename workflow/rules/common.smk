@@ -239,7 +239,9 @@ def get_evaluate_params(wildcards):
     ).to_params()
 
 
-_ADOPTS = {}  # (cell, record's and manifest's mtimes) -> answer: each resource of a job asks it
+_ADOPTS = (
+    {}
+)  # (cell, record's and manifest's mtimes) -> answer: each resource of a job asks it
 
 
 def get_adopts_evaluation(wildcards):
