@@ -6,12 +6,14 @@ Layers, each importing only those before it (``tests/unit/test_architecture.py``
   ``jobenv`` (a job's environment and rule log), ``warmstart`` (local jobs forked from warm processes),
   ``snakemake_once`` (two of Snakemake's per-job computations, done once);
 - ``config``  — the validated configuration: models, evals, agents, cells, agent kinds, sites, paths;
+- ``specs``   — the job contract: one frozen value per rule's job, what its params carry and its script, stage
+  and cluster code take (``TrainSpec``, ``EvaluateSpec``, ...);
 - ``cluster`` — the machine: Slurm commands, preflight, supervision and infra retries, container runtimes and
   images, the shared HF cache and private views of it, time-limit warnings, multi-node helpers;
 - ``launch``  — programs spread over an allocation: the Ray launcher, SkyRL's two-job coordination;
 - ``stages``  — what each rule calls: cache, data, train (one module per agent kind), evaluate, judge, report;
 - ``standins`` — programs that stand in for what cannot run here, selectable on purpose (the scripted agent);
-- ``jobs``    — the job contract: each rule's params as a typed spec, built from config, site and layout
-  (``workflow/rules/common.smk`` looks them up, scripts read them back with ``from_params``);
+- ``jobs``    — the specs built from config, site and layout (``workflow/rules/common.smk`` looks them up), and
+  what a job does beyond one stage (an evaluation in a train job's allocation);
 - ``ops``     — the ``ptflow`` command (plan, status, cancel, logs, remote) and the driver's hooks.
 """

@@ -1,19 +1,31 @@
-"""The package's layers, read from its source: who may import whom, no cycle, no path into a checkout.
+"""The package's layers, read from its source: who may import whom, no cycle, no path into a checkout; one name per
+class; no function too long or too wide without a reason.
 
-Layers (src/ptflow/__init__.py): foundation (files, keys, templates, jobenv) < config < cluster < launch < stages
-< jobs < ops; standins may use stages. A module imports only its own layer and those below it.
+LAYERS is the one statement of the layers' order (src/ptflow/__init__.py describes them in that order). A module
+imports only its own layer and those below it; standins may use stages, and only they import standins.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import ptflow
 from tests.conftest import REPO
 
 PACKAGE = Path(ptflow.__file__).parent
-LAYERS = {"foundation": 0, "config": 1, "cluster": 2, "launch": 3, "stages": 4, "standins": 5, "jobs": 5, "ops": 6}
+LAYERS = {
+    "foundation": 0,
+    "config": 1,
+    "specs": 2,
+    "cluster": 3,
+    "launch": 4,
+    "stages": 5,
+    "standins": 6,
+    "jobs": 6,
+    "ops": 7,
+}
 FOUNDATION = {"files", "keys", "templates", "jobenv", "warmstart", "snakemake_once", "__init__"}
 
 
@@ -121,3 +133,46 @@ def test_no_two_classes_share_a_name():
             if isinstance(node, ast.ClassDef):
                 seen.setdefault(node.name, []).append(name)
     assert {k: v for k, v in seen.items() if len(v) > 1} == {}
+
+
+def test_the_package_docstring_states_the_layers_in_their_order():
+    """The order of the layers is stated once, by LAYERS; src/ptflow/__init__.py lists them in that order (with
+    what each holds), and the docs point there instead of repeating it."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text()))
+    listed = re.findall(r"^- (?:``)?(\w+)", doc, flags=re.M)
+    assert listed == sorted(LAYERS, key=lambda name: (LAYERS[name], name != "standins"))
+    for text in (REPO / "README.md", REPO / "docs" / "concepts.md"):
+        assert "foundation < config" not in text.read_text(), f"{text.name} restates the layer order"
+
+
+MAX_LINES, MAX_PARAMS = 100, 8
+REASON = "# size:"  # on the lines right above a def (decorators may come between): why it is longer or wider
+
+
+def _oversized(path: Path) -> list[str]:
+    lines = path.read_text().splitlines()
+    out = []
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        a = node.args
+        names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+        params = len(names) - (names[:1] in (["self"], ["cls"]))
+        length = node.end_lineno - node.lineno + 1
+        if length <= MAX_LINES and params <= MAX_PARAMS:
+            continue
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+        above = []
+        for line in reversed(lines[:first]):
+            if not line.strip().startswith("#"):
+                break
+            above.append(line.strip())
+        if not any(c.startswith(REASON) and len(c) > len(REASON) + 20 for c in above):
+            out.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}: {length} lines, {params} parameters")
+    return out
+
+
+def test_no_function_is_over_100_lines_or_8_parameters_without_a_reason_beside_it():
+    """Issue 36: a long positional list or a page-long function is where a reader gets lost. One that has to be so
+    says why on a ``# size: ...`` comment right above its def."""
+    assert [f for path in sorted(PACKAGE.rglob("*.py")) for f in _oversized(path)] == []

@@ -11,7 +11,7 @@ import pytest
 from ptflow.config.load import load
 from ptflow.jobs.build import Jobs, copied
 from ptflow.jobs.rule_values import RuleError, RuleValues, sign_job_functions
-from ptflow.jobs.specs import AgentCliSpec, CellRef, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
+from ptflow.specs import AgentCliSpec, CellRef, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
 from tests.conftest import REPO
 
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from ptflow.jobenv import rule_log
-from ptflow.jobs.specs import ScoringSpec
+from ptflow.specs import ScoringSpec
 from ptflow.stages.report import aggregate
 from ptflow.stages.score import settings_from_config
 from ptflow.warmstart import hand_over

@@ -7,7 +7,7 @@ import sys
 from ptflow.cluster.runtime import reexec_in_runtime
 from ptflow.jobenv import rule_log
 from ptflow.jobs.evaluation import job_deadline, ladder_progress, run_evaluation
-from ptflow.jobs.specs import EvaluateSpec
+from ptflow.specs import EvaluateSpec
 from ptflow.stages.evaluate import in_train_job
 from ptflow.warmstart import hand_over
 

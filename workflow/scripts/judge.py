@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from ptflow.jobenv import rule_log
-from ptflow.jobs.specs import JudgeSpec
+from ptflow.specs import JudgeSpec
 from ptflow.stages.judge import judge_cell
 from ptflow.warmstart import hand_over
 

@@ -12,7 +12,7 @@ from ptflow.cluster.runtime import IN_RUNTIME_ENV, JobRuntime, inside_runtime, r
 from ptflow.config.kinds import KINDS
 from ptflow.config.sites import Request
 from ptflow.jobenv import package_root, rule_log
-from ptflow.jobs.specs import TrainSpec
+from ptflow.specs import TrainSpec
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.posttrainbench.agent import with_checkout
 from ptflow.stages.train.cell import train_cell

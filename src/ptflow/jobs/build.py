@@ -21,7 +21,7 @@ from ptflow.config import posttrainbench as ptb
 from ptflow.config.layout import Layout
 from ptflow.config.model import Agent, Cell, Config, Eval, Model
 from ptflow.config.sites import Request, Site
-from ptflow.jobs.specs import (
+from ptflow.specs import (
     AgentCliSpec,
     CellRef,
     EvaluateSpec,

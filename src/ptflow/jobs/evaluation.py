@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ptflow.cluster import hfcache
 from ptflow.cluster.runtime import JobRuntime, inside_runtime, run_in_runtime
-from ptflow.jobs.specs import EvaluateSpec
+from ptflow.specs import EvaluateSpec
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.evaluate import in_train_job
 from ptflow.stages.evaluate.run import evaluate_cell, evaluate_checkout_cell, no_model_eval

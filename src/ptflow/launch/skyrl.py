@@ -302,7 +302,7 @@ class ServerCompanion:
 
     @classmethod
     def for_cell(cls, server: dict, coord_base: str, params: dict, wildcards, log=print) -> ServerCompanion:
-        """From a train job's spec (ptflow.jobs.specs.RuntimeServer): the site's server request and the cell's
+        """From a train job's spec (ptflow.specs.RuntimeServer): the site's server request and the cell's
         coordination base; ``params``: the training's."""
         return cls(
             ServerSite.from_dict(server),
