@@ -21,6 +21,7 @@ from ptflow.config import posttrainbench as ptb
 from ptflow.config.layout import Layout
 from ptflow.config.model import Agent, Cell, Config, Eval, Model
 from ptflow.config.sites import Request, Site
+from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 from ptflow.specs import (
     AgentCliSpec,
     CellRef,
@@ -32,7 +33,6 @@ from ptflow.specs import (
     Supervise,
     TrainSpec,
 )
-from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 from ptflow.stages.evaluate.settings import Provider, build_call
 
 Objects = Callable[[Iterable[str]], dict[str, str]]
