@@ -251,3 +251,94 @@ def test_the_shared_config_is_the_workflows_own(tmp_path, monkeypatch, default_r
     monkeypatch.setenv(SHARED_CONFIG_ENV, str(path))
     share_config(raw)
     assert shared_config(path) == raw
+
+
+# ---- one fact, one place: each default and enumeration is written once, in ptflow.config.model (agents) or
+# ptflow.config.sites (sites); the schemas' descriptions and the documents quote it, and these tests keep the quotes
+# equal (the schemas hold no `default:` keyword: snakemake's validate would write it into the config, and so into
+# the params of cells that never set it).
+
+AGENT_DEFAULTS = {  # agent key -> its default (ptflow.config.model)
+    "grace_minutes": "DEFAULT_GRACE_MINUTES",
+    "sync_minutes": "DEFAULT_SYNC_MINUTES",
+    "repeats": "DEFAULT_REPEATS",
+}
+SITE_DEFAULTS = {  # site key -> its default (ptflow.config.sites)
+    "max_resumes": "DEFAULT_MAX_RESUMES",
+    "controller_wait_minutes": "CONTROLLER_WAIT_MINUTES",
+}
+DOCUMENTS = ("docs/configuration.md", "docs/resuming-and-faults.md", "docs/concepts.md", "README.md")
+
+
+def _stated_defaults(text: str, key: str) -> list[float]:
+    """Every default a document states for `key`: the first 'default N' after each mention of it, before the next
+    list item or table row."""
+    import re
+
+    found = []
+    for mention in re.finditer(rf"`{re.escape(key)}`", text):
+        rest = text[mention.end() : mention.end() + 400]
+        window = re.split(r"\n\s*[-|]|`[a-z_]+`:? \(|\| `", rest, maxsplit=1)[0]
+        stated = re.search(r"\bdefault:? ([0-9][0-9.]*)\b", window)
+        if stated:
+            found.append(float(stated.group(1)))
+    return found
+
+
+def _schema_property(schema: str, *path: str) -> dict:
+    import yaml
+
+    node = yaml.safe_load((REPO / "src/ptflow/config/schemas" / schema).read_text())
+    for key in path:
+        node = node[key]
+    return node
+
+
+@pytest.mark.parametrize(
+    ("key", "module", "name"),
+    [(k, "model", n) for k, n in AGENT_DEFAULTS.items()] + [(k, "sites", n) for k, n in SITE_DEFAULTS.items()],
+)
+def test_a_default_is_written_once_and_quoted_alike(key, module, name):
+    import importlib
+    import re
+
+    value = float(getattr(importlib.import_module(f"ptflow.config.{module}"), name))
+    if module == "model":
+        prop = _schema_property("config.schema.yaml", "properties", "agents", "items", "properties", key)
+    else:
+        prop = _schema_property("site.schema.yaml", "properties", key)
+    assert "default" not in prop, f"{key}: the schema's `default:` would be written into the config"
+    stated = [float(v) for v in re.findall(r"\bdefault:? ([0-9][0-9.]*)\b", prop["description"])]
+    assert stated == [value], f"the schema's description of {key} says default {stated}, {module}.{name} is {value:g}"
+    quoted = {doc: _stated_defaults((REPO / doc).read_text(), key) for doc in DOCUMENTS}
+    assert quoted["docs/configuration.md"], f"docs/configuration.md states no default of {key}"
+    wrong = {doc: v for doc, values in quoted.items() for v in values if v != value}
+    assert wrong == {}, f"{key}: {module}.{name} is {value:g}, documents say {wrong}"
+
+
+def test_on_restart_modes_and_default_are_the_models():
+    from ptflow.config.model import DEFAULT_ON_RESTART, ON_RESTART_MODES
+
+    prop = _schema_property("config.schema.yaml", "properties", "agents", "items", "properties", "on_restart")
+    assert tuple(prop["enum"]) == ON_RESTART_MODES and "default" not in prop
+    assert f"({DEFAULT_ON_RESTART}, default)" in prop["description"]
+    # the record a train job writes (the evaluation's schema of train records) takes the same modes
+    import json
+
+    record = json.loads((REPO / "src/ptflow/config/schemas/eval.schema.json").read_text())
+    enums = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("on_restart"), dict) and "enum" in node["on_restart"]:
+                enums.append(tuple(node["on_restart"]["enum"]))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(record)
+    assert enums and set(enums) == {ON_RESTART_MODES}
+    row = next(line for line in (REPO / "docs/configuration.md").read_text().splitlines() if "| `on_restart` |" in line)
+    assert f"`{DEFAULT_ON_RESTART}` (default)" in row and all(f"`{m}`" in row for m in ON_RESTART_MODES)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ptflow.cluster import slurm
+from ptflow.config.sites import DEFAULT_MAX_RESUMES
 from ptflow.files import write_json_atomic
 from ptflow.jobenv import clean_shell_env
 
@@ -50,7 +51,7 @@ INFRA_PATTERNS: list[tuple[str, re.Pattern]] = [
 NODE_IN_LINE = re.compile(r"(?:on (?:host|node)\s+|^srun: error: |host=)(?P<node>[A-Za-z][\w.-]*)")
 
 
-MAX_RESUMES = 10
+MAX_RESUMES = DEFAULT_MAX_RESUMES  # the site's max_resumes where it sets none
 
 
 @dataclass

@@ -31,12 +31,13 @@ from ptflow.config.rules import REQUEST_FALLBACK, SITE_REQUESTS
 from ptflow.config.uris import PathURIError, cluster_path
 from ptflow.jobenv import WARNING_SIGNAL, user_name
 
-# Stages whose wall time a site's `time_hours` sets (TAO: the GPU job's SLURM_TIME_HOURS).
-TIMED_STAGES = ("train", "evaluate")
+# Requests whose wall time a site's `time_hours` sets (TAO: the GPU job's SLURM_TIME_HOURS).
+TIMED_REQUESTS = ("train", "evaluate")
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
 
 # What a retry asks more of (site retry_growth), each capped by the partition's limit of that name.
 CONTROLLER_WAIT_MINUTES = 30  # site controller_wait_minutes' default (ptflow.cluster.patience)
+DEFAULT_MAX_RESUMES = 10  # site max_resumes' default: resubmissions of a supervised job that saved and stopped
 SCALED_BY_ATTEMPT = {"runtime": "max_runtime", "mem_mb": "max_mem_mb"}
 
 # The time-limit warning (WARNING_SIGNAL, ptflow.jobenv): `warn_seconds` in a request becomes --signal=USR1@N (no B:,
@@ -258,7 +259,7 @@ class Supervision:
 
     max_retries: int
     internal_timeout_fraction: float | None = None
-    max_resumes: int = 10
+    max_resumes: int = DEFAULT_MAX_RESUMES
 
 
 @dataclass
@@ -360,41 +361,41 @@ class Site:
         fraction = self.raw.get("internal_timeout_fraction")
         if self.timeout_hours and self.time_hours:
             fraction = self.timeout_hours / self.time_hours  # SLURM_TIMEOUT_HOURS of SLURM_TIME_HOURS
-        resumes = int(self.raw.get("max_resumes", 10))
+        resumes = int(self.raw.get("max_resumes", DEFAULT_MAX_RESUMES))
         if self.raw.get("infra_retries") is not None:
             return Supervision(self.raw["infra_retries"], fraction, resumes)
         if agent is not None and agent.spec.site_requests:
             return Supervision(0, fraction, resumes)
         return None
 
-    def has_request(self, stage: str) -> bool:
-        return stage in self.raw["resources"]
+    def has_request(self, name: str) -> bool:
+        return name in self.raw["resources"]
 
-    def request_name(self, stage: str) -> str:
+    def request_name(self, name: str) -> str:
         """The request of the site file that sizes a job kind: its own (``resources.judge``), else, where the file
         has none, the one ``ptflow.config.rules.REQUEST_FALLBACK`` names (``aggregate``); either may be absent too,
         leaving ``resources.default`` alone."""
-        if stage not in SITE_REQUESTS:
-            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(SITE_REQUESTS)}")
-        if stage in REQUEST_FALLBACK and not self.has_request(stage):
-            return REQUEST_FALLBACK[stage]
-        return stage
+        if name not in SITE_REQUESTS:
+            raise ValueError(f"unknown request {name!r}; requests: {', '.join(SITE_REQUESTS)}")
+        if name in REQUEST_FALLBACK and not self.has_request(name):
+            return REQUEST_FALLBACK[name]
+        return name
 
-    def request(self, stage: str, agent=None) -> Request:
+    def request(self, name: str, agent=None) -> Request:
         """The merged request of a job kind: default, then its own request or its fallback (:meth:`request_name`),
         then (train only) the agent kind and id."""
         res = self.raw["resources"]
         req = dict(res["default"])
-        req.update(res.get(self.request_name(stage), {}))
-        if stage == "train" and agent is not None:
+        req.update(res.get(self.request_name(name), {}))
+        if name == "train" and agent is not None:
             per_agent = self.raw.get("agent_resources", {})
             req.update(per_agent.get(agent.kind, {}))
             req.update(per_agent.get(agent.id, {}))
-        if stage in TIMED_STAGES and self.time_hours:
+        if name in TIMED_REQUESTS and self.time_hours:
             req["runtime"] = math.ceil(self.time_hours * 60)
         # only train jobs may span nodes (kinds with AgentKind.multinode; preflight checks the kind)
         per_node = self.partitions.get(req.get("partition"), {}).get("gpus_per_node")
-        req = spread_gpus(req, per_node, span_nodes=stage == "train")
+        req = spread_gpus(req, per_node, span_nodes=name == "train")
         return Request(
             values=req,
             scheduler=self.scheduler,
@@ -495,12 +496,12 @@ def _check_times(raw: dict, path: Path) -> None:
     time_hours = _hours(raw.get("time_hours"), "time_hours", path)
     timeout_hours = _hours(raw.get("timeout_hours"), "timeout_hours", path)
     if time_hours:
-        for stage in TIMED_STAGES:
-            reqs = [raw["resources"].get(stage, {})]
-            if stage == "train":
+        for name in TIMED_REQUESTS:
+            reqs = [raw["resources"].get(name, {})]
+            if name == "train":
                 reqs += list((raw.get("agent_resources") or {}).values())
             for req in reqs:
-                part = req.get("partition", raw["resources"].get(stage, {}).get("partition", default_part))
+                part = req.get("partition", raw["resources"].get(name, {}).get("partition", default_part))
                 limit = partitions.get(part, {}).get("max_runtime")
                 if limit and time_hours * 60 > limit:
                     raise ConfigError(
