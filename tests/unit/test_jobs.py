@@ -102,7 +102,7 @@ def test_rule_values_are_constants_where_every_job_gets_the_same(tmp_path):
     resources = values.resources("evaluate")
     assert isinstance(resources["slurm_partition"], str)
     assert callable(resources["runtime"]) == ("runtime" in values.jobs.request("evaluate").attempt_scaled)
-    with pytest.raises(RuleError, match="add it to ptflow.config.rules.RULE_STAGES"):
+    with pytest.raises(RuleError, match="add it to ptflow.config.rules.RULE_REQUESTS"):
         values.threads("no_such_rule")
     assert values.supervised_held("train_supervised") != {}  # a Slurm site counts a supervisor's jobs
     assert RuleValues(jobs_of(None, "local", tmp_path)).supervised_held("train_supervised") == {}

@@ -7,7 +7,7 @@ import yaml
 
 from ptflow.cluster.preflight import requests_in_use
 from ptflow.config.model import Agent, ConfigError, build_config
-from ptflow.config.rules import REQUEST_FALLBACK, RULE_STAGES, SITE_REQUESTS, stage_of
+from ptflow.config.rules import REQUEST_FALLBACK, RULE_REQUESTS, SITE_REQUESTS, request_of
 from ptflow.config.sites import SITE_SCHEMA, load_site
 from ptflow.ops import plan as planning
 from tests.conftest import REPO
@@ -160,7 +160,7 @@ def test_attempt_scaled_names_exactly_what_a_retry_changes(tmp_path):
 # ---- every job kind has its own request, or a fallback stated in one table (ptflow.config.rules) ----
 
 # What each rule got before job kinds had requests of their own: a site without them must size every rule so still.
-RULE_REQUEST_BEFORE = {**RULE_STAGES, "env": "image", "edf": "aggregate", "judge": "aggregate"}
+RULE_REQUEST_BEFORE = {**RULE_REQUESTS, "env": "image", "edf": "aggregate", "judge": "aggregate"}
 REQUESTS_SITE = (
     "name: s\nscheduler: slurm\npartitions:\n  cpu: {}\n  judges: {}\nresources:\n"
     "  default: {threads: 1, mem_mb: 1000, runtime: 10, partition: cpu}\n"
@@ -180,17 +180,20 @@ def test_a_shipped_site_sizes_every_rule_as_before(name, monkeypatch):
     for var in ("PTFLOW_ACCOUNT", "PTFLOW_PARTITION"):
         monkeypatch.setenv(var, "x")
     site = load_site(name, SITES)
-    for rule in RULE_STAGES:
+    for rule in RULE_REQUESTS:
         if rule == "judge" and site.has_request("judge"):  # generic's: PostTrainBench's judge, whose only limit it is
             continue
-        assert site.request(stage_of(rule)) == site.request(RULE_REQUEST_BEFORE[rule]), rule
+        assert site.request(request_of(rule)) == site.request(RULE_REQUEST_BEFORE[rule]), rule
 
 
 def test_a_site_without_a_judge_request_sizes_judge_jobs_with_aggregate_s(tmp_path):
     site = requests_site(tmp_path)
-    assert site.request(stage_of("judge")) == site.request("aggregate") and site.request(stage_of("judge")).threads == 2
-    assert site.request(stage_of("edf")) == site.request("aggregate")
-    assert site.request(stage_of("env")) == site.request("image") == site.request("convert")
+    assert (
+        site.request(request_of("judge")) == site.request("aggregate")
+        and site.request(request_of("judge")).threads == 2
+    )
+    assert site.request(request_of("edf")) == site.request("aggregate")
+    assert site.request(request_of("env")) == site.request("image") == site.request("convert")
     names = {kind: site.request_name(kind) for kind in ("judge", "edf", "env", "convert", "cache", "aggregate")}
     assert names == {"judge": "aggregate", "edf": "aggregate", "env": "image", "convert": "image", "cache": "cache",
                      "aggregate": "aggregate"}  # fmt: skip
@@ -199,11 +202,11 @@ def test_a_site_without_a_judge_request_sizes_judge_jobs_with_aggregate_s(tmp_pa
 def test_a_site_with_a_judge_request_sizes_judge_jobs_with_it(tmp_path, default_raw):
     """The judge's own request, over default (a fallback is a whole request, never merged with the judge's)."""
     site = requests_site(tmp_path, "  judge: {threads: 4, mem_mb: 8000, partition: judges}\n  env: {threads: 3}\n")
-    judge = site.request(stage_of("judge"))
+    judge = site.request(request_of("judge"))
     assert (judge.threads, judge["mem_mb"], judge["partition"], judge["runtime"]) == (4, 8000, "judges", 10)
-    assert site.request_name("judge") == "judge" and site.request(stage_of("aggregate")).threads == 2
-    assert site.request(stage_of("env")).threads == 3 and site.request("convert") == site.request("image")
-    assert site.request(stage_of("edf")) == site.request("aggregate")
+    assert site.request_name("judge") == "judge" and site.request(request_of("aggregate")).threads == 2
+    assert site.request(request_of("env")).threads == 3 and site.request("convert") == site.request("image")
+    assert site.request(request_of("edf")) == site.request("aggregate")
     # the plan prices and labels judge jobs by it; preflight and doctor see it once the matrix has agent-CLI cells
     cfg = build_config(default_raw)
     (job,) = planning.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": "a"})
@@ -219,7 +222,7 @@ def test_a_site_with_a_judge_request_sizes_judge_jobs_with_it(tmp_path, default_
 def test_the_site_schema_lists_every_request_and_names_a_misspelt_one(tmp_path):
     schema = yaml.safe_load(SITE_SCHEMA.read_text())["properties"]["resources"]["properties"]
     assert set(schema) == {"default", *SITE_REQUESTS} and all(schema[k].get("description") for k in schema)
-    assert set(RULE_STAGES.values()) <= set(SITE_REQUESTS) and set(REQUEST_FALLBACK) <= set(SITE_REQUESTS)
+    assert set(RULE_REQUESTS.values()) <= set(SITE_REQUESTS) and set(REQUEST_FALLBACK) <= set(SITE_REQUESTS)
     assert not set(REQUEST_FALLBACK.values()) & set(REQUEST_FALLBACK)  # a fallback is a request of its own
     requests_site(tmp_path, "  judge: {threads: 4}\n  edf: {threads: 1}\n  env: {threads: 2}\n")  # accepted
     with pytest.raises(ConfigError) as exc:

@@ -3,9 +3,9 @@
 
 rule cache_dataset:
     output:
-        L.dataset_marker("{dataset}"),
+        LAYOUT.dataset_marker("{dataset}"),
     log:
-        L.log("cache", "datasets", "{dataset}"),
+        LAYOUT.log("cache", "datasets", "{dataset}"),
     conda:
         CONDA_ENV
     threads: threads_of("cache_dataset")
@@ -22,9 +22,9 @@ rule cache_model:
     input:
         datasets=get_tokenizer_datasets,
     output:
-        L.model_marker("{model}"),
+        LAYOUT.model_marker("{model}"),
     log:
-        L.log("cache", "models", "{model}"),
+        LAYOUT.log("cache", "models", "{model}"),
     conda:
         CONDA_ENV
     threads: threads_of("cache_model")
@@ -39,9 +39,9 @@ rule cache_model:
 
 rule cache_eval_data:
     output:
-        L.eval_data_marker("{eval}"),
+        LAYOUT.eval_data_marker("{eval}"),
     log:
-        L.log("cache", "evals", "{eval}"),
+        LAYOUT.log("cache", "evals", "{eval}"),
     conda:
         CONDA_ENV
     threads: threads_of("cache_eval_data")
@@ -50,7 +50,7 @@ rule cache_eval_data:
     params:
         spec=get_eval_data_spec,
         hf_home=HF_HOME,
-        evals_cache=L.evals_cache,
+        evals_cache=LAYOUT.evals_cache,
     script:
         "../scripts/cache_eval_data.py"
 
@@ -59,9 +59,9 @@ rule cache_resources:
     input:
         cache_resource_files(),
     output:
-        L.resources_marker(),
+        LAYOUT.resources_marker(),
     log:
-        L.log("cache", "resources"),
+        LAYOUT.log("cache", "resources"),
     conda:
         CONDA_ENV
     threads: threads_of("cache_resources")
@@ -70,7 +70,7 @@ rule cache_resources:
     params:
         files=cache_resource_files(),
         hf_home=HF_HOME,
-        evals_cache=L.evals_cache,
+        evals_cache=LAYOUT.evals_cache,
     script:
         "../scripts/cache_eval_data.py"
 
@@ -80,9 +80,9 @@ rule hf_cache:
         repos=cache_markers(),
         data=data_markers(),
     output:
-        L.cache_marker(),
+        LAYOUT.cache_marker(),
     log:
-        L.log("cache", "hf_cache"),
+        LAYOUT.log("cache", "hf_cache"),
     conda:
         CONDA_ENV
     threads: threads_of("hf_cache")

@@ -21,7 +21,7 @@ from ptflow.jobs.build import Jobs, JobsError
 from ptflow.jobs.rule_values import (
     RuleError,
     RuleValues,
-    rule_stage,
+    rule_request,
     sign_job_functions,
 )
 from ptflow.ops.run_hooks import RunHooks
@@ -32,17 +32,19 @@ try:
     _LOADED = resolve(config, Path(workflow.basedir))
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
-CFG, SITE, L = _LOADED.cfg, _LOADED.site, _LOADED.layout
+# CFG: the validated config; SITE: the site file; LAYOUT: where every output, log and cache path lies
+# (ptflow.config.layout.Layout); RUNTIME: the site's software runtime (images, containers, envs).
+CFG, SITE, LAYOUT = _LOADED.cfg, _LOADED.site, _LOADED.layout
 share_config(config)  # for `ptflow plan` (only where it asks)
-RT = SITE.runtime
+RUNTIME = SITE.runtime
 apply_site_env(SITE.process_env)
-JOBS = Jobs(CFG, SITE, L)
+JOBS = Jobs(CFG, SITE, LAYOUT)
 VALUES = RuleValues(JOBS)
 HOOKS = RunHooks(JOBS, workflow)
 HOOKS.patient_slurm_clients()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")
-HF_HOME = L.hf_home
+HF_HOME = LAYOUT.hf_home
 
 
 wildcard_constraints:
@@ -82,7 +84,7 @@ def on_driver_end():
 @_workflow_error
 def is_local(rule):
     """localrule: the login-node rules of ptflow.config.rules (the plan prices them from the same table)."""
-    rule_stage(rule)
+    rule_request(rule)
     return rule in LOGIN_NODE_RULES
 
 
@@ -133,7 +135,7 @@ def get_eval_data_spec(wildcards):
 
 
 def get_preprocess_input(wildcards):
-    return L.dataset_marker(CFG.evals[wildcards.eval].dataset_name)
+    return LAYOUT.dataset_marker(CFG.evals[wildcards.eval].dataset_name)
 
 
 def get_eval_spec(wildcards):
@@ -155,18 +157,18 @@ def get_train_input(wildcards):
     agent = JOBS.agent(wildcards.agent)
     if not agent.trains:
         raise WorkflowError(f"agent {agent.id!r} is a baseline: it has no train job")
-    inputs = {"base": L.model_marker(wildcards.model)}
+    inputs = {"base": LAYOUT.model_marker(wildcards.model)}
     data = agent.spec.train_data
     if data == TRAIN_DATA_ALWAYS or (
         data == TRAIN_DATA_IF_PARQUET and CFG.evals[wildcards.eval].uses_parquet
     ):
-        inputs["data"] = L.data(wildcards.eval, "train")
+        inputs["data"] = LAYOUT.data(wildcards.eval, "train")
     # the agent's evaluate.py reads what the final evaluation reads
     if agent.spec.agent_cli:
         inputs.update(_evaluation_data_input(wildcards.eval))
     parent = CFG.parent_slot(wildcards.agent)
     if parent:
-        inputs["parent"] = L.manifest(wildcards.model, wildcards.eval, parent)
+        inputs["parent"] = LAYOUT.manifest(wildcards.model, wildcards.eval, parent)
     inputs.update(image_inputs_of("train", wildcards))
     inputs.update(env_inputs(wildcards))
     return inputs
@@ -174,23 +176,23 @@ def get_train_input(wildcards):
 
 def env_inputs(wildcards):
     """The software environments (rule env) this agent's train job runs with."""
-    names = envs.envs_for(RT, JOBS.agent(wildcards.agent))
-    return {f"env_{n}": L.env_record(n) for n in names}
+    names = envs.envs_for(RUNTIME, JOBS.agent(wildcards.agent))
+    return {f"env_{n}": LAYOUT.env_record(n) for n in names}
 
 
 def get_env_build_spec(wildcards):
-    return envs.env_spec(RT, wildcards.env)
+    return envs.env_spec(RUNTIME, wildcards.env)
 
 
 def get_env_build_input(wildcards):
     """An overlay venv sits on its image: the image (and EDF file) first."""
-    spec = envs.env_spec(RT, wildcards.env)
+    spec = envs.env_spec(RUNTIME, wildcards.env)
     if spec["build"] != "overlay-venv":
         return {}
     return {
         key: ancient(path)
         for key, path in images.image_inputs(
-            RT, spec["image"] if images.needs_images(RT) else None
+            RUNTIME, spec["image"] if images.needs_images(RUNTIME) else None
         ).items()
     }
 
@@ -208,12 +210,12 @@ def get_evaluate_input(wildcards):
     agent = JOBS.agent(wildcards.agent)
     inputs = {}
     if agent.trains:
-        inputs["manifest"] = L.manifest(
+        inputs["manifest"] = LAYOUT.manifest(
             wildcards.model, wildcards.eval, wildcards.agent
         )
     else:
         cell = Cell(wildcards.model, wildcards.eval, wildcards.agent)
-        inputs["base"] = L.model_marker(CFG.evaluated_model(cell).name)
+        inputs["base"] = LAYOUT.model_marker(CFG.evaluated_model(cell).name)
     inputs.update(_evaluation_data_input(wildcards.eval))
     inputs.update(image_inputs_of("evaluate", wildcards))
     return inputs
@@ -223,14 +225,14 @@ def _evaluation_data_input(eval_id):
     """The toy task's test parquet, the PostTrainBench checkout (its code loads its own data), or the marker of
     everything else a task reads from the caches."""
     if CFG.evals[eval_id].uses_parquet:
-        return {"test": L.data(eval_id, "test")}
+        return {"test": LAYOUT.data(eval_id, "test")}
     if CFG.evals[eval_id].from_checkout:
         # ancient(): a refreshed cache does not rerun finished cells
         return {
             **ptb_input(),
-            "ptb_cache": ancient(L.posttrainbench_cache_marker()),
+            "ptb_cache": ancient(LAYOUT.posttrainbench_cache_marker()),
         }
-    return {"eval_data": L.eval_data_marker(eval_id)}
+    return {"eval_data": LAYOUT.eval_data_marker(eval_id)}
 
 
 def get_evaluate_params(wildcards):
@@ -251,12 +253,14 @@ def get_adopts_evaluation(wildcards):
     if not JOBS.agent(wildcards.agent).spec.evaluates_in_train_job:
         return False
     cell = (wildcards.model, wildcards.eval, wildcards.agent)
-    stamp = in_train_job.staged_stamp(L.eval_json(*cell), L.manifest(*cell))
+    stamp = in_train_job.staged_stamp(LAYOUT.eval_json(*cell), LAYOUT.manifest(*cell))
     if stamp is None:
         return False  # asked first: the params of a checkout eval need the checkout, which may not exist yet
     if (cell, stamp) not in _ADOPTS:
         why_not = in_train_job.why_not_adoptable(
-            L.eval_json(*cell), get_evaluate_params(wildcards), L.manifest(*cell)
+            LAYOUT.eval_json(*cell),
+            get_evaluate_params(wildcards),
+            LAYOUT.manifest(*cell),
         )
         _ADOPTS[(cell, stamp)] = why_not is None
     return _ADOPTS[(cell, stamp)]
@@ -271,13 +275,13 @@ evaluate_resources = VALUES.evaluate_resources(get_adopts_evaluation)
 
 def judge_jsons():
     cells = [c for c in CFG.cells if CFG.agent_for(c.agent).spec.agent_cli]
-    return [L.judge_json(c.model, c.eval, c.agent) for c in cells]
+    return [LAYOUT.judge_json(c.model, c.eval, c.agent) for c in cells]
 
 
 def get_judge_input(wildcards):
     return {
         **(ptb_input() if CFG.evals[wildcards.eval].from_checkout else {}),
-        "manifest": L.manifest(wildcards.model, wildcards.eval, wildcards.agent),
+        "manifest": LAYOUT.manifest(wildcards.model, wildcards.eval, wildcards.agent),
         # an agentic judge runs its CLI in the agent's image (a CPU job)
         **(
             image_inputs_of("train", wildcards)
@@ -297,7 +301,7 @@ def get_judge_params(wildcards):
 
 
 def eval_jsons():
-    return [L.eval_json(c.model, c.eval, c.agent) for c in CFG.cells]
+    return [LAYOUT.eval_json(c.model, c.eval, c.agent) for c in CFG.cells]
 
 
 def scoring_params():
@@ -308,20 +312,20 @@ def final_outputs():
     # Every cell's eval.json (and judge.json) is a target itself: Snakemake does not redo a missing intermediate file
     # when what was made from it (summary.csv) is up to date, so a deleted eval.json would otherwise stay deleted.
     return [
-        L.cache_marker(),
+        LAYOUT.cache_marker(),
         *eval_jsons(),
         *judge_jsons(),
-        L.summary(),
-        L.agents_csv(),
-        L.leaderboard(),
-        L.heatmap(),
-        L.report_index(),
+        LAYOUT.summary(),
+        LAYOUT.agents_csv(),
+        LAYOUT.leaderboard(),
+        LAYOUT.heatmap(),
+        LAYOUT.report_index(),
     ]
 
 
 # ---- images: only on sites whose runtime is a container and only for stages/agents that name an image ----
 
-IMAGES_DIR = images.images_dir(RT)
+IMAGES_DIR = images.images_dir(RUNTIME)
 # Changes every run: re-imports :latest sources, but only under force_reconvert_latest.
 RUN_TOKEN = time.strftime("%Y%m%dT%H%M%S")
 
@@ -329,13 +333,13 @@ RUN_TOKEN = time.strftime("%Y%m%dT%H%M%S")
 def image_inputs_of(stage, wildcards):
     """ancient(): a rebuilt image does not make finished 10-hour cells stale; only a missing one is made."""
     agent = JOBS.agent(wildcards.agent) if "agent" in wildcards.keys() else None
-    files = images.image_inputs(RT, images.image_for(RT, stage, agent))
+    files = images.image_inputs(RUNTIME, images.image_for(RUNTIME, stage, agent))
     return {key: ancient(path) for key, path in files.items()}
 
 
 def get_image_name(wildcards):
     """The image behind a file stem (ngc-ray+25.06 -> ngc-ray:25.06)."""
-    return images.name_of(RT, wildcards.image)
+    return images.name_of(RUNTIME, wildcards.image)
 
 
 @_workflow_error
@@ -348,13 +352,13 @@ def get_image_spec(wildcards):
 def get_image_runtime(wildcards):
     """The part of the site's runtime that defines this image (so unrelated site edits do not rebuild it)."""
     spec = {k: v for k, v in get_image_spec(wildcards).items() if k != "build_args"}
-    return images.image_runtime(RT, get_image_name(wildcards), spec).to_dict()
+    return images.image_runtime(RUNTIME, get_image_name(wildcards), spec).to_dict()
 
 
 @_workflow_error
 def get_image_recipe(wildcards):
     if JOBS.checkout_recipe(get_image_name(wildcards)) is not None:
-        return [ancient(L.posttrainbench_marker())]
+        return [ancient(LAYOUT.posttrainbench_marker())]
     spec = get_image_spec(wildcards)
     return [str(Path(workflow.basedir) / spec["recipe"])] if spec.get("recipe") else []
 
@@ -362,33 +366,40 @@ def get_image_recipe(wildcards):
 def get_image_digest(wildcards):
     spec = get_image_spec(wildcards)
     return images.image_digest(
-        RT, get_image_name(wildcards), spec, workflow.basedir, spec.get("build_args")
+        RUNTIME,
+        get_image_name(wildcards),
+        spec,
+        workflow.basedir,
+        spec.get("build_args"),
     )
 
 
 def get_image_reconvert(wildcards):
-    return images.reconvert_token(RT, get_image_spec(wildcards), RUN_TOKEN)
+    return images.reconvert_token(RUNTIME, get_image_spec(wildcards), RUN_TOKEN)
 
 
-def get_image_stage(wildcards):
-    """Registry imports run with the site's `convert` request (TAO's conversion partition), builds with `image`."""
-    return images.image_stage(RT, wildcards.image)
+def get_image_request(wildcards):
+    """The site request of an image job: registry imports get `convert` (TAO's conversion partition), builds
+    `image`."""
+    return images.image_request(RUNTIME, wildcards.image)
 
 
 def get_image_threads(wildcards):
-    return JOBS.request(get_image_stage(wildcards)).threads
+    return JOBS.request(get_image_request(wildcards)).threads
 
 
 def image_resources():
-    return VALUES.image_resources(get_image_stage)
+    return VALUES.image_resources(get_image_request)
 
 
 def get_edf_image(wildcards):
-    return images.image_path(RT, images.name_of(RT, wildcards.image, edf=True))
+    return images.image_path(
+        RUNTIME, images.name_of(RUNTIME, wildcards.image, edf=True)
+    )
 
 
 def get_edf_name(wildcards):
-    return images.name_of(RT, wildcards.image, edf=True)
+    return images.name_of(RUNTIME, wildcards.image, edf=True)
 
 
 # ---- PostTrainBench checkout (config key posttrainbench; ptflow.config.posttrainbench) ----
@@ -401,7 +412,7 @@ def ptb_checkout_spec():
 
 def ptb_input():
     """ancient(): a re-made checkout marker (a new commit) reruns only the cells whose paths' ids changed (params)."""
-    return {"checkout": ancient(L.posttrainbench_marker())}
+    return {"checkout": ancient(LAYOUT.posttrainbench_marker())}
 
 
 def aggregate_checkout_input():
@@ -409,7 +420,7 @@ def aggregate_checkout_input():
     checkout's factors.json: the marker says where the checkout is (a new commit re-aggregates: cheap).
     """
     if any(CFG.evals[c.eval].from_checkout for c in CFG.cells):
-        return {"checkout": L.posttrainbench_marker()}
+        return {"checkout": LAYOUT.posttrainbench_marker()}
     return {}
 
 
@@ -418,7 +429,7 @@ def get_ptb_cache_input(wildcards):
     image = JOBS.download_image()
     return {
         **ptb_input(),
-        **{k: ancient(v) for k, v in images.image_inputs(RT, image).items()},
+        **{k: ancient(v) for k, v in images.image_inputs(RUNTIME, image).items()},
     }
 
 

@@ -5,10 +5,10 @@ rule preprocess:
     input:
         get_preprocess_input,
     output:
-        train=L.data("{eval}", "train"),
-        test=L.data("{eval}", "test"),
+        train=LAYOUT.data("{eval}", "train"),
+        test=LAYOUT.data("{eval}", "test"),
     log:
-        L.log("preprocess", "{eval}"),
+        LAYOUT.log("preprocess", "{eval}"),
     conda:
         CONDA_ENV
     threads: threads_of("preprocess")

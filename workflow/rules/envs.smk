@@ -7,9 +7,9 @@ rule env:
     input:
         unpack(get_env_build_input),
     output:
-        L.env_record("{env}"),
+        LAYOUT.env_record("{env}"),
     log:
-        L.log("env", "{env}"),
+        LAYOUT.log("env", "{env}"),
     wildcard_constraints:
         env=naming.SAFE_ID_PATTERN,
     conda:
@@ -19,6 +19,6 @@ rule env:
         **resources_of("env"),
     params:
         spec=get_env_build_spec,
-        runtime=RT.to_dict(),
+        runtime=RUNTIME.to_dict(),
     script:
         "../scripts/env.py"

@@ -6,10 +6,10 @@ rule evaluate:
     input:
         unpack(get_evaluate_input),
     output:
-        eval_json=L.eval_json("{model}", "{eval}", "{agent}"),
-        inspect=directory(L.inspect_dir("{model}", "{eval}", "{agent}")),
+        eval_json=LAYOUT.eval_json("{model}", "{eval}", "{agent}"),
+        inspect=directory(LAYOUT.inspect_dir("{model}", "{eval}", "{agent}")),
     log:
-        L.log("evaluate", "{model}", "{eval}", "{agent}"),
+        LAYOUT.log("evaluate", "{model}", "{eval}", "{agent}"),
     conda:
         CONDA_ENV
     # an agent cell whose train job evaluated in its own allocation: a CPU job that adopts that evaluation

@@ -9,7 +9,7 @@ rule image:
         image=f"{IMAGES_DIR}/{{image}}.{{suffix}}",
         record=f"{IMAGES_DIR}/{{image}}.{{suffix}}.json",
     log:
-        L.log("image", "{image}.{suffix}"),
+        LAYOUT.log("image", "{image}.{suffix}"),
     wildcard_constraints:
         image=naming.SAFE_ID_PATTERN,
         suffix="sif|sqsh",
@@ -35,7 +35,7 @@ rule edf:
     output:
         f"{IMAGES_DIR}/edf/{{image}}.toml",
     log:
-        L.log("image", "edf", "{image}"),
+        LAYOUT.log("image", "edf", "{image}"),
     wildcard_constraints:
         image=naming.SAFE_ID_PATTERN,
     localrule: is_local("edf")
@@ -46,7 +46,7 @@ rule edf:
         **resources_of("edf"),
     params:
         name=get_edf_name,
-        mounts=list(RT.mounts),
+        mounts=list(RUNTIME.mounts),
         env=SITE.env,
     script:
         "../scripts/edf.py"

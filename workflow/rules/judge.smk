@@ -8,9 +8,9 @@ rule judge:
     input:
         unpack(get_judge_input),
     output:
-        L.judge_json("{model}", "{eval}", "{agent}"),
+        LAYOUT.judge_json("{model}", "{eval}", "{agent}"),
     log:
-        L.log("judge", "{model}", "{eval}", "{agent}"),
+        LAYOUT.log("judge", "{model}", "{eval}", "{agent}"),
     localrule: is_local("judge")
     conda:
         CONDA_ENV

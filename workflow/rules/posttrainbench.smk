@@ -4,9 +4,9 @@
 
 checkpoint posttrainbench_checkout:
     output:
-        L.posttrainbench_marker(),
+        LAYOUT.posttrainbench_marker(),
     log:
-        L.log("posttrainbench", "checkout"),
+        LAYOUT.log("posttrainbench", "checkout"),
     localrule: is_local("posttrainbench_checkout")
     conda:
         CONDA_ENV
@@ -26,9 +26,9 @@ rule posttrainbench_cache:
     input:
         unpack(get_ptb_cache_input),
     output:
-        L.posttrainbench_cache_marker(),
+        LAYOUT.posttrainbench_cache_marker(),
     log:
-        L.log("posttrainbench", "hf_cache"),
+        LAYOUT.log("posttrainbench", "hf_cache"),
     conda:
         CONDA_ENV
     threads: threads_of("posttrainbench_cache")

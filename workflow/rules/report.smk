@@ -8,17 +8,17 @@ rule aggregate:
         evals=eval_jsons(),
         judges=judge_jsons(),
     output:
-        summary=L.summary(),
-        agents=L.agents_csv(),
-        leaderboard=L.leaderboard(),
+        summary=LAYOUT.summary(),
+        agents=LAYOUT.agents_csv(),
+        leaderboard=LAYOUT.leaderboard(),
         heatmap=report(
-            L.heatmap(),
+            LAYOUT.heatmap(),
             caption="../report/heatmap.rst",
             category="Results",
         ),
-        report=L.report_index(),
+        report=LAYOUT.report_index(),
     log:
-        L.log("aggregate", "aggregate"),
+        LAYOUT.log("aggregate", "aggregate"),
     conda:
         CONDA_ENV
     threads: threads_of("aggregate")

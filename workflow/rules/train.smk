@@ -8,9 +8,9 @@ rule train:
     input:
         unpack(get_train_input),
     output:
-        L.manifest("{model}", "{eval}", "{agent}"),
+        LAYOUT.manifest("{model}", "{eval}", "{agent}"),
     log:
-        L.log("train", "{model}", "{eval}", "{agent}"),
+        LAYOUT.log("train", "{model}", "{eval}", "{agent}"),
     wildcard_constraints:
         agent=agent_constraint(supervised=False),
     # trainings are the long chain (sft, then grpo from it, then their evaluations): start them before evaluations
@@ -31,9 +31,9 @@ rule train_supervised:
     input:
         unpack(get_train_input),
     output:
-        L.manifest("{model}", "{eval}", "{agent}"),
+        LAYOUT.manifest("{model}", "{eval}", "{agent}"),
     log:
-        L.log("train", "{model}", "{eval}", "{agent}"),
+        LAYOUT.log("train", "{model}", "{eval}", "{agent}"),
     wildcard_constraints:
         agent=agent_constraint(supervised=True),
     priority: 1

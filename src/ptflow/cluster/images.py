@@ -109,8 +109,8 @@ def image_spec(rt: RuntimeSpec, name: str) -> dict:
     return spec
 
 
-def image_stage(rt: RuntimeSpec, stem: str) -> str:
-    """The site stage whose request an ``image`` job gets: registry imports ``convert`` (TAO's conversion
+def image_request(rt: RuntimeSpec, stem: str) -> str:
+    """The site request an ``image`` job gets: registry imports ``convert`` (TAO's conversion
     partition), builds ``image``; the rule (common.smk) and ``ptflow plan`` both ask here."""
     return "convert" if image_spec(rt, name_of(rt, stem)).get("source") else "image"
 

@@ -37,16 +37,16 @@ REQUEST_FALLBACK = {
 }
 
 # rule -> the request (SITE_REQUESTS) that sizes its jobs
-RULE_STAGES = {
+RULE_REQUESTS = {
     "cache_dataset": "cache",
     "cache_model": "cache",
     "cache_eval_data": "cache",
     "cache_resources": "cache",
     "hf_cache": "cache",
-    "posttrainbench_checkout": "cache",  # a clone needs the network, as the cache stage does
+    "posttrainbench_checkout": "cache",  # a clone needs the network, as the cache rules do
     "posttrainbench_cache": "cache",  # the checkout's resources.json into HF_HOME (downloads: a CPU job)
     "env": "env",
-    # registry imports get the site's `convert` request instead (ptflow.cluster.images.image_stage)
+    # registry imports get the site's `convert` request instead (ptflow.cluster.images.image_request)
     "image": "image",
     "edf": "edf",
     "preprocess": "preprocess",
@@ -64,22 +64,22 @@ ADOPT_REQUEST = "aggregate"
 # The two rules of a training, disjoint by agent (workflow/rules/train.smk): a plugin job, or a login-node supervisor.
 TRAIN_RULES = frozenset({"train", "train_supervised"})
 
-# Login-node rules that submit their stage's request themselves (ptflow.cluster.supervise), and the helper requests
+# Login-node rules that submit their request themselves (ptflow.cluster.supervise), and the helper requests
 # of the agent's kind (``site_requests``: SkyRL's runtime server) before it. Their Slurm jobs are the rule's jobs.
 SUPERVISOR_RULES = frozenset({"train_supervised"})
 
-# On the login node, never submitted by the plugin (their stage's request only sizes Snakemake's local scheduling,
+# On the login node, never submitted by the plugin (their request only sizes Snakemake's local scheduling,
 # or, for supervisors, the job they submit): an EDF file is a few lines of TOML. (The judge is a CPU job: its agent
 # CLI runs in the site's agent image, which the login node may not have; compute nodes reach the agents' APIs, as
 # the agent cells themselves need.)
 LOGIN_NODE_RULES = frozenset({"edf"}) | SUPERVISOR_RULES
 
 
-def stage_of(rule: str) -> str:
+def request_of(rule: str) -> str:
     """The site request of a rule (a name of SITE_REQUESTS); a one-line error for a rule the table does not know."""
-    if rule not in RULE_STAGES:
+    if rule not in RULE_REQUESTS:
         raise ValueError(
-            f"rule {rule!r} has no site request: add it to ptflow.config.rules.RULE_STAGES "
-            f"(rules: {', '.join(RULE_STAGES)})"
+            f"rule {rule!r} has no site request: add it to ptflow.config.rules.RULE_REQUESTS "
+            f"(rules: {', '.join(RULE_REQUESTS)})"
         )
-    return RULE_STAGES[rule]
+    return RULE_REQUESTS[rule]

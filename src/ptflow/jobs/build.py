@@ -52,9 +52,9 @@ def copied(value: Any) -> Any:
     return value
 
 
-def _key(stage: str, agent: Agent | None) -> tuple[str, str | None]:
-    """What a request depends on: the stage and, for train, the agent's id."""
-    return stage, agent.id if agent is not None else None
+def _key(request: str, agent: Agent | None) -> tuple[str, str | None]:
+    """What a request depends on: its name and, for train, the agent's id."""
+    return request, agent.id if agent is not None else None
 
 
 class Jobs:
@@ -62,9 +62,9 @@ class Jobs:
         self.cfg, self.site, self.layout = cfg, site, layout
         self.rt = site.runtime
         self._agents: dict[str, Agent] = {}  # cell slot -> Agent
-        self._requests: dict[tuple, Request] = {}  # (stage, agent id) -> Request; read, never changed
-        self._plugin_resources: dict[tuple, dict] = {}  # (stage, agent id, attempt) -> the plugin's resources
-        self._request_dicts: dict[tuple, dict] = {}  # (stage, agent id) -> Request.to_dict()
+        self._requests: dict[tuple, Request] = {}  # (request, agent id) -> Request; read, never changed
+        self._plugin_resources: dict[tuple, dict] = {}  # (request, agent id, attempt) -> the plugin's resources
+        self._request_dicts: dict[tuple, dict] = {}  # (request, agent id) -> Request.to_dict()
         self._runtimes: dict[tuple, dict | None] = {}  # (stage, agent id) -> the job runtime dict (or None)
 
     # ---- per stage and agent, once ----
@@ -75,22 +75,22 @@ class Jobs:
             self._agents[slot] = self.cfg.agent_for(slot)
         return self._agents[slot]
 
-    def request(self, stage: str, agent: Agent | None = None) -> Request:
-        key = _key(stage, agent)
+    def request(self, request: str, agent: Agent | None = None) -> Request:
+        key = _key(request, agent)
         if key not in self._requests:
-            self._requests[key] = self.site.request(stage, agent)
+            self._requests[key] = self.site.request(request, agent)
         return self._requests[key]
 
-    def plugin_resources(self, stage: str, agent: Agent | None, attempt: int) -> dict:
-        key = (*_key(stage, agent), attempt)
+    def plugin_resources(self, request: str, agent: Agent | None, attempt: int) -> dict:
+        key = (*_key(request, agent), attempt)
         if key not in self._plugin_resources:
-            self._plugin_resources[key] = self.request(stage, agent).snakemake_resources(attempt)
+            self._plugin_resources[key] = self.request(request, agent).snakemake_resources(attempt)
         return self._plugin_resources[key]
 
-    def request_dict(self, stage: str, agent: Agent | None) -> dict:
-        key = _key(stage, agent)
+    def request_dict(self, request: str, agent: Agent | None) -> dict:
+        key = _key(request, agent)
         if key not in self._request_dicts:
-            self._request_dicts[key] = self.request(stage, agent).to_dict()
+            self._request_dicts[key] = self.request(request, agent).to_dict()
         return self._request_dicts[key]
 
     def runtime(self, stage: str, agent: Agent | None) -> dict | None:

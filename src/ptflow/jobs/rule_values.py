@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 
 from ptflow.config.model import Agent
-from ptflow.config.rules import ADOPT_REQUEST, stage_of
+from ptflow.config.rules import ADOPT_REQUEST, request_of
 from ptflow.jobs.build import Jobs
 
 
@@ -37,9 +37,9 @@ def sign_job_functions(namespace: dict) -> list[str]:
     return names
 
 
-def rule_stage(rule: str) -> str:
+def rule_request(rule: str) -> str:
     try:
-        return stage_of(rule)
+        return request_of(rule)
     except ValueError as exc:
         raise RuleError(str(exc)) from None
 
@@ -58,10 +58,10 @@ class RuleValues:
         slot = slot_of(wildcards)
         return None if slot is None else self.jobs.agent(slot)
 
-    def rule_agents(self, stage: str, agent_ids: list[str] | None = None) -> list[Agent | None]:
+    def rule_agents(self, request: str, agent_ids: list[str] | None = None) -> list[Agent | None]:
         """The agents whose requests a rule's jobs may get: only train requests differ per agent (all agents, or
         those of the rule)."""
-        if stage != "train":
+        if request != "train":
             return [None]
         agents = self.jobs.cfg.agents
         if agent_ids is None:
@@ -70,30 +70,30 @@ class RuleValues:
 
     def threads(self, rule: str, agents: list[str] | None = None):
         """A number where every agent of the rule gets the same, else per job."""
-        stage = rule_stage(rule)
-        values = {self.jobs.request(stage, a).threads for a in self.rule_agents(stage, agents)}
+        request = rule_request(rule)
+        values = {self.jobs.request(request, a).threads for a in self.rule_agents(request, agents)}
         if len(values) == 1:
             return values.pop()
 
         @signed
         def threads(wildcards):
-            return self.jobs.request(stage, self.agent_of(wildcards)).threads
+            return self.jobs.request(request, self.agent_of(wildcards)).threads
 
         return threads
 
     def resources(self, rule: str, agents: list[str] | None = None) -> dict:
-        """The plugin's resources of a rule's stage; keys are the union over the rule's agents. A value the same for
+        """The plugin's resources of a rule's request; keys are the union over the rule's agents. A value the same for
         every agent and attempt is given as it is (Snakemake then evaluates nothing per job); the others (per agent,
         or grown by the attempt) per job, from the cache."""
-        stage = rule_stage(rule)
-        requests = [self.jobs.request(stage, a) for a in self.rule_agents(stage, agents)]
+        request = rule_request(rule)
+        requests = [self.jobs.request(request, a) for a in self.rule_agents(request, agents)]
         tables = [r.snakemake_resources() for r in requests]
         keys = sorted({k for t in tables for k in t})
 
         def value_of(key):
             @signed
             def value(wildcards, attempt):
-                return self.jobs.plugin_resources(stage, self.agent_of(wildcards), attempt).get(key)
+                return self.jobs.plugin_resources(request, self.agent_of(wildcards), attempt).get(key)
 
             return value
 
@@ -127,8 +127,8 @@ class RuleValues:
         def value_of(key):
             @signed
             def value(wildcards, attempt):
-                stage = ADOPT_REQUEST if adopts(wildcards) else "evaluate"
-                return self.jobs.plugin_resources(stage, None, attempt).get(key)
+                request = ADOPT_REQUEST if adopts(wildcards) else "evaluate"
+                return self.jobs.plugin_resources(request, None, attempt).get(key)
 
             return value
 
@@ -139,7 +139,7 @@ class RuleValues:
         helper jobs): they count against the run's caps like the plugin's jobs (ptflow.cluster.limits)."""
         if self.jobs.site.scheduler != "slurm":
             return {}
-        rule_stage(rule)
+        rule_request(rule)
 
         def held(key):
             @signed
@@ -152,8 +152,8 @@ class RuleValues:
 
         return {"gpus_total": held("gpus_total"), "cpus_total": held("cpus_total")}
 
-    def image_resources(self, image_stage: Callable) -> dict:
-        """Per image: its stage's request, image or convert (keys are the union of both stages' resources)."""
+    def image_resources(self, image_request: Callable) -> dict:
+        """Per image: its request, image or convert (keys are the union of both requests' resources)."""
         keys = sorted(
             set(self.jobs.request("image").snakemake_resources())
             | set(self.jobs.request("convert").snakemake_resources())
@@ -162,7 +162,7 @@ class RuleValues:
         def value_of(key):
             @signed
             def value(wildcards, attempt):
-                return self.jobs.plugin_resources(image_stage(wildcards), None, attempt).get(key)
+                return self.jobs.plugin_resources(image_request(wildcards), None, attempt).get(key)
 
             return value
 

@@ -32,7 +32,7 @@ from ptflow.cluster import images
 from ptflow.cluster.limits import Limits
 from ptflow.config.layout import Layout
 from ptflow.config.model import Cell, Config
-from ptflow.config.rules import ADOPT_REQUEST, LOGIN_NODE_RULES, RULE_STAGES, SUPERVISOR_RULES, TRAIN_RULES
+from ptflow.config.rules import ADOPT_REQUEST, LOGIN_NODE_RULES, RULE_REQUESTS, SUPERVISOR_RULES, TRAIN_RULES
 from ptflow.config.sites import Request as SiteRequest
 from ptflow.config.sites import Site
 from ptflow.ops.status import rule_log_failed, valid_eval_json
@@ -119,22 +119,22 @@ class PlannedJob:
 
 
 def job_requests(site: Site, cfg: Config, rule: str, wildcards: dict[str, str]) -> list[JobRequest]:
-    """The Slurm jobs a planned job makes: the request of its rule's stage (per agent for the train rules), submitted
+    """The Slurm jobs a planned job makes: the request of its rule (per agent for the train rules), submitted
     by the plugin; for supervisor rules (ptflow.config.rules) the same request submitted by the supervisor, after the
     helper requests of the agent's kind (``site_requests``). ``all`` and the other login-node rules make none."""
-    stage = RULE_STAGES.get(rule)
-    if stage is None or (rule in LOGIN_NODE_RULES and rule not in SUPERVISOR_RULES):
+    request = RULE_REQUESTS.get(rule)
+    if request is None or (rule in LOGIN_NODE_RULES and rule not in SUPERVISOR_RULES):
         return []
     if rule == "image":
-        stage = images.image_stage(site.runtime, wildcards["image"])
+        request = images.image_request(site.runtime, wildcards["image"])
     if rule == "evaluate" and cfg.agent_for(wildcards["agent"]).spec.evaluates_in_train_job:
-        stage = ADOPT_REQUEST  # evaluated in the train job's allocation; this job adopts it (a CPU job)
+        request = ADOPT_REQUEST  # evaluated in the train job's allocation; this job adopts it (a CPU job)
     agent = cfg.agent_for(wildcards["agent"]) if rule in TRAIN_RULES else None
     # labelled by the site file's request that sizes it (a judge job by `aggregate` where the site has no `judge`)
-    label = site.request_name(stage)
+    label = site.request_name(request)
     if rule not in SUPERVISOR_RULES:
-        return [JobRequest.of(label, site.request(stage, agent))]
-    own = JobRequest.of(label, site.request(stage, agent), by="supervisor")
+        return [JobRequest.of(label, site.request(request, agent))]
+    own = JobRequest.of(label, site.request(request, agent), by="supervisor")
     helpers = [JobRequest.of(s, site.request(s), by="supervisor") for s in agent.spec.site_requests]
     return [own, *helpers]
 

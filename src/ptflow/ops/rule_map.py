@@ -3,7 +3,7 @@
 Per rule (in the Snakefile's include order): the file that holds it, its outputs as written, its script and the
 function that script hands the job to (the script's docstring: ``Adapter: rule X -> <code>``), the typed value its
 params are built from (the ``get_*`` function of ``common.smk`` -> the :class:`ptflow.jobs.build.Jobs` method -> its
-return annotation), the site request that sizes its jobs (``ptflow.config.rules.RULE_STAGES``) and whether it runs
+return annotation), the site request that sizes its jobs (``ptflow.config.rules.RULE_REQUESTS``) and whether it runs
 on the login node. ``tests/unit/test_documents.py`` checks the file is what this prints, in the repository's root::
 
     python -m ptflow.ops.rule_map > docs/rules.md
@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from ptflow.config.rules import ADOPT_REQUEST, LOGIN_NODE_RULES, RULE_STAGES
+from ptflow.config.rules import ADOPT_REQUEST, LOGIN_NODE_RULES, RULE_REQUESTS
 
 _RULE = re.compile(r"^(rule|checkpoint) (\w+):\n((?:[ \t]+.*\n|\n)*)", re.M)
 _SECTION = re.compile(r"^    (\w+):(.*)\n((?:        .*\n)*)", re.M)
@@ -103,7 +103,7 @@ def rows(repo: Path) -> list[dict[str, str]]:
                 "script": f"`{script_path.relative_to(repo.resolve())}`" if script_path else "-",
                 "code": _code_of(script_path) if script_path else "-",
                 "spec": ", ".join(f"`Jobs.{m}` -> `{specs.get(m, '?')}`" for m in methods) or "-",
-                "request": (f"`{RULE_STAGES[name]}`" if name in RULE_STAGES else "-")
+                "request": (f"`{RULE_REQUESTS[name]}`" if name in RULE_REQUESTS else "-")
                 + (f" (`{ADOPT_REQUEST}` where it adopts the train job's evaluation)" if name == "evaluate" else ""),
                 "where": "login node" if name in LOGIN_NODE_RULES or name == "all" else "a job",
             })  # fmt: skip
