@@ -48,9 +48,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from ptflow.cluster import hfview
     from ptflow.config.model import eval_from_entry
+    from ptflow.specs import CellRef, EvaluateSpec
     from ptflow.stages.data.synthetic import generate_arithmetic
     from ptflow.stages.data.verl_format import to_verl_frame, write_parquet
-    from ptflow.stages.evaluate.run import evaluate_cell
+    from ptflow.stages.evaluate.run import EvalInputs, EvalOutputs, ModelUnderTest, evaluate_cell
     from ptflow.stages.evaluate.settings import Provider, build_call
     from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
     from ptflow.stages.train.agent_cell import sync_workspace
@@ -94,14 +95,17 @@ def main(argv: list[str] | None = None) -> int:
         dataset = {"source": "local", "repo": "ptflow/arith-add", "generator": generator}  # the default's toy eval
         ev = eval_from_entry({"id": "add", "task": "ptflow", "max_new_tokens": 20, "sampling": "greedy",
                               "dataset": dataset, "preprocess": "gsm8k"})  # fmt: skip
-        cell = {"model": "ptflow/tiny-llama-h64", "model_name": "ptflow--tiny-llama-h64", "eval": "add", "agent": "sft"}
-        model = root / "sft"
+        cell = CellRef("ptflow/tiny-llama-h64", "ptflow--tiny-llama-h64", "add", "sft")
+        call = build_call(ev, Provider(kind="hf", device=args.device, gpus=int(cuda)))
+        job = EvaluateSpec(cell, call, model_revision="x", hf_home=str(root / "hf"), evals_cache=str(root / "evals"))
+        model = str(root / "sft")
         data = evaluate_cell(
-            cell=cell, call=build_call(ev, Provider(kind="hf", device=args.device, gpus=int(cuda))),
-            model_path=str(model), checkpoint={"path": str(model), "kind": "trained", "commit_or_hash": "x", "step": 1},
-            inspect_dir=str(root / "inspect"), eval_json=str(root / "eval.json"), hf_home=str(root / "hf"),
-            evals_cache=str(root / "evals"), test_parquet=str(test), log=lambda _m: None,
-        )  # fmt: skip
+            job,
+            ModelUnderTest(model, {"path": model, "kind": "trained", "commit_or_hash": "x", "step": 1}),
+            EvalOutputs(str(root / "eval.json"), str(root / "inspect")),
+            EvalInputs(test_parquet=str(test)),
+            log=lambda _m: None,
+        )
         if data["status"] != "scored":
             raise RuntimeError(f"eval.json says {data['status']}")
         return {"accuracy": data["metrics"]["value"], "n": data["metrics"]["n"]}

@@ -85,18 +85,21 @@ def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, data_
     eval_failed with every attempt's error, and the matrix goes on (no exception)."""
     import json
 
-    from ptflow.stages.evaluate.run import evaluate_cell, validate_eval_json
+    from ptflow.specs import CellRef, EvaluateSpec
+    from ptflow.stages.evaluate.run import EvalOutputs, ModelUnderTest, evaluate_cell, validate_eval_json
 
     ev = eval_from_entry(
         {"id": "ladder", "task": f"{LADDER_TASKS}@context_limited", "task_args": {"context_tokens": 4},
          "max_new_tokens": 16, "retry_max_new_tokens": [8], "limit": 2, "sampling": "greedy"}
     )  # fmt: skip
-    cell = {"model": "org/tiny", "model_name": "org--tiny", "eval": "ladder", "agent": "baseline"}
-    checkpoint = {"path": str(tiny_model), "kind": "base", "commit_or_hash": "x", "step": None}
-    data = evaluate_cell(cell=cell, call=build_call(ev, Provider()), model_path=str(tiny_model), checkpoint=checkpoint,
-                         inspect_dir=str(tmp_path / "inspect"), eval_json=str(tmp_path / "eval.json"),
-                         hf_home=str(data_dirs / "hf"), evals_cache=str(data_dirs / "cache"),
-                         log=lambda _: None)  # fmt: skip
+    cell = CellRef("org/tiny", "org--tiny", "ladder", "baseline")
+    caches = {"hf_home": str(data_dirs / "hf"), "evals_cache": str(data_dirs / "cache")}
+    job = EvaluateSpec(cell, build_call(ev, Provider()), model_revision="x", **caches)
+    model = ModelUnderTest(
+        str(tiny_model), {"path": str(tiny_model), "kind": "base", "commit_or_hash": "x", "step": None}
+    )
+    outputs = EvalOutputs(str(tmp_path / "eval.json"), str(tmp_path / "inspect"))
+    data = evaluate_cell(job, model, outputs, log=lambda _: None)
     assert data == json.loads((tmp_path / "eval.json").read_text())
     validate_eval_json(data)
     assert data["status"] == "eval_failed" and data["metrics"] is None and data["inspect_log"] is None

@@ -11,12 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.stages.evaluate.run import evaluate_checkout_cell, validate_eval_json
+from ptflow.specs import CellRef, EvaluateSpec
+from ptflow.stages.evaluate.run import (
+    EvalInputs,
+    EvalOutputs,
+    ModelUnderTest,
+    evaluate_checkout_cell,
+    validate_eval_json,
+)
 from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
 from tests.support.ptb_checkout import fill_hf_cache, make_fixture_checkout
 
-CELL = {"model": "ptflow/tiny-llama-h64", "model_name": "ptflow--tiny-llama-h64", "eval": "humaneval",
-        "agent": "baseline"}  # fmt: skip
+CELL = CellRef("ptflow/tiny-llama-h64", "ptflow--tiny-llama-h64", "humaneval", "baseline")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +33,9 @@ def setup(tmp_path_factory):
     model = root / "tiny-qwen3"  # the checkout's evaluate.py picks its qwen3.jinja by the path (it has no llama3)
     create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
     fill_hf_cache(root, ("humaneval",))  # its dataset, as the cache rule fetches it: the evaluation runs offline
-    return {"checkout": {"path": str(checkout), "commit": commit}, "model": model, "root": root}
+    marker = root / "checkout.json"
+    marker.write_text(json.dumps({"path": str(checkout), "commit": commit}))
+    return {"checkout": {"path": str(checkout), "commit": commit}, "marker": marker, "model": model, "root": root}
 
 
 def _call(lower):
@@ -42,12 +50,15 @@ def _evaluate(setup, name, lower, monkeypatch, fail_above=None, call=None):
         monkeypatch.setenv("PTB_FIXTURE_FAIL_ABOVE", str(fail_above))
     out = setup["root"] / name
     monkeypatch.chdir(setup["root"])  # paths.hf_home is relative to the run dir, as in a run: "." here
+    job = EvaluateSpec(CELL, call or _call(lower), model_revision="fixture", hf_home=".", evals_cache=".")
+    model = str(setup["model"])
     data = evaluate_checkout_cell(
-        cell=CELL, call=call or _call(lower), checkout=setup["checkout"], model_path=str(setup["model"]),
-        checkpoint={"path": str(setup["model"]), "kind": "base", "commit_or_hash": "fixture", "step": None},
-        inspect_dir=str(out / "inspect"), eval_json=str(out / "eval.json"), hf_home=".",
+        job,
+        ModelUnderTest(model, {"path": model, "kind": "base", "commit_or_hash": "fixture", "step": None}),
+        EvalOutputs(str(out / "eval.json"), str(out / "inspect")),
+        EvalInputs(checkout=str(setup["marker"])),
         log=lambda *_: None,
-    )  # fmt: skip
+    )
     records = [json.loads(line) for line in calls.read_text().splitlines()]
     helps = [r for r in records if r["argv"] == ["--help"]]  # how ptflow reads the budget flag it declares
     assert len(helps) <= 1

@@ -12,7 +12,7 @@ from ptflow.cluster.runtime import AGENT_HOME, JobRuntime
 from ptflow.config.model import Agent
 from ptflow.config.sites import load_site
 from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
-from ptflow.stages.report import aggregate
+from ptflow.stages.report import ReportOutputs, score_cells, write_report
 from ptflow.stages.score import Settings
 from ptflow.stages.train.agent_cell import (
     DEFAULT_COMMANDS,
@@ -216,19 +216,10 @@ def test_report_scores_flagged_and_no_model_cells_as_the_base_model(tmp_path):
     (d / "judge.json").write_text(json.dumps({"status": "skipped", "flagged": None}))
     paths.append(d)
     settings = Settings(reference_agent="good", agent_order=["baseline", "good", "cheat", "none", "unjudged"])
-    out = {k: tmp_path / "out" / f for k, f in (("summary_csv", "s.csv"), ("agents_csv", "a.csv"))}
-    result = aggregate(
-        [p / "eval.json" for p in paths],
-        settings,
-        expected=None,
-        model_ids={},
-        leaderboard_md=tmp_path / "out" / "l.md",
-        heatmap_png=tmp_path / "out" / "h.png",
-        report_dir=tmp_path / "out" / "report",
-        log=lambda _: None,
-        **out,
-    )
-    rows = {r["agent"]: r for r in csv.DictReader(out["summary_csv"].open())}
+    out = ReportOutputs(*(tmp_path / "out" / f for f in ("s.csv", "a.csv", "l.md", "h.png", "report")))
+    result = score_cells([p / "eval.json" for p in paths], settings, model_ids={}, log=lambda _: None)
+    write_report(result, settings, out, log=lambda _: None)
+    rows = {r["agent"]: r for r in csv.DictReader(out.summary_csv.open())}
     assert rows["cheat"]["fallback"] == "yes" and float(rows["cheat"]["score"]) == pytest.approx(0.1)
     assert rows["cheat"]["fallback_reason"].startswith("judge flagged contamination")
     assert rows["none"]["fallback"] == "yes" and "no final model (budget exhausted)" in rows["none"]["fallback_reason"]

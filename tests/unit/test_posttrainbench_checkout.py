@@ -168,10 +168,13 @@ def test_a_ladder_cut_by_the_jobs_end_goes_on_where_it_stopped(tmp_path, monkeyp
     (model / "config.json").write_text("{}")
     progress = tmp_path / ptb_eval.PROGRESS_FILE
     identity = {"model": str(model), "step": 3}
-    common = {"checkout": checkout, "eval_dir": "gsm8k", "model_path": model, "lower": [8000], "env": dict(os.environ),
-              "progress": progress, "identity": identity, "log": lambda _m: None}  # fmt: skip
+    task = ptb_eval.CheckoutEval("gsm8k", lower=[8000])
+    carry = ptb_eval.LadderCarry(progress, identity)
+    common = {"checkout": checkout, "task": task, "model_path": model, "env": dict(os.environ), "carry": carry,
+              "log": lambda _m: None}  # fmt: skip
     with pytest.raises(ptb_eval.OutOfJobTime, match="gsm8k: .*try 2 of the ladder.*the job's retry makes it"):
-        ptb_eval.evaluate(out_dir=tmp_path / "job1", deadline=time.time() + 8, **common)
+        cut = ptb_eval.LadderCarry(progress, identity, deadline=time.time() + 8)
+        ptb_eval.evaluate(out_dir=tmp_path / "job1", **{**common, "carry": cut})
     kept = json.loads(progress.read_text())
     assert kept["identity"] == identity and [a["ok"] for a in kept["attempts"]] == [False]  # the cut try not counted
     # the retry: tries 2-4 at the default budget (they fail), the fifth at 8000 scores

@@ -26,8 +26,8 @@ from ptflow.jobs.build import Jobs
 from ptflow.stages import ptb_score
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from ptflow.stages.ptb_export import export_posttrainbench
-from ptflow.stages.report import aggregate
-from ptflow.stages.score import Settings, board_text, leaderboard_markdown, read_cell, score, settings_from_config
+from ptflow.stages.report import ReportOutputs, aggregate, score_cells, write_report
+from ptflow.stages.score import Settings, board_text, leaderboard_markdown, read_cell, score
 from tests.conftest import REPO
 from tests.support.cells import cell_dir, write_cell
 from tests.support.ptb_checkout import BENCHMARKS, make_fixture_checkout
@@ -143,13 +143,10 @@ def full(tmp_path_factory):
     out = work / "out"
     out.mkdir()
     lines = []
-    result = aggregate(
-        sorted((work / "results" / "cells").rglob("eval.json")),
-        settings_from_config(scoring.raw, scoring.reference, scoring.agent_gpus),
-        expected=scoring.expected, model_ids=scoring.model_ids, summary_csv=out / "summary.csv",
-        agents_csv=out / "agents.csv", leaderboard_md=out / "leaderboard.md", heatmap_png=out / "heatmap.png",
-        report_dir=out / "report", checkout_marker=marker, log=lines.append,
-    )  # fmt: skip
+    outputs = ReportOutputs(out / "summary.csv", out / "agents.csv", out / "leaderboard.md", out / "heatmap.png",
+                            out / "report")  # fmt: skip
+    cells = sorted((work / "results" / "cells").rglob("eval.json"))
+    result = aggregate(cells, scoring, outputs, checkout_marker=marker, log=lines.append)
     dest = work / "ptb-results"
     summary = export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=work, site=loaded.site)
     _script(checkout, dest, "aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py",
@@ -283,11 +280,9 @@ def test_evals_absent_count_zero_and_a_broken_factors_file_leaves_ptflow_weights
     out = tmp_path / "out"
     out.mkdir()
     settings = Settings(weights={"gsm8k": 1.0})
-    result = aggregate(
-        paths, settings, expected=None, model_ids={}, summary_csv=out / "s.csv", agents_csv=out / "a.csv",
-        leaderboard_md=out / "l.md", heatmap_png=out / "h.png", report_dir=out / "report", checkout_marker=marker,
-        log=lambda *_: None,
-    )  # fmt: skip
+    result = score_cells(paths, settings, model_ids={}, log=lambda *_: None)
+    outputs = ReportOutputs(out / "s.csv", out / "a.csv", out / "l.md", out / "h.png", out / "report")
+    write_report(result, settings, outputs, checkout_marker=marker, log=lambda *_: None)
     text = (out / "l.md").read_text()
     assert "- not computed: " in text and "- ranked by ptflow weights" in text
     assert result.leaderboard.agents == {}

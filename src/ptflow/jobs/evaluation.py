@@ -13,14 +13,22 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from ptflow.cluster import hfcache
-from ptflow.cluster.runtime import JobRuntime, inside_runtime, run_in_runtime
+from ptflow.cluster.runtime import JobRuntime, inside_runtime, reexec_in_runtime, run_in_runtime
 from ptflow.specs import EvaluateSpec
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.evaluate import in_train_job
-from ptflow.stages.evaluate.run import evaluate_cell, evaluate_checkout_cell, no_model_eval
+from ptflow.stages.evaluate.run import (
+    EvalInputs,
+    EvalOutputs,
+    ModelUnderTest,
+    evaluate_cell,
+    evaluate_checkout_cell,
+    no_model_eval,
+)
 from ptflow.stages.posttrainbench.evaluate import PROGRESS_FILE
 
 # Seconds the train job keeps after its evaluation for leaving the allocation (Slurm's KillWait is 30 s by default,
@@ -36,53 +44,51 @@ def objects_of(marker: dict):
     return lambda paths: {p: objects[p] for p in sorted(paths)}
 
 
-def run_evaluation(
-    job: EvaluateSpec,
-    *,
-    eval_json: str | Path,
-    inspect_dir: str | Path,
-    manifest: str | None = None,
-    checkout: str | None = None,
-    test_parquet: str | None = None,
-    threads: int | None = None,
-    progress: str | None = None,
-    deadline: float | None = None,
-    log=print,
-) -> dict:
-    """Evaluate one cell into ``eval_json`` and ``inspect_dir``: its trained model (``manifest``), else the base or
-    instruct model from the HF cache; a cli-agent cell that left no model gets status no_model. A checkout eval's
-    ladder keeps its tries in ``progress`` and stops at ``deadline`` (epoch seconds) for the next job to go on."""
-    cell = job.cell.to_params()
+def evaluate_job(job: EvaluateSpec, inputs: EvalInputs, outputs: EvalOutputs, log=print) -> None:
+    """Rule evaluate's job: the train job's staged evaluation adopted when it is this job's
+    (``ptflow.stages.evaluate.in_train_job``), else the cell evaluated here, in the stage's runtime. A checkout
+    eval's ladder goes on where an earlier job stopped (:func:`ladder_progress`), up to this job's deadline."""
+    why_not = in_train_job.why_not_adoptable(outputs.eval_json, job.to_params(), inputs.manifest)
+    if why_not is None:
+        in_train_job.adopt(outputs.eval_json, outputs.inspect_dir, log=log)
+        return
+    if inputs.manifest:
+        log(f"evaluating in this job: {why_not}")
+    deadline = job_deadline(os.environ.get("SLURM_JOB_ID"))  # asked here, on the host: the runtime may lack scontrol
+    # container or site venv (returns at once on the local default), with a view of the HF cache holding the model
+    # repos the evaluation reads: the base or instruct model; none for a trained model (on scratch)
+    reexec_in_runtime(job.runtime, log, hf_models=[] if inputs.manifest else [job.evaluated_model_id])
+    inputs = replace(inputs, progress=str(ladder_progress(outputs.eval_json)), deadline=deadline)
+    run_evaluation(job, inputs, outputs, log=log)
+
+
+def run_evaluation(job: EvaluateSpec, inputs: EvalInputs, outputs: EvalOutputs, log=print) -> dict:
+    """Evaluate one cell into ``outputs``: its trained model (``inputs.manifest``), else the base or instruct model
+    from the HF cache; a cli-agent cell that left no model gets status no_model. A checkout eval's ladder keeps its
+    tries in ``inputs.progress`` and stops at ``inputs.deadline`` (epoch seconds) for the next job to go on."""
     # Inside the site's runtime HF_HOME is the job's private view of the shared cache (ptflow.cluster.runtime).
-    hf_home = os.environ["HF_HOME"] if inside_runtime() and os.environ.get("HF_HOME") else job.hf_home
-    man = json.loads(Path(manifest).read_text()) if manifest else None
-    outputs = {"eval_json": str(eval_json), "inspect_dir": str(inspect_dir)}
+    if inside_runtime() and os.environ.get("HF_HOME"):
+        job = replace(job, hf_home=os.environ["HF_HOME"])
+    man = json.loads(Path(inputs.manifest).read_text()) if inputs.manifest else None
     if man is not None and man.get("final_model") is False:  # the agent left no model: say so
-        return no_model_eval(cell=cell, call=job.call, manifest=man, log=log, **outputs)
+        return no_model_eval(job, man, outputs, log=log)
+    model = _model_under_test(job, man)
+    if inputs.checkout:  # an eval of the PostTrainBench checkout
+        return evaluate_checkout_cell(job, model, outputs, inputs, log=log)
+    return evaluate_cell(job, model, outputs, inputs, log=log)
+
+
+def _model_under_test(job: EvaluateSpec, man: dict | None) -> ModelUnderTest:
+    """The cell's trained model (its manifest), else the base model or (agents of kind instruct) its instruct
+    counterpart, from the HF cache at ``job.hf_home``."""
     if man is not None:
-        model_path = str(verify_checkpoint(man))
-        checkpoint = {"path": model_path, "kind": "trained", "commit_or_hash": man["config_hash"], "step": man["step"]}
-    else:  # the base model, or (agents of kind instruct) its instruct counterpart
-        evaluated = job.evaluated_model or {"id": job.cell.model, "revision": job.model_revision}
-        snap = hfcache.snapshot_path(hf_home, evaluated["id"], "model", evaluated["revision"])
-        model_path = str(snap)
-        kind = "instruct" if job.evaluated_model else "base"
-        checkpoint = {"path": model_path, "kind": kind, "commit_or_hash": snap.name, "step": None}
-    common = {
-        "cell": cell,
-        "call": job.call,
-        "model_path": model_path,
-        "checkpoint": checkpoint,
-        "hf_home": hf_home,
-        "train_seconds": man["train_seconds"] if man else None,
-        "agent_run": man.get("agent_run") if man else None,
-        "log": log,
-        **outputs,
-    }
-    if checkout:  # an eval of the PostTrainBench checkout
-        checkout_marker = json.loads(Path(checkout).read_text())
-        return evaluate_checkout_cell(checkout=checkout_marker, progress=progress, deadline=deadline, **common)
-    return evaluate_cell(evals_cache=job.evals_cache, test_parquet=test_parquet, threads=threads, **common)
+        path = str(verify_checkpoint(man))
+        checkpoint = {"path": path, "kind": "trained", "commit_or_hash": man["config_hash"], "step": man["step"]}
+        return ModelUnderTest(path, checkpoint, man["train_seconds"], man.get("agent_run"))
+    evaluated = job.evaluated_model or {"id": job.cell.model, "revision": job.model_revision}
+    snap = hfcache.snapshot_path(job.hf_home, evaluated["id"], "model", evaluated["revision"])
+    kind = "instruct" if job.evaluated_model else "base"
+    return ModelUnderTest(str(snap), {"path": str(snap), "kind": kind, "commit_or_hash": snap.name, "step": None})
 
 
 def spec_for_train_job(
@@ -156,13 +162,12 @@ def evaluate_in_train_job(
     params = job.to_params()
     # the ladder stops a minute before this job kills the child, keeping its tries for the evaluate job
     deadline = None if timeout is None else time.time() + timeout - 60
-    inputs = {"manifest": manifest, "checkout": checkout, "test_parquet": test_parquet, "threads": threads,
-              "progress": str(ladder_progress(eval_json)), "deadline": deadline}  # fmt: skip
+    inputs = EvalInputs(manifest, checkout, test_parquet, threads, str(ladder_progress(eval_json)), deadline)
 
     def evaluate(staged_json: Path, staged_inspect: Path) -> bool:
         request = staged_json.parent / "request.json"
-        request.write_text(json.dumps({"job": params, **inputs, "eval_json": str(staged_json),
-                                       "inspect_dir": str(staged_inspect)}))  # fmt: skip
+        outputs = EvalOutputs(str(staged_json), str(staged_inspect))
+        request.write_text(json.dumps({"job": params, **asdict(inputs), **asdict(outputs)}))
         script = staged_json.parent / "evaluate.py"
         script.write_text(f"from ptflow.jobs.evaluation import main\nmain({str(request)!r})\n")
         log(
@@ -185,16 +190,7 @@ def main(request_path: str) -> None:
         print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] evaluation: {msg}", flush=True)
 
     req = json.loads(Path(request_path).read_text())
-    run_evaluation(
-        EvaluateSpec.from_params(req["job"]),
-        eval_json=req["eval_json"],
-        inspect_dir=req["inspect_dir"],
-        manifest=req["manifest"],
-        checkout=req["checkout"],
-        test_parquet=req["test_parquet"],
-        threads=req["threads"],
-        progress=req["progress"],
-        deadline=req["deadline"],
-        log=log,
-    )
+    inputs = EvalInputs(**{k: req[k] for k in EvalInputs.__dataclass_fields__})
+    outputs = EvalOutputs(req["eval_json"], req["inspect_dir"])
+    run_evaluation(EvaluateSpec.from_params(req["job"]), inputs, outputs, log=log)
     sys.exit(0)

@@ -32,6 +32,7 @@ from pathlib import Path
 from ptflow import templates
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import Masker, run_masked
+from ptflow.specs import JudgeSpec
 
 MAX_FIELD = 2000  # characters of one tool input/output kept in trace.md
 JUDGE_TIMEOUT_S = 1800
@@ -158,6 +159,23 @@ VERDICT_FILES = {
     ),
 }
 JUDGE_TRACE = "agent_trace.md"  # the readable trace, as the judge finds it in the workspace copy
+
+
+def judge_job(
+    job: JudgeSpec, manifest: str | Path, checkout: str | Path | None, judge_json: str | Path, log=print
+) -> dict:
+    """Rule judge's job: the cell's manifest and (a checkout eval) the checkout's marker read, then
+    :func:`judge_cell` as the spec says."""
+    return judge_cell(
+        cell=job.cell.to_params(with_run=False),
+        manifest=json.loads(Path(manifest).read_text()),
+        judge=job.judge,
+        judge_json=str(judge_json),
+        keys=job.keys,
+        runtime=job.runtime,
+        checkout={**json.loads(Path(checkout).read_text()), **job.posttrainbench} if job.posttrainbench else None,
+        log=log,
+    )
 
 
 def judge_cell(

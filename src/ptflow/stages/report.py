@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.files import atomic_path
+from ptflow.specs import ScoringSpec
 from ptflow.stages.score import (
     Result,
     ScoredCell,
@@ -22,8 +24,21 @@ from ptflow.stages.score import (
     ranked,
     read_cell,
     score,
+    settings_from_config,
     write_outputs,
 )
+
+
+@dataclass(frozen=True)
+class ReportOutputs:
+    """The files rule aggregate writes: summary.csv, agents.csv, leaderboard.md, the heatmap figure, and the dir of
+    the static site (its index.html)."""
+
+    summary_csv: str | Path
+    agents_csv: str | Path
+    leaderboard_md: str | Path
+    heatmap_png: str | Path
+    report_dir: str | Path
 
 
 def _job_ids(cell: ScoredCell) -> list[str]:
@@ -109,28 +124,49 @@ def heatmap(result: Result, out: str | Path) -> None:
 
 def aggregate(
     eval_jsons: Iterable[str | Path],
-    settings: Settings,
+    scoring: ScoringSpec,
+    outputs: ReportOutputs,
     *,
-    expected: Iterable[Mapping],
-    model_ids: Mapping[str, str],
-    summary_csv: str | Path,
-    agents_csv: str | Path,
-    leaderboard_md: str | Path,
-    heatmap_png: str | Path,
-    report_dir: str | Path,
-    states: Iterable | None = None,
     checkout_marker: str | Path | None = None,
     log=print,
 ) -> Result:
-    """Score the cells and write every output of the aggregate rule. ``checkout_marker``: the PostTrainBench
-    checkout's marker of a run whose evals come from it: the headline is then the leaderboard's own score, from the
-    factors.json of that checkout (``ptflow.stages.ptb_score``), ptflow's weighted score beside it."""
+    """Rule aggregate's job: score the cells as the spec's scoring settings say and write every output.
+    ``checkout_marker``: the PostTrainBench checkout's marker of a run whose evals come from it: the headline is then
+    the leaderboard's own score, from the factors.json of that checkout (``ptflow.stages.ptb_score``), ptflow's
+    weighted score beside it."""
+    settings = settings_from_config(scoring.raw, scoring.reference, scoring.agent_gpus)
+    result = score_cells(eval_jsons, settings, scoring.expected, scoring.model_ids, log=log)
+    write_report(result, settings, outputs, checkout_marker=checkout_marker, log=log)
+    return result
+
+
+def score_cells(
+    eval_jsons: Iterable[str | Path],
+    settings: Settings,
+    expected: Iterable[Mapping] | None = None,
+    model_ids: Mapping[str, str] | None = None,
+    log=print,
+) -> Result:
+    """The cells read from their files, their GPU-hours from Slurm's accounting where it has them, then scored."""
+    cells = [read_cell(p, settings) for p in eval_jsons]
+    apply_accounting(cells, slurm_usage(cells, log))
+    return score(cells, settings, expected, model_ids)
+
+
+def write_report(
+    result: Result,
+    settings: Settings,
+    outputs: ReportOutputs,
+    *,
+    states: Iterable | None = None,
+    checkout_marker: str | Path | None = None,
+    log=print,
+) -> Path:
+    """Every output of the aggregate rule from a scored matrix, with the leaderboard's own score where
+    ``checkout_marker`` names the run's checkout; returns the site's index.html."""
     from ptflow.stages import ptb_score
     from ptflow.stages.report_site import build_site
 
-    cells = [read_cell(p, settings) for p in eval_jsons]
-    apply_accounting(cells, slurm_usage(cells, log))
-    result = score(cells, settings, expected, model_ids)
     if checkout_marker is not None:
         try:
             factors, source = ptb_score.from_marker(checkout_marker)
@@ -140,12 +176,12 @@ def aggregate(
             result.leaderboard = ptb_score.leaderboard(result.cells, factors, source, settings)
         for line in board_lines(result):
             log(f"leaderboard score: {line}")
-    write_outputs(result, summary_csv, agents_csv, leaderboard_md)
-    heatmap(result, heatmap_png)
-    index = build_site(result, report_dir, states=states, log=log)
+    write_outputs(result, outputs.summary_csv, outputs.agents_csv, outputs.leaderboard_md)
+    heatmap(result, outputs.heatmap_png)
+    index = build_site(result, outputs.report_dir, states=states, log=log)
     if result.leaderboard is not None:
         shown = [f"{a.agent_id} {board_text(result, a)} (ptflow weights {a.score:.3f})" for a in ranked(result)]
     else:
         shown = [f"{a.agent_id} {a.score:.3f}" for a in ranked(result)]
     log("scores: " + ", ".join(shown) + f"; report {index}")
-    return result
+    return index

@@ -305,12 +305,50 @@ def build_site(
 
 def _build_into(result: Result, site: Path, *, states, title: str, viewer: bool, log) -> None:
     env = templates.html_environment()
-    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    common = {"title": title, "generated": generated}
+    common = {"title": title, "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}
     (site / "assets").mkdir()
     (site / "cells").mkdir()
-    (site / "data").mkdir()
     shutil.copyfile(templates.path("report/report.css"), site / "assets" / "report.css")
+    data_files = _write_data_files(result, site)
+    log_links = bundle_viewer(result.cells, site, log=log) if viewer else {}
+    state_map = _states(result, states)
+    cells = sorted(result.cells, key=lambda c: (c.agent_id, c.run, c.model_name, c.eval))
+    hrefs = {}
+    for c in cells:
+        state = state_map[(c.model_name, c.eval, c.agent)][0]
+        hrefs[c.key] = _cell_page(c, site, log_links.get(c.key), state, env, common)
+    page = env.get_template("report/index.html.j2").render(
+        **common,
+        root="",
+        counts=_counts(result),
+        agents=_agent_rows(result),
+        board=None
+        if result.leaderboard is None
+        else {"text": leaderboard_text(result.leaderboard), "lines": board_lines(result)},
+        evals=[{"id": w.eval, "metric": w.metric, "weight": w.weight} for w in result.weights],
+        refs=[(k, _num(v, 3)) for k, v in reference_scores(result).items()],
+        weights=_weight_rows(result),
+        heatmaps=[_heatmap(result, a.agent_id) for a in result.agents],
+        states=[{"name": s, "cls": state_class(s)} for s in STATES],
+        grid=_state_grid(result, state_map, hrefs),
+        grid_evals=result.evals,
+        cells=[_cell_row(c, hrefs[c.key], log_links.get(c.key)) for c in cells],
+        data_files=data_files,
+        viewer=f"{VIEWER_DIR}/index.html" if log_links else None,
+    )
+    (site / "index.html").write_text(page)
+
+
+def _heatmap(result: Result, agent_id: str) -> dict:
+    from markupsafe import Markup
+
+    cells = [c for c in result.cells if c.agent_id == agent_id]
+    return {"agent": agent_id, "svg": Markup(heatmap_svg(agent_id, cells, result.models, result.evals))}
+
+
+def _write_data_files(result: Result, site: Path) -> list[tuple[str, str]]:
+    """The aggregate's tables again under ``data/`` (with weights.csv), for download: (name, link) each."""
+    (site / "data").mkdir()
     data_files = []
     for name, text in (
         ("summary.csv", summary_csv(result)),
@@ -320,51 +358,52 @@ def _build_into(result: Result, site: Path, *, states, title: str, viewer: bool,
     ):
         (site / "data" / name).write_text(text)
         data_files.append((name, f"data/{name}"))
-    log_links = bundle_viewer(result.cells, site, log=log) if viewer else {}
-    state_map = _states(result, states)
-    cells = sorted(result.cells, key=lambda c: (c.agent_id, c.run, c.model_name, c.eval))
-    hrefs = {}
-    for c in cells:
-        state = state_map[(c.model_name, c.eval, c.agent)][0]
-        hrefs[c.key] = _cell_page(c, site, log_links.get(c.key), state, env, common)
+    return data_files
 
+
+def _counts(result: Result) -> dict:
+    return {
+        "cells": len(result.cells),
+        "models": len(result.models),
+        "evals": len(result.evals),
+        "agents": len(result.agents),
+        "fallbacks": sum(c.fallback for c in result.cells),
+        "missing": sum(c.status == MISSING for c in result.cells),
+    }
+
+
+def _state_grid(result: Result, state_map: dict, hrefs: dict) -> list[dict]:
+    """Each agent slot's models x evals grid of cell states, linked to the cells' pages; slots in the score table's
+    agent order, runs in turn."""
     agent_ids = [a.agent_id for a in result.agents]
-    heatmaps = []
-    from markupsafe import Markup
-
-    for a in agent_ids:
-        svg = heatmap_svg(a, [c for c in result.cells if c.agent_id == a], result.models, result.evals)
-        heatmaps.append({"agent": a, "svg": Markup(svg)})
-    by_grid = {}
+    by_grid: dict = {}
     for (m, e, slot), (state, detail) in state_map.items():
         by_grid.setdefault(slot, {})[(m, e)] = (state, detail)
     cell_by_slot = {(c.model_name, c.eval, c.agent): c for c in result.cells}
-    grid = []
 
-    def grid_order(slot: str) -> tuple[int, str]:  # the score table's agent order, runs in turn
+    def grid_order(slot: str) -> tuple[int, str]:
         base = slot.split("/")[0]
         return (agent_ids.index(base) if base in agent_ids else len(agent_ids), slot)
 
-    for slot in sorted(by_grid, key=grid_order):
-        rows = []
-        for m in result.models:
-            row = []
-            for e in result.evals:
-                got = by_grid[slot].get((m, e))
-                cell = cell_by_slot.get((m, e, slot))
-                row.append(
-                    None
-                    if got is None
-                    else {
-                        "state": got[0],
-                        "detail": got[1],
-                        "cls": state_class(got[0]),
-                        "href": hrefs.get(cell.key) if cell else None,
-                    }
-                )
-            rows.append({"model": m, "cells": row})
-        grid.append({"agent": slot, "rows": rows})
-    weight_rows = [
+    def entry(slot: str, m: str, e: str) -> dict | None:
+        got = by_grid[slot].get((m, e))
+        if got is None:
+            return None
+        cell = cell_by_slot.get((m, e, slot))
+        href = hrefs.get(cell.key) if cell else None
+        return {"state": got[0], "detail": got[1], "cls": state_class(got[0]), "href": href}
+
+    return [
+        {
+            "agent": slot,
+            "rows": [{"model": m, "cells": [entry(slot, m, e) for e in result.evals]} for m in result.models],
+        }
+        for slot in sorted(by_grid, key=grid_order)
+    ]
+
+
+def _weight_rows(result: Result) -> list[dict]:
+    return [
         {
             "eval": w.eval,
             "metric": w.metric,
@@ -378,45 +417,18 @@ def _build_into(result: Result, site: Path, *, states, title: str, viewer: bool,
         }
         for w in result.weights
     ]
-    cell_rows = [
-        {
-            "key": c.key,
-            "href": hrefs[c.key],
-            "status": c.status,
-            "judge": c.judge or "—",
-            "metric": _metric_text(c),
-            "score": "—" if c.score is None else f"{c.score:.3f}",
-            "fallback": c.fallback,
-            "fallback_reason": c.fallback_reason,
-            "time": _time_text(c),
-            "log_href": log_links.get(c.key),
-        }
-        for c in cells
-    ]
-    page = env.get_template("report/index.html.j2").render(
-        **common,
-        root="",
-        counts={
-            "cells": len(result.cells),
-            "models": len(result.models),
-            "evals": len(result.evals),
-            "agents": len(agent_ids),
-            "fallbacks": sum(c.fallback for c in result.cells),
-            "missing": sum(c.status == MISSING for c in result.cells),
-        },
-        agents=_agent_rows(result),
-        board=None
-        if result.leaderboard is None
-        else {"text": leaderboard_text(result.leaderboard), "lines": board_lines(result)},
-        evals=[{"id": w.eval, "metric": w.metric, "weight": w.weight} for w in result.weights],
-        refs=[(k, _num(v, 3)) for k, v in reference_scores(result).items()],
-        weights=weight_rows,
-        heatmaps=heatmaps,
-        states=[{"name": s, "cls": state_class(s)} for s in STATES],
-        grid=grid,
-        grid_evals=result.evals,
-        cells=cell_rows,
-        data_files=data_files,
-        viewer=f"{VIEWER_DIR}/index.html" if log_links else None,
-    )
-    (site / "index.html").write_text(page)
+
+
+def _cell_row(c, href: str, log_href: str | None) -> dict:
+    return {
+        "key": c.key,
+        "href": href,
+        "status": c.status,
+        "judge": c.judge or "—",
+        "metric": _metric_text(c),
+        "score": "—" if c.score is None else f"{c.score:.3f}",
+        "fallback": c.fallback,
+        "fallback_reason": c.fallback_reason,
+        "time": _time_text(c),
+        "log_href": log_href,
+    }

@@ -37,6 +37,7 @@ from ptflow.config import tasks
 from ptflow.config.model import SCHEMA_DIR
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import Masker
+from ptflow.specs import EvaluateSpec
 from ptflow.stages.evaluate.kit import evaluate as kit
 from ptflow.stages.evaluate.sources import data_env, missing_sources
 
@@ -84,6 +85,55 @@ class EvalOutcome:
     attempts: list[dict] = field(default_factory=list)
     call: dict = field(default_factory=dict)
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class EvalOutputs:
+    """The files an evaluate job writes: eval.json and the dir of its logs (inspect's, or the checkout's)."""
+
+    eval_json: str
+    inspect_dir: str
+
+
+@dataclass(frozen=True)
+class EvalInputs:
+    """What an evaluate job reads beside its spec: the cell's manifest (a trained model; None: the base or instruct
+    model), the PostTrainBench checkout's marker (an eval of the checkout), the toy task's test parquet; and how it
+    runs: its threads, the file that carries a checkout eval's ladder from job to job and the epoch second by which
+    it must have stopped (None: no end)."""
+
+    manifest: str | None = None
+    checkout: str | None = None
+    test_parquet: str | None = None
+    threads: int | None = None
+    progress: str | None = None
+    deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelUnderTest:
+    """The model a cell's evaluation measures: its directory and how eval.json records it (``checkpoint``), with a
+    trained model's training seconds and an agent's run record."""
+
+    path: str
+    checkpoint: dict
+    train_seconds: float | None = None
+    agent_run: dict | None = None
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """How an evaluation ended, as eval.json records it beside the cell, its call and its model."""
+
+    status: str
+    started: str
+    seconds: float
+    metrics: dict | None = None
+    scorer: str | None = None
+    inspect_log: str | None = None
+    max_new_tokens: int | None = None
+    attempts: list = field(default_factory=list)
+    posttrainbench: dict | None = None
 
 
 def budget_ladder(max_new_tokens: int, lower) -> list[int]:
@@ -178,7 +228,6 @@ def evaluate(
     evals_cache: str | Path,
     env: dict | None = None,
     threads: int | None = None,
-    attempt_timeout: float | None = None,
     log=print,
 ) -> EvalOutcome:
     """Evaluate ``model_path`` as ``call`` says. The successful attempt's inspect log lands as
@@ -211,19 +260,15 @@ def evaluate(
         result_file = attempt_dir / "result.json"
         attempt_dir.mkdir()
         a0 = time.time()
-        try:
-            proc = subprocess.run(
-                attempt_argv(settings_file, model_path, budget, attempt_dir, result_file, environment),
-                env=environment,
-                cwd=attempt_dir,
-                capture_output=True,
-                text=True,
-                timeout=attempt_timeout,
-            )
-            # output.txt, the error in eval.json and the log: a key the child printed is kept as ***
-            output = Masker.for_env(environment).mask((proc.stdout or "") + (proc.stderr or ""))
-        except subprocess.TimeoutExpired as exc:
-            output = f"attempt timed out after {exc.timeout} s"
+        proc = subprocess.run(
+            attempt_argv(settings_file, model_path, budget, attempt_dir, result_file, environment),
+            env=environment,
+            cwd=attempt_dir,
+            capture_output=True,
+            text=True,
+        )
+        # output.txt, the error in eval.json and the log: a key the child printed is kept as ***
+        output = Masker.for_env(environment).mask((proc.stdout or "") + (proc.stderr or ""))
         write_text_atomic(attempt_dir / "output.txt", output)
         result = json.loads(result_file.read_text()) if result_file.is_file() else None
         record = {"max_new_tokens": budget, "ok": bool(result and result["ok"]), "seconds": round(time.time() - a0, 2)}
@@ -304,178 +349,150 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _write_eval_json(
-    eval_json, *, cell, status, call, checkpoint, agent_run, started, seconds, train_seconds,
-    metrics=None, scorer=None, inspect_log=None, max_new_tokens=None, attempts=(), posttrainbench=None,
-) -> dict:  # fmt: skip
+def _write_eval_json(eval_json, cell: dict, call: dict, model: ModelUnderTest, record: EvalRecord) -> dict:
     data = {
         "schema_version": EVAL_JSON_VERSION,
         **cell,
-        "status": status,
-        **({"agent_run": agent_run} if agent_run else {}),
-        "metrics": metrics,
-        "scorer": scorer,
+        "status": record.status,
+        **({"agent_run": model.agent_run} if model.agent_run else {}),
+        "metrics": record.metrics,
+        "scorer": record.scorer,
         "task": call["task"],
         "task_args": call.get("task_args") or {},
         "provider": call.get("provider"),
-        "checkpoint": checkpoint,
-        "inspect_log": inspect_log,
-        "max_new_tokens": max_new_tokens,
-        "attempts": list(attempts),
-        "timings": {"started": started, "finished": _now(), "eval_seconds": seconds, "train_seconds": train_seconds},
+        "checkpoint": model.checkpoint,
+        "inspect_log": record.inspect_log,
+        "max_new_tokens": record.max_new_tokens,
+        "attempts": list(record.attempts),
+        "timings": {
+            "started": record.started,
+            "finished": _now(),
+            "eval_seconds": record.seconds,
+            "train_seconds": model.train_seconds,
+        },
         "host": socket.gethostname(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "software": software_versions(),
-        **({"posttrainbench": posttrainbench} if posttrainbench else {}),
+        **({"posttrainbench": record.posttrainbench} if record.posttrainbench else {}),
     }
     validate_eval_json(data)
     write_json_atomic(eval_json, data)
     return data
 
 
-def no_model_eval(*, cell: dict, call: dict, manifest: dict, eval_json: str, inspect_dir: str, log=print) -> dict:
+def no_model_eval(job: EvaluateSpec, manifest: dict, outputs: EvalOutputs, log=print) -> dict:
     """eval.json for a cli-agent cell whose agent left no final_model: status no_model, no metrics."""
-    Path(inspect_dir).mkdir(parents=True, exist_ok=True)
+    Path(outputs.inspect_dir).mkdir(parents=True, exist_ok=True)
     run = manifest.get("agent_run") or {}
-    data = _write_eval_json(
-        eval_json,
-        cell=cell,
-        status="no_model",
-        call=call,
+    cell = job.cell.to_params()
+    model = ModelUnderTest(
+        path=manifest["checkpoint"],
         checkpoint={"path": manifest["checkpoint"], "kind": "none", "commit_or_hash": manifest["config_hash"]},
-        agent_run=run,
-        started=_now(),
-        seconds=0,
         train_seconds=manifest.get("train_seconds"),
+        agent_run=run,
     )
+    data = _write_eval_json(outputs.eval_json, cell, job.call, model, EvalRecord("no_model", _now(), 0))
     why = "its budget ran out" if run.get("budget_exhausted") else f"it exited {run.get('exit_code')}"
     log(f"{cell}: no final model ({why}); eval.json says status no_model")
     return data
 
 
 def evaluate_cell(
-    *,
-    cell: dict,
-    call: dict,
-    model_path: str,
-    checkpoint: dict,
-    inspect_dir: str,
-    eval_json: str,
-    hf_home: str,
-    evals_cache: str,
-    test_parquet: str | None = None,
-    train_seconds: float | None = None,
-    threads: int | None = None,
-    agent_run: dict | None = None,
-    log=print,
+    job: EvaluateSpec, model: ModelUnderTest, outputs: EvalOutputs, inputs: EvalInputs = EvalInputs(), log=print
 ) -> dict:
     """Evaluate one cell and write its eval.json: ``scored``, or ``eval_failed`` when the whole ladder failed on
     budget-curable errors. Any other failure raises (the job fails with one line; nothing is written)."""
+    cell, call = job.cell.to_params(), job.call
     if call["task"] == tasks.TOY_TASK:
-        call = with_toy_data(call, test_parquet)
-    out_dir = Path(inspect_dir)
+        call = with_toy_data(call, inputs.test_parquet)
+    out_dir = Path(outputs.inspect_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
     started, t0 = _now(), time.time()
-    common = {"cell": cell, "call": call, "checkpoint": checkpoint, "agent_run": agent_run, "started": started,
-              "train_seconds": train_seconds}  # fmt: skip
     try:
-        out = evaluate(call, model_path, out_dir, hf_home=hf_home, evals_cache=evals_cache, threads=threads, log=log)
+        out = evaluate(
+            call, model.path, out_dir, hf_home=job.hf_home, evals_cache=job.evals_cache, threads=inputs.threads, log=log
+        )
     except EvalLadderExhausted as exc:
         log(f"{cell}: {exc}; eval.json says status eval_failed (delete it to try again)")
-        return _write_eval_json(
-            eval_json,
-            status="eval_failed",
-            seconds=round(time.time() - t0, 3),
+        record = EvalRecord(
+            "eval_failed",
+            started,
+            round(time.time() - t0, 3),
             max_new_tokens=exc.attempts[-1]["max_new_tokens"],
             attempts=exc.attempts,
-            **common,
         )
+        return _write_eval_json(outputs.eval_json, cell, call, model, record)
     h = out.headline
-    return _write_eval_json(
-        eval_json,
-        status="scored",
-        seconds=round(time.time() - t0, 3),
+    record = EvalRecord(
+        "scored",
+        started,
+        round(time.time() - t0, 3),
         metrics={"name": h["name"], "value": h["value"], "stderr": h["stderr"], "n": h["n"]},
         scorer=h["scorer"],
-        inspect_log=os.path.relpath(out.log_path, Path(eval_json).parent),
+        inspect_log=os.path.relpath(out.log_path, Path(outputs.eval_json).parent),
         max_new_tokens=out.max_new_tokens,
         attempts=out.attempts,
-        **common,
     )
+    return _write_eval_json(outputs.eval_json, cell, call, model, record)
 
 
 def evaluate_checkout_cell(
-    *,
-    cell: dict,
-    call: dict,
-    checkout: dict,
-    model_path: str,
-    checkpoint: dict,
-    inspect_dir: str,
-    eval_json: str,
-    hf_home: str,
-    train_seconds: float | None = None,
-    agent_run: dict | None = None,
-    progress: str | None = None,
-    deadline: float | None = None,
-    log=print,
+    job: EvaluateSpec, model: ModelUnderTest, outputs: EvalOutputs, inputs: EvalInputs, log=print
 ) -> dict:
-    """An eval of the PostTrainBench checkout (``ptflow.stages.posttrainbench.evaluate``): ``scored`` with its
-    metrics.json kept verbatim in ``inspect_dir``, or ``eval_failed`` when every try of its ladder failed.
-    ``progress``/``deadline``: the ladder carried over jobs (OutOfJobTime when this job ends first)."""
+    """An eval of the PostTrainBench checkout (``ptflow.stages.posttrainbench.evaluate``; ``inputs.checkout``: its
+    marker): ``scored`` with its metrics.json kept verbatim in the inspect dir, or ``eval_failed`` when every try of
+    its ladder failed. ``inputs.progress``/``deadline``: the ladder carried over jobs (OutOfJobTime when this job
+    ends first)."""
     from ptflow.stages.posttrainbench import evaluate as ptb_eval
 
-    out_dir = Path(inspect_dir)
+    checkout = json.loads(Path(inputs.checkout).read_text())
+    cell, call = job.cell.to_params(), job.call
+    out_dir = Path(outputs.inspect_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     started, t0 = _now(), time.time()
+    # the tries carried over are for this model and call only
+    identity = {"model": model.path, "checkpoint": model.checkpoint, "call": call}
     try:
         out = ptb_eval.evaluate(
-            checkout=checkout["path"],
-            eval_dir=call["posttrainbench"]["eval_dir"],
-            model_path=model_path,
-            out_dir=out_dir,
-            lower=call.get("retry_max_tokens", ()),
-            once=call.get("tries") == 1,  # a baseline or instruct cell: run_baseline.sh's one try
-            limit=call.get("limit"),
-            keys=call.get("keys", ()),
-            hf_home=hf_home,
-            progress=progress,
-            # the tries carried over are for this model and call only
-            identity={"model": model_path, "checkpoint": checkpoint, "call": call},
-            deadline=deadline,
+            checkout["path"],
+            ptb_eval.CheckoutEval.from_call(call),
+            model.path,
+            out_dir,
+            hf_home=job.hf_home,
+            carry=ptb_eval.LadderCarry(inputs.progress, identity, inputs.deadline),
             log=log,
         )
     except ptb_eval.CheckoutEvalError as exc:
         raise EvalConfigError(str(exc)) from None
-    common = {"cell": cell, "call": {**call, "provider": "vllm"}, "checkpoint": checkpoint, "agent_run": agent_run,
-              "started": started, "train_seconds": train_seconds, "attempts": out["attempts"]}  # fmt: skip
+    call = {**call, "provider": "vllm"}
+    last_budget = out["attempts"][-1]["max_new_tokens"]
     if not out["ok"]:
         tries = "its one try" if len(out["attempts"]) == 1 else f"all {len(out['attempts'])} tries of its ladder"
         log(f"{cell}: {tries} failed (PostTrainBench's); eval.json says eval_failed")
-        return _write_eval_json(
-            eval_json, status="eval_failed", seconds=round(time.time() - t0, 3),
-            max_new_tokens=out["attempts"][-1]["max_new_tokens"], **common,
-        )  # fmt: skip
+        record = EvalRecord(
+            "eval_failed", started, round(time.time() - t0, 3), max_new_tokens=last_budget, attempts=out["attempts"]
+        )
+        return _write_eval_json(outputs.eval_json, cell, call, model, record)
     kept = out_dir / "metrics.json"
     if Path(out["metrics_file"]).resolve() != kept.resolve():
         os.replace(out["metrics_file"], kept)
     m = out["metrics"]
-    data = _write_eval_json(
-        eval_json,
-        status="scored",
-        seconds=round(time.time() - t0, 3),
+    record = EvalRecord(
+        "scored",
+        started,
+        round(time.time() - t0, 3),
         metrics={"name": ptb_eval.METRIC, "value": float(m[ptb_eval.METRIC]), "stderr": _stderr(m), "n": None},
         scorer="posttrainbench",
-        max_new_tokens=out["attempts"][-1]["max_new_tokens"],
+        max_new_tokens=last_budget,
+        attempts=out["attempts"],
         posttrainbench={
             "commit": checkout["commit"],
-            "metrics_file": os.path.relpath(kept, Path(eval_json).parent),
+            "metrics_file": os.path.relpath(kept, Path(outputs.eval_json).parent),
             "argv": [str(a) for a in out["argv"]],
         },
-        **common,
     )
-    return data
+    return _write_eval_json(outputs.eval_json, cell, call, model, record)
 
 
 def _stderr(metrics: dict):

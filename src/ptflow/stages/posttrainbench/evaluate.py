@@ -27,6 +27,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.config import posttrainbench as ptb
@@ -49,6 +51,39 @@ HELP_TIMEOUT_S = 600  # its imports (inspect, vLLM) on a cold node
 # at the next try instead of starting the ladder again.
 PROGRESS_FILE = "evaluate-ladder.json"
 MIN_TRY_S = 300  # a try is not started with less of the job left: the job's retry makes it
+
+
+@dataclass(frozen=True)
+class CheckoutEval:
+    """One eval of the checkout as a cell's call asks for it: the eval's directory under ``src/eval/tasks``, the
+    ladder's lower budgets, the sample limit (None: all), the key names its evaluate.py needs (its grader's), and
+    ``once``: run_baseline.sh's single try (a baseline or instruct cell)."""
+
+    eval_dir: str
+    lower: Sequence[int] = ()
+    limit: int | None = None
+    keys: Sequence[str] = ()
+    once: bool = False
+
+    @classmethod
+    def from_call(cls, call: dict) -> CheckoutEval:
+        return cls(
+            eval_dir=call["posttrainbench"]["eval_dir"],
+            lower=tuple(call.get("retry_max_tokens", ())),
+            limit=call.get("limit"),
+            keys=tuple(call.get("keys", ())),
+            once=call.get("tries") == 1,
+        )
+
+
+@dataclass(frozen=True)
+class LadderCarry:
+    """How a ladder goes on from job to job: the file keeping its tries (:data:`PROGRESS_FILE`; None: not kept), the
+    model and call those tries are for (``identity``), and the job's usable end in epoch seconds (None: no end)."""
+
+    progress: str | Path | None = None
+    identity: dict = field(default_factory=dict)
+    deadline: float | None = None
 
 
 class CheckoutEvalError(RuntimeError):
@@ -156,68 +191,83 @@ def read_metrics(path: Path) -> dict | None:
 
 
 def evaluate(
-    *,
     checkout: str | Path,
-    eval_dir: str,
+    task: CheckoutEval,
     model_path: str | Path,
     out_dir: str | Path,
-    lower=(),
-    limit: int | None = None,
-    keys=(),
+    *,
     hf_home: str | None = None,
     env: dict | None = None,
-    attempt_timeout: float = ATTEMPT_TIMEOUT_S,
-    once: bool = False,
-    progress: str | Path | None = None,
-    identity: dict | None = None,
-    deadline: float | None = None,
+    carry: LadderCarry = LadderCarry(),
     log=print,
 ) -> dict:
-    """Run the ladder (``once``: run_baseline.sh's single try); returns ``{"ok", "metrics", "metrics_file", "argv",
-    "attempts"}`` (ok False: every try failed). Raises CheckoutEvalError when it cannot start at all (no
-    evaluate.py, no model, a missing key). ``progress``: the file that carries the ladder's tries from job to job
-    for ``identity`` (the model and call); ``deadline`` (epoch seconds): the job's usable end, at which a try is
-    stopped and OutOfJobTime raised with the progress kept."""
+    """Run the ladder (``task.once``: run_baseline.sh's single try); returns ``{"ok", "metrics", "metrics_file",
+    "argv", "attempts"}`` (ok False: every try failed). Raises CheckoutEvalError when it cannot start at all (no
+    evaluate.py, no model, a missing key). ``carry``: the file that carries the ladder's tries from job to job for
+    its identity (the model and call), and the job's usable end, at which a try is stopped and OutOfJobTime raised
+    with the progress kept."""
     checkout = Path(checkout)
-    cwd = checkout / ptb.EVAL_DIR.format(eval=eval_dir)
+    cwd = checkout / ptb.EVAL_DIR.format(eval=task.eval_dir)
     script = cwd / "evaluate.py"
     if not script.is_file():
         raise CheckoutEvalError(f"the PostTrainBench checkout {checkout} has no {script.relative_to(checkout)}")
     if not Path(model_path, "config.json").is_file():
         raise CheckoutEvalError(f"model {model_path}: no config.json there; point it at an HF model directory")
     environ = dict(os.environ if env is None else env)
-    missing = [k for k in keys if not environ.get(k)]
+    missing = [k for k in task.keys if not environ.get(k)]
     if missing:
-        raise CheckoutEvalError(f"{eval_dir}: its evaluate.py needs {', '.join(missing)} in the environment")
-    environ = eval_environment(environ, keys)
+        raise CheckoutEvalError(f"{task.eval_dir}: its evaluate.py needs {', '.join(missing)} in the environment")
+    environ = eval_environment(environ, task.keys)
     if hf_home:  # absolute: evaluate.py runs in its eval dir, where a relative paths.hf_home names nothing
         environ["HF_HOME"] = str(Path(hf_home).resolve())
     out = Path(out_dir).resolve()
-    if once:
-        return _run_once(checkout, eval_dir, cwd, environ, Path(model_path).resolve(), out, limit, log)
-    flag = budget_flag(script, environ) if lower else None  # only the lower rungs pass a budget
-    identity = identity or {}
+    run = _Ladder(checkout, task, cwd, environ, Path(model_path).resolve(), out, log)
+    if task.once:
+        return _run_once(run)
+    return _run_ladder(run, carry)
+
+
+@dataclass(frozen=True)
+class _Ladder:
+    """One checkout evaluation being run: where, in what environment, on which model, into which dir."""
+
+    checkout: Path
+    task: CheckoutEval
+    cwd: Path
+    environ: dict
+    model_path: Path
+    out: Path
+    log: Callable[[str], None]
+
+    def argv(self, budget: int | None, flag: str | None, metrics: Path) -> list[str]:
+        return attempt_argv(self.checkout, self.task.eval_dir, self.model_path, budget, flag, metrics, self.task.limit)
+
+
+def _run_ladder(run: _Ladder, carry: LadderCarry) -> dict:
+    """run_task.sh's ladder, going on at the try after those ``carry`` kept."""
+    eval_dir, progress, identity, log = run.task.eval_dir, carry.progress, carry.identity, run.log
+    flag = budget_flag(run.cwd / "evaluate.py", run.environ) if run.task.lower else None  # only lower rungs pass one
     attempts = _progress(progress, identity)
     if attempts:
         log(f"{eval_dir}: {len(attempts)} tries of the ladder were made by an earlier job; going on at the next")
-    for n, budget in enumerate(ladder(lower), start=1):
+    for n, budget in enumerate(ladder(run.task.lower), start=1):
         if n <= len(attempts):
             continue
         shown = "its default" if budget is None else str(budget)
-        timeout = attempt_timeout
-        if deadline is not None:
-            left = deadline - time.time()
+        timeout = ATTEMPT_TIMEOUT_S
+        if carry.deadline is not None:
+            left = carry.deadline - time.time()
             if left < MIN_TRY_S:
                 _keep_progress(progress, identity, attempts)
                 raise OutOfJobTime(f"{eval_dir}: {max(int(left), 0)} s of this job left before try {n} of the "
                                    f"ladder; the job's retry makes it")  # fmt: skip
             timeout = min(timeout, left)
-        attempt_dir = out / "attempts" / str(n)
+        attempt_dir = run.out / "attempts" / str(n)
         attempt_dir.mkdir(parents=True)
         metrics_file = attempt_dir / "metrics.json"
-        argv = attempt_argv(checkout, eval_dir, Path(model_path).resolve(), budget, flag, metrics_file, limit)
+        argv = run.argv(budget, flag, metrics_file)
         t0 = time.time()
-        rc = _run(argv, cwd, environ, attempt_dir / f"final_eval_{n}.txt", timeout)
+        rc = _run(argv, run.cwd, run.environ, attempt_dir / f"final_eval_{n}.txt", timeout)
         metrics = read_metrics(metrics_file)
         record = {"max_new_tokens": budget, "ok": metrics is not None, "seconds": round(time.time() - t0, 2)}
         if metrics is not None:
@@ -226,7 +276,7 @@ def evaluate(
                 Path(progress).unlink(missing_ok=True)
             log(f"{eval_dir}: {METRIC} = {metrics[METRIC]:.4f} (budget {shown}, attempt {n})")
             return {"ok": True, "metrics": metrics, "metrics_file": metrics_file, "argv": argv, "attempts": attempts}
-        if rc is None and timeout < attempt_timeout:  # stopped by the job's end, not by run_task.sh's deadline
+        if rc is None and timeout < ATTEMPT_TIMEOUT_S:  # stopped by the job's end, not by run_task.sh's deadline
             _keep_progress(progress, identity, attempts)
             raise OutOfJobTime(f"{eval_dir}: try {n} of the ladder (budget {shown}) reached this job's end after "
                                f"{record['seconds']:.0f} s; the job's retry makes it again")  # fmt: skip
@@ -238,17 +288,18 @@ def evaluate(
         log(f"{eval_dir}: attempt {n} (budget {shown}) {ended} without metrics.json; PostTrainBench's ladder goes on")
     if progress:
         Path(progress).unlink(missing_ok=True)
-    write_text_atomic(out / "attempts" / "exhausted.txt", f"{len(attempts)} attempts, none wrote metrics.json\n")
+    write_text_atomic(run.out / "attempts" / "exhausted.txt", f"{len(attempts)} attempts, none wrote metrics.json\n")
     return {"ok": False, "metrics": None, "metrics_file": None, "argv": None, "attempts": attempts}
 
 
-def _run_once(checkout: Path, eval_dir: str, cwd: Path, environ: dict, model_path: Path, out: Path, limit, log) -> dict:
-    """run_baseline.sh's evaluation: one try, evaluate.py's own budget, its files in ``out``."""
+def _run_once(run: _Ladder) -> dict:
+    """run_baseline.sh's evaluation: one try, evaluate.py's own budget, its files in ``run.out``."""
+    out, eval_dir, log = run.out, run.task.eval_dir, run.log
     out.mkdir(parents=True, exist_ok=True)
     metrics_file = out / "metrics.json"
-    argv = attempt_argv(checkout, eval_dir, model_path, None, None, metrics_file, limit)
+    argv = run.argv(None, None, metrics_file)
     t0 = time.time()
-    rc = _run(argv, cwd, environ, out / "final_eval.txt", None, stderr=out / "error.log")
+    rc = _run(argv, run.cwd, run.environ, out / "final_eval.txt", None, stderr=out / "error.log")
     metrics = read_metrics(metrics_file)
     record = {"max_new_tokens": None, "ok": metrics is not None, "seconds": round(time.time() - t0, 2)}
     if metrics is not None:
