@@ -59,7 +59,7 @@ def test_standard_image_installs_the_pins_through_build_arguments(tmp_path):
     assert "UNUSED" not in args and args["CLAUDE_CLI_VERSION"] == "2.0.55"
     rt = RuntimeSpec.from_dict({"site": "s", "kind": "apptainer", "images": {"standard": spec}})
     plan = images.plan_build(rt, "standard", tmp_path / "standard.sif", digest="d", recipe_root=REPO,
-                             workdir=tmp_path, euid=0, build_args=args)  # fmt: skip
+                             workdir=tmp_path, build_args=args, job=images.BuildJob(euid=0))  # fmt: skip
     assert "--build-arg=CODEX_CLI_VERSION=0.79.0" in plan.steps[0]
     one = images.image_digest(rt, "standard", spec, REPO, args)
     assert one != images.image_digest(rt, "standard", spec, REPO, {**args, "CODEX_CLI_VERSION": "0.80.1"})

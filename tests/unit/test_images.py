@@ -33,7 +33,7 @@ def test_alps_dockerfile_is_podman_build_then_enroot_import(tmp_path):
         digest=digest,
         recipe_root=REPO,
         workdir=tmp_path,
-        euid=1000,
+        job=images.BuildJob(euid=1000),
     )
     build, imp = plan.steps
     assert build[:2] == ["podman", "build"] and "--platform=linux/arm64" in build
@@ -51,7 +51,13 @@ def test_without_enroot_podman_export_and_mksquashfs(tmp_path):
     rt = site("alps")
     rt = dataclasses.replace(rt, build={"converter": "auto"})
     plan = images.plan_build(
-        rt, "ngc-ray:25.06", tmp_path / "x.sqsh", digest="d", recipe_root=REPO, workdir=tmp_path, which=lambda _: None
+        rt,
+        "ngc-ray:25.06",
+        tmp_path / "x.sqsh",
+        digest="d",
+        recipe_root=REPO,
+        workdir=tmp_path,
+        job=images.BuildJob(which=lambda _: None),
     )
     tools = [s[0] + " " + s[1] for s in plan.steps]
     assert tools == ["podman build", "podman create", "podman export", "podman rm", f"mksquashfs {tmp_path}/rootfs"]
@@ -62,10 +68,14 @@ def test_posttrainbench_def_uses_fakeroot_unless_root(tmp_path):
     rt = site("generic")
     spec = images.image_spec(rt, "standard")
     assert images.builder_of(rt, spec) == "apptainer-def"
-    plan = images.plan_build(rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, euid=5)
+    plan = images.plan_build(
+        rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, job=images.BuildJob(euid=5)
+    )
     assert plan.steps == [["apptainer", "build", "--fakeroot", str(plan.tmp_output), str(REPO / "envs/standard.def")]]
     assert plan.cwd == str(REPO)
-    root = images.plan_build(rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, euid=0)
+    root = images.plan_build(
+        rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, job=images.BuildJob(euid=0)
+    )
     assert "--fakeroot" not in root.steps[0]
 
 
@@ -193,7 +203,13 @@ def test_a_recipe_of_the_posttrainbench_checkout_builds_there(tmp_path):
     spec = {"recipe": str(recipe), "recipe_object": "a" * 40, "build_dir": str(checkout)}
     rt_checkout = images.image_runtime(rt, "standard", spec)
     plan = images.plan_build(
-        rt_checkout, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, euid=0
+        rt_checkout,
+        "standard",
+        "/s/standard.sif",
+        digest="d",
+        recipe_root=REPO,
+        workdir=tmp_path,
+        job=images.BuildJob(euid=0),
     )
     assert plan.steps == [["apptainer", "build", str(plan.tmp_output), str(recipe)]] and plan.cwd == str(checkout)
     digest = images.image_digest(rt, "standard", spec, REPO)

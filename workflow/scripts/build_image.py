@@ -17,8 +17,8 @@ with rule_log(snakemake.log[0]) as log:
             digest=snakemake.params.digest,
             recipe_root=snakemake.params.recipe_root,
             workdir=work,
-            job_minutes=snakemake.resources.get("runtime"),
             build_args=snakemake.params.spec.get("build_args"),
+            job=images.BuildJob(minutes=snakemake.resources.get("runtime")),
         )
         images.run_build(
             plan,

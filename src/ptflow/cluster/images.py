@@ -31,6 +31,7 @@ import os
 import platform
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -308,6 +309,18 @@ def podman_storage_conf(storage: str | Path, additional_stores: list[str] = ()) 
     return text
 
 
+@dataclass(frozen=True)
+class BuildJob:
+    """The job an image is built in, as a build plan needs it: the tools on its PATH (``which``), its user (uid and
+    name: rootless podman and apptainer's fakeroot) and its time limit in minutes (sizes the timeout of a registry
+    import where the site sets none). Left out: this process's own."""
+
+    which: Callable[[str], str | None] = shutil.which
+    euid: int | None = None
+    user: str | None = None
+    minutes: float | None = None
+
+
 def plan_build(
     rt: RuntimeSpec,
     name: str,
@@ -316,31 +329,24 @@ def plan_build(
     digest: str,
     recipe_root: str | Path = ".",
     workdir: str | Path,
-    which=shutil.which,
-    euid: int | None = None,
-    user: str | None = None,
-    job_minutes: float | None = None,
     build_args: dict[str, str] | None = None,
+    job: BuildJob = BuildJob(),
 ) -> BuildPlan:
-    """The commands that make ``output`` for image ``name`` on this site. ``workdir`` holds the job's scratch;
-    ``job_minutes`` (the job's time limit) sizes the timeout of a registry import when the site sets none."""
+    """The commands that make ``output`` for image ``name`` on this site. ``workdir`` holds the job's scratch."""
     spec = image_spec(rt, name)
-    build = rt.build
     builder = builder_of(rt, spec)
     output = Path(output)
-    tmp = output.with_name(f".{output.stem}.{os.getpid()}.tmp{output.suffix}")  # must not exist (enroot refuses)
-    workdir = Path(workdir)
-    euid = os.geteuid() if euid is None else euid
-    user = user or user_name()
+    tmp = _tmp_of(output)
     kind_setting = f"runtime.kind = {rt.kind} and runtime.images.{name}"
 
     timeout = None
     if spec.get("source"):
-        minutes = build.get("import_timeout_minutes") or (IMPORT_TIMEOUT_SHARE * job_minutes if job_minutes else None)
+        share = IMPORT_TIMEOUT_SHARE * job.minutes if job.minutes else None
+        minutes = rt.build.get("import_timeout_minutes") or share
         timeout = float(minutes) * 60 if minutes else None
 
     if builder in ("apptainer-def", "apptainer-uri"):
-        fakeroot = build.get("fakeroot", euid != 0) and builder == "apptainer-def"
+        fakeroot = rt.build.get("fakeroot", _euid(job) != 0) and builder == "apptainer-def"
         src = str(Path(recipe_root) / spec["recipe"]) if builder == "apptainer-def" else _apptainer_uri(spec["source"])
         args = [f"--build-arg={k}={v}" for k, v in sorted((build_args or {}).items())]
         argv = ["apptainer", "build"] + (["--fakeroot"] if fakeroot else []) + args + [str(tmp), src]
@@ -369,13 +375,37 @@ def plan_build(
             import_timeout=timeout,
             source=spec["source"],
         )
+    return _podman_plan(rt, name, output, digest, Path(recipe_root), Path(workdir), build_args, job)
 
-    # podman build + conversion, in one job: podman's storage lives in /dev/shm and dies with the job.
+
+def _tmp_of(output: Path) -> Path:
+    """Where a build writes before its output is complete: beside it, and not existing yet (enroot refuses)."""
+    return output.with_name(f".{output.stem}.{os.getpid()}.tmp{output.suffix}")
+
+
+def _euid(job: BuildJob) -> int:
+    return os.geteuid() if job.euid is None else job.euid
+
+
+def _podman_plan(
+    rt: RuntimeSpec,
+    name: str,
+    output: Path,
+    digest: str,
+    recipe_root: Path,
+    workdir: Path,
+    build_args: dict[str, str] | None,
+    job: BuildJob,
+) -> BuildPlan:
+    """podman build + conversion, in one job: podman's storage lives in /dev/shm and dies with the job."""
+    spec, build, tmp = image_spec(rt, name), rt.build, _tmp_of(output)
+    kind_setting = f"runtime.kind = {rt.kind} and runtime.images.{name}"
+    user = job.user or user_name()
     storage = Path(str(build.get("podman_storage") or f"/dev/shm/{user}")) / f"ptflow-{image_stem(name)}-{os.getpid()}"
     conf = workdir / "storage.conf"
     tag = podman_tag(name, user, digest)
-    recipe = Path(recipe_root) / spec["recipe"]
-    context = Path(recipe_root) / spec.get("context", str(Path(spec["recipe"]).parent))
+    recipe = recipe_root / spec["recipe"]
+    context = recipe_root / spec.get("context", str(Path(spec["recipe"]).parent))
     arch = rt.arch
     build_argv = ["podman", "build"] + list(build.get("podman_args") or [])
     build_argv += [f"--platform=linux/{arch}"] if arch else []
@@ -384,7 +414,7 @@ def plan_build(
     tools = {"podman": _why(rt, f"{kind_setting}.recipe = {spec['recipe']} (a Dockerfile, built with podman)")}
     converter = build.get("converter", "auto")
     if converter == "auto":
-        converter = "enroot" if which("enroot") else "mksquashfs"
+        converter = "enroot" if job.which("enroot") else "mksquashfs"
     plan = BuildPlan(name, f"podman+{converter}", output, tmp, [build_argv], env={"CONTAINERS_STORAGE_CONF": str(conf)})
     plan.files[str(conf)] = podman_storage_conf(storage, build.get("additional_image_stores") or [])
     plan.tools = tools
@@ -407,7 +437,8 @@ def plan_build(
         )
     plan.cleanup.append(["podman", "rmi", "-f", tag])
     # Rootless podman's files belong to sub-uids: only `podman unshare` can remove them.
-    plan.cleanup.append(["rm", "-rf", str(storage)] if euid == 0 else ["podman", "unshare", "rm", "-rf", str(storage)])
+    remove = ["rm", "-rf", str(storage)]
+    plan.cleanup.append(remove if _euid(job) == 0 else ["podman", "unshare", *remove])
     return plan
 
 
