@@ -283,3 +283,21 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
                                       "runtime": job.resources.get("runtime")}
                       for job in workflow.dag.jobs if job.rule.name in ("judge", "aggregate")}))
 """
+
+
+def test_each_rule_names_itself_and_its_request_lives_only_in_rule_requests():
+    """A rule's request is written once, in ptflow.config.rules.RULE_REQUESTS; its .smk names only the rule, whose
+    threads, resources and localrule come from that table through common.smk (threads_of, resources_of, is_local,
+    supervised_held_of). Snakemake evaluates a rule's directives before the rule exists, so the getters cannot learn
+    the rule's name themselves: this keeps the name they are given the rule's own, and every rule in the table."""
+    import re
+
+    getters = re.compile(r"\b(?:threads_of|resources_of|is_local|supervised_held_of)\(\s*\"([^\"]+)\"")
+    rules = {}
+    for smk in sorted((REPO / "workflow/rules").glob("*.smk")):
+        for block in re.split(r"^(?=(?:rule|checkpoint) )", smk.read_text(), flags=re.M)[1:]:
+            name = re.match(r"(?:rule|checkpoint) (\w+):", block).group(1)
+            rules[name] = smk.name
+            named = set(getters.findall(block))
+            assert named <= {name}, f"{smk.name}: rule {name} is sized by another rule's name: {sorted(named)}"
+    assert set(rules) == set(RULE_REQUESTS), "every rule has exactly one request in RULE_REQUESTS"
