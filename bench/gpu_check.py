@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from ptflow.stages.evaluate.settings import Provider, build_call
     from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
     from ptflow.stages.train.agent_cell import sync_workspace
-    from ptflow.stages.train.sft import train_sft
+    from ptflow.stages.train.sft import SftSettings, train_sft
 
     results: dict = {}
     root = Path(tempfile.mkdtemp(prefix="ptflow-gpu-check-"))
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     def trained():
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        out = train_sft(base, train, root / "sft", steps=args.steps, batch_size=32, learning_rate=3e-3, seed=0,
-                        gradient_checkpointing=False, log=lambda _m: None)  # fmt: skip
+        hp = SftSettings(steps=args.steps, batch_size=32, learning_rate=3e-3, seed=0, gradient_checkpointing=False)
+        out = train_sft(base, train, root / "sft", hp, log=lambda _m: None)
         peak = torch.cuda.max_memory_allocated() if cuda else 0
         if args.device == "cuda" and not peak:
             raise RuntimeError("the trainer allocated nothing on the GPU: it did not train there")

@@ -56,13 +56,13 @@ def _step(kind: str, kw: dict) -> dict:
         create_tiny_llama(kw["out"], build_char_tokenizer([]), **kw["spec"])
         return {}
     if kind == "sft":
-        from ptflow.stages.train.sft import train_sft
+        from ptflow.stages.train.sft import SftSettings, train_sft
 
-        return train_sft(kw["model"], kw["train"], kw["out"], log=lambda s: None, **kw["hp"])
+        return train_sft(kw["model"], kw["train"], kw["out"], SftSettings(**kw["hp"]), log=lambda s: None)
     if kind == "grpo":
-        from ptflow.stages.train.grpo import train_grpo
+        from ptflow.stages.train.grpo import GrpoSettings, train_grpo
 
-        return train_grpo(kw["model"], kw["train"], kw["out"], log=lambda s: None, **kw["hp"])
+        return train_grpo(kw["model"], kw["train"], kw["out"], GrpoSettings(**kw["hp"]), log=lambda s: None)
     if kind == "eval":
         from ptflow.config.model import eval_from_entry
         from ptflow.stages.evaluate.run import evaluate, with_toy_data
@@ -128,8 +128,8 @@ def main() -> None:
         return out
 
     imports = {
-        "ptflow.stages.scoring+data": (
-            "import ptflow.stages.scoring, ptflow.stages.data.synthetic, ptflow.stages.data.verl_format"
+        "ptflow.stages.gsm8k_answer+data": (
+            "import ptflow.stages.gsm8k_answer, ptflow.stages.data.synthetic, ptflow.stages.data.verl_format"
         ),
         "trl SFTTrainer": "from trl import SFTTrainer",
         "trl GRPOTrainer": "from trl import GRPOTrainer",

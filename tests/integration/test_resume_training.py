@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from dataclasses import replace
 
 import pytest
 import torch
@@ -18,8 +19,8 @@ from ptflow.cluster.preempt import RESUME_EXIT, ResumeDir, StoppedToResume, stop
 from ptflow.stages.data.synthetic import generate_arithmetic
 from ptflow.stages.data.verl_format import to_verl_frame, write_parquet
 from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
-from ptflow.stages.train.grpo import train_grpo
-from ptflow.stages.train.sft import train_sft
+from ptflow.stages.train.grpo import GrpoSettings, train_grpo
+from ptflow.stages.train.sft import SftSettings, train_sft
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +58,14 @@ def warn_at(step: int, lines: list[str]):
 
 def test_sft_stopped_by_the_warning_resumes_with_the_same_loss_curve_and_weights(data, tmp_path):
     base, train = data
-    kw = dict(steps=60, batch_size=8, learning_rate=3e-3, seed=0, save_freq=6)  # logs and checkpoints every 6 steps
+    hp = SftSettings(steps=60, batch_size=8, learning_rate=3e-3, seed=0, save_freq=6)  # logs, checkpoints every 6 steps
     whole_lines: list[str] = []
-    whole = train_sft(base, train, tmp_path / "whole", resume=ResumeDir(tmp_path / "r1"), log=whole_lines.append, **kw)
+    whole = train_sft(base, train, tmp_path / "whole", hp, resume=ResumeDir(tmp_path / "r1"), log=whole_lines.append)
 
     resume = ResumeDir(tmp_path / "r2")
     cut_lines: list[str] = []
     with pytest.raises(StoppedToResume) as stopped:
-        train_sft(base, train, tmp_path / "cut", resume=resume, log=warn_at(24, cut_lines), **kw)
+        train_sft(base, train, tmp_path / "cut", hp, resume=resume, log=warn_at(24, cut_lines))
     assert stopped.value.step == 25 and stopped.value.reason == "the time-limit warning"
     assert not (tmp_path / "cut").exists(), "no final model from a stopped run"
     assert sorted(p.name for p in resume.root.glob("step_*")) == ["step_24", "step_25"]  # periodic + the warning's
@@ -74,7 +75,7 @@ def test_sft_stopped_by_the_warning_resumes_with_the_same_loss_curve_and_weights
         assert (resume.root / "step_25" / part).is_file(), part
     assert not list(resume.root.glob(".attempt-*")), "the attempt's staging dir is removed"
 
-    resumed = train_sft(base, train, tmp_path / "cut", resume=resume, log=cut_lines.append, **kw)
+    resumed = train_sft(base, train, tmp_path / "cut", hp, resume=resume, log=cut_lines.append)
     assert resumed["resumed_from"] == 25 and resumed["step"] == whole["step"] == 60
     a, b = losses(whole_lines), losses(cut_lines)
     # The same curve: before the stop, and every logging window after the first one of the resumed run (that one
@@ -92,7 +93,7 @@ def test_grpo_resumes_its_sampling_where_it_stopped(data, tmp_path):
     """GRPO samples completions: the RNG state restored from the checkpoint makes the resumed run draw the same
     completions (same lengths per step) as an uninterrupted one."""
     base, train = data
-    kw = dict(
+    hp = GrpoSettings(
         steps=8, batch_size=4, num_generations=4, learning_rate=1e-3, max_completion_length=8, seed=0, save_freq=2
     )
 
@@ -106,12 +107,12 @@ def test_grpo_resumes_its_sampling_where_it_stopped(data, tmp_path):
         return out
 
     whole_lines: list[str] = []
-    train_grpo(base, train, tmp_path / "whole", resume=ResumeDir(tmp_path / "r1"), log=whole_lines.append, **kw)
+    train_grpo(base, train, tmp_path / "whole", hp, resume=ResumeDir(tmp_path / "r1"), log=whole_lines.append)
     resume = ResumeDir(tmp_path / "r2")
     cut_lines: list[str] = []
     with pytest.raises(StoppedToResume):
-        train_grpo(base, train, tmp_path / "cut", resume=resume, log=warn_at(3, cut_lines), **kw)
-    res = train_grpo(base, train, tmp_path / "cut", resume=resume, log=cut_lines.append, **kw)
+        train_grpo(base, train, tmp_path / "cut", hp, resume=resume, log=warn_at(3, cut_lines))
+    res = train_grpo(base, train, tmp_path / "cut", hp, resume=resume, log=cut_lines.append)
     assert res["resumed_from"] == 4 and res["step"] == 8
     assert lengths(cut_lines) == lengths(whole_lines) and len(lengths(whole_lines)) == 8
 
@@ -148,13 +149,13 @@ def test_without_save_freq_checkpoints_come_by_training_time(data, tmp_path):
     """No params.save_freq: no checkpoint while less than save_minutes of training passed (short runs pay nothing),
     one at each save_minutes otherwise; a warning still saves at once."""
     base, train = data
-    kw = dict(steps=12, batch_size=4, learning_rate=3e-3, seed=0)
+    hp = SftSettings(steps=12, batch_size=4, learning_rate=3e-3, seed=0)
     quick = ResumeDir(tmp_path / "quick")
-    train_sft(base, train, tmp_path / "a", resume=quick, log=lambda m: None, **kw)
+    train_sft(base, train, tmp_path / "a", hp, resume=quick, log=lambda m: None)
     assert not list(quick.root.glob("step_*"))
     lines: list[str] = []
     every = ResumeDir(tmp_path / "every")
-    train_sft(base, train, tmp_path / "b", resume=every, save_minutes=1e-6, log=lines.append, **kw)
+    train_sft(base, train, tmp_path / "b", replace(hp, save_minutes=1e-6), resume=every, log=lines.append)
     assert sum("checkpoint step" in ln for ln in lines) == 11  # each step but the last (the final model is saved)
 
 
@@ -173,9 +174,9 @@ def test_sft_without_gradient_checkpointing_trains_the_same_weights(data, tmp_pa
         return out
 
     monkeypatch.setattr(SFTTrainer, "train", spy_train)
-    kw = dict(steps=6, batch_size=8, learning_rate=3e-3, seed=0, log=lambda line: None)
-    train_sft(base, train, tmp_path / "default", **kw)
-    train_sft(base, train, tmp_path / "off", gradient_checkpointing=False, **kw)
+    hp = SftSettings(steps=6, batch_size=8, learning_rate=3e-3, seed=0)
+    train_sft(base, train, tmp_path / "default", hp, log=lambda line: None)
+    train_sft(base, train, tmp_path / "off", replace(hp, gradient_checkpointing=False), log=lambda line: None)
     assert seen == [True, False]
     wa, wb = load_file(tmp_path / "default" / "model.safetensors"), load_file(tmp_path / "off" / "model.safetensors")
     assert wa.keys() == wb.keys() and max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-5

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(max(remaining, 0) + 3600)
         return 0
     from ptflow.cluster.preempt import ResumeDir, StoppedToResume
-    from ptflow.stages.train.sft import train_sft
+    from ptflow.stages.train.sft import SftSettings, train_sft
 
     resume = ResumeDir(task_dir / "work" / "sft-resume")
     found = resume.newest()
@@ -97,18 +97,11 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.pause)
 
     try:
-        result = train_sft(
-            task["base_model"],
-            train_data,
-            staging,
-            steps=args.steps,
-            batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
-            seed=0,
+        hp = SftSettings(
+            steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate, seed=0,
             save_freq=args.save_freq,
-            resume=resume,
-            log=log,
-        )
+        )  # fmt: skip
+        result = train_sft(task["base_model"], train_data, staging, hp, resume=resume, log=log)
     except StoppedToResume as exc:
         event("assistant", f"Stopped: {exc}")
         return 143

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 
 def completion_text(completion) -> str:
@@ -28,27 +29,28 @@ def gsm8k_reward(prompts, completions, ground_truth, **kwargs) -> list[float]:
     return [gsm8k_score(completion_text(c), gt) for c, gt in zip(completions, ground_truth, strict=True)]
 
 
-def train_grpo(
-    model_path,
-    train_parquet,
-    output_dir,
-    *,
-    steps: int,
-    batch_size: int,
-    num_generations: int,
-    learning_rate: float,
-    max_completion_length: int,
-    seed: int,
-    save_freq: int | None = None,
-    save_minutes: float | None = None,
-    gradient_checkpointing: bool = True,
-    resume=None,
-    log: Callable[[str], None] = print,
-) -> dict:
-    """GRPO-train ``model_path``; save the final model to ``output_dir`` (checkpoints and resuming as in
-    ``ptflow.stages.train.sft.train_sft``).
+@dataclass(frozen=True)
+class GrpoSettings:
+    """Kind ``trl-grpo``'s params (the agent's ``params`` in config, as the train job carries them)."""
 
-    ``batch_size`` counts prompts per optimizer step; each prompt gets ``num_generations``
+    steps: int
+    batch_size: int
+    num_generations: int
+    learning_rate: float
+    max_completion_length: int
+    seed: int
+    save_freq: int | None = None
+    save_minutes: float | None = None
+    gradient_checkpointing: bool = True
+
+
+def train_grpo(
+    model_path, train_parquet, output_dir, hp: GrpoSettings, *, resume=None, log: Callable[[str], None] = print
+) -> dict:
+    """GRPO-train ``model_path`` with the settings ``hp``; save the final model to ``output_dir`` (checkpoints and
+    resuming as in ``ptflow.stages.train.sft.train_sft``).
+
+    ``hp.batch_size`` counts prompts per optimizer step; each prompt gets ``num_generations``
     sampled completions (TRL's per-device batch is ``batch_size * num_generations`` completions).
     Returns ``{"step", "train_loss", "seconds", "reward_mean", "resumed_from"}`` (reward averaged over this
     attempt's steps).
@@ -66,7 +68,7 @@ def train_grpo(
         trainer_output_dir,
     )
 
-    if num_generations < 2:
+    if hp.num_generations < 2:
         raise ValueError("GRPO needs num_generations >= 2 (advantages are relative within a group)")
     rows = read_verl_rows(train_parquet)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in rows])
@@ -86,17 +88,17 @@ def train_grpo(
     with trainer_output_dir(resume, "ptflow-grpo-") as scratch:
         args = common_args(
             scratch,
-            steps=steps,
-            batch_size=batch_size * num_generations,
-            learning_rate=learning_rate,
-            seed=seed,
-            save_freq=save_freq,
-            gradient_checkpointing=gradient_checkpointing,
+            steps=hp.steps,
+            batch_size=hp.batch_size * hp.num_generations,
+            learning_rate=hp.learning_rate,
+            seed=hp.seed,
+            save_freq=hp.save_freq,
+            gradient_checkpointing=hp.gradient_checkpointing,
         )
         config = GRPOConfig(
             **args,
-            num_generations=num_generations,
-            max_completion_length=max_completion_length,
+            num_generations=hp.num_generations,
+            max_completion_length=hp.max_completion_length,
             temperature=1.0,
             beta=0.0,  # no reference model: cheaper, and the SFT start point is already on-format
             num_iterations=1,
@@ -110,7 +112,7 @@ def train_grpo(
             processing_class=tokenizer,
             callbacks=[log_callback(on_log)],
         )
-        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=save_minutes, log=log)
+        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=hp.save_minutes, log=log)
     seconds = time.perf_counter() - t0
     reward_mean = sum(rewards) / len(rewards) if rewards else float("nan")
     log(
@@ -122,4 +124,5 @@ def train_grpo(
 
 def run(job) -> dict:
     """Kind ``trl-grpo`` (a ``ptflow.stages.train.cell.TrainJob``)."""
-    return train_grpo(job.start_model, job.train_parquet, job.out, resume=job.resume, log=job.log, **job.params)
+    hp = GrpoSettings(**job.params)
+    return train_grpo(job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log)

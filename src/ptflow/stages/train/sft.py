@@ -5,24 +5,27 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SftSettings:
+    """Kind ``trl-sft``'s params (the agent's ``params`` in config, as the train job carries them)."""
+
+    steps: int
+    batch_size: int
+    learning_rate: float
+    seed: int
+    save_freq: int | None = None
+    save_minutes: float | None = None
+    gradient_checkpointing: bool = True
 
 
 def train_sft(
-    model_path,
-    train_parquet,
-    output_dir,
-    *,
-    steps: int,
-    batch_size: int,
-    learning_rate: float,
-    seed: int,
-    save_freq: int | None = None,
-    save_minutes: float | None = None,
-    gradient_checkpointing: bool = True,
-    resume=None,
-    log: Callable[[str], None] = print,
+    model_path, train_parquet, output_dir, hp: SftSettings, *, resume=None, log: Callable[[str], None] = print
 ) -> dict:
-    """Fine-tune ``model_path`` on prompt -> extra_info answer; save the final model to ``output_dir``.
+    """Fine-tune ``model_path`` on prompt -> extra_info answer with the settings ``hp``; save the final model to
+    ``output_dir``.
 
     Prompt-completion format with conversational messages, so TRL applies the chat template and
     computes the loss on the completion tokens only (the assistant turn incl. its EOS). A full checkpoint every
@@ -53,13 +56,13 @@ def train_sft(
         config = SFTConfig(
             **common_args(
                 scratch,
-                steps=steps,
-                batch_size=batch_size,
-                learning_rate=learning_rate,
-                seed=seed,
-                warmup_steps=steps // 10,  # tiny models want a high lr; warmup avoids early loss spikes
-                save_freq=save_freq,
-                gradient_checkpointing=gradient_checkpointing,
+                steps=hp.steps,
+                batch_size=hp.batch_size,
+                learning_rate=hp.learning_rate,
+                seed=hp.seed,
+                warmup_steps=hp.steps // 10,  # tiny models want a high lr; warmup avoids early loss spikes
+                save_freq=hp.save_freq,
+                gradient_checkpointing=hp.gradient_checkpointing,
             ),
             completion_only_loss=True,
             max_length=256,
@@ -72,7 +75,7 @@ def train_sft(
             processing_class=tokenizer,
             callbacks=[log_callback(log)],
         )
-        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=save_minutes, log=log)
+        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=hp.save_minutes, log=log)
     seconds = time.perf_counter() - t0
     log(f"sft done: {result['step']} steps, train_loss={result['train_loss']:.4f}, {seconds:.1f}s")
     return {**result, "seconds": seconds}
@@ -80,4 +83,5 @@ def train_sft(
 
 def run(job) -> dict:
     """Kind ``trl-sft`` (a ``ptflow.stages.train.cell.TrainJob``)."""
-    return train_sft(job.start_model, job.train_parquet, job.out, resume=job.resume, log=job.log, **job.params)
+    hp = SftSettings(**job.params)
+    return train_sft(job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log)
