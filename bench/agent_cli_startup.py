@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
 from ptflow.stages.train.agent_cell import train_agent_cell  # noqa: E402
+from tests.support.agent_cells import agent_job  # noqa: E402
 from tests.support.agent_clis import cli_bin_dir  # noqa: E402
 from tests.support.providers import ProviderStandIn, Step  # noqa: E402
 
@@ -53,7 +54,9 @@ def one(cli: str, work: Path, hf_home: Path, snapshot: Path) -> dict:
                 "trace_dir": str(work / "trace"), "base_url": api.url, "hf_home": str(hf_home)}  # fmt: skip
         t0 = time.time()
         cell = {"model": "org/base", "eval": "e"}
-        result = train_agent_cell(str(snapshot), None, work / "out", agent=spec, cell=cell, log=lambda _: None)
+        result = train_agent_cell(
+            agent_job(str(snapshot), None, work / "out", agent=spec, cell=cell, log=lambda _: None)
+        )
         first = min(r["time"] for r in api.records)
     staging = result["agent_run"]["staging_seconds"]
     return {"first_request": first - t0, "staging": staging, "cli": first - t0 - staging,

@@ -18,6 +18,7 @@ import pytest
 
 from ptflow.cluster.preempt import ResumeDir, StoppedToResume
 from ptflow.stages.train.agent_cell import AgentCellError, train_agent_cell
+from tests.support.agent_cells import agent_job
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import Faults, ProviderStandIn, Step
 
@@ -50,9 +51,9 @@ def run_cell(tmp_path, cli, api, *, hours=0.05, resume=None, attempt=None, log=N
     model, key, _, _, _ = AGENTS[cli]
     spec = {"id": f"{cli}-cell", "cli": cli, "model": model, "hours": hours, "grace_minutes": 0.05, "keys": [key],
             "trace_dir": str(tmp_path / "trace"), "base_url": api.url, "sync_minutes": 0.05}  # fmt: skip
-    return train_agent_cell("/nonexistent-base", None, tmp_path / f"out-{attempt or 1}", agent=spec,
+    return train_agent_cell(agent_job("/nonexistent-base", None, tmp_path / f"out-{attempt or 1}", agent=spec,
                             cell={"model": "org/base", "eval": "add"}, resume=resume, attempt=attempt,
-                            log=log or (lambda _: None))  # fmt: skip
+                            log=log or (lambda _: None)))  # fmt: skip
 
 
 def expected(cli):

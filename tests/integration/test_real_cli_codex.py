@@ -20,6 +20,7 @@ import pytest
 from ptflow.config.clis.base import CellHome
 from ptflow.config.clis.codex import CODEX, judge_command, trace_lines
 from ptflow.stages.posttrainbench.agent import CheckoutAgentError
+from tests.support.agent_cells import agent_job
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
 from tests.support.providers import Faults, ProviderStandIn, Step
@@ -207,9 +208,9 @@ def _checkout_cell(root: Path, codex_bin: Path, solve: str, kind: str = "apptain
                  "keys": ["OPENAI_API_KEY"], "base_url": api.url + "/v1", "trace_dir": str(root / solve / "trace"),
                  "posttrainbench": {"eval_dir": "gsm8k", "solve": solve, "num_gpus": 1},
                  "checkout": {"path": str(checkout), "commit": commit}}  # fmt: skip
-        result = train_agent_cell(str(root / "base-model"), None, root / solve / "out", agent=agent,
+        result = train_agent_cell(agent_job(str(root / "base-model"), None, root / solve / "out", agent=agent,
                                   cell={"model": "Qwen/Qwen3-1.7B-Base", "eval": "gsm8k"}, runtime=runtime, env=env,
-                                  log=lambda *_: None)  # fmt: skip
+                                  log=lambda *_: None))  # fmt: skip
         records = [r for r in api.records if r.get("main") and r.get("status") == 200]
     assert result["agent_run"]["exit_code"] == 0, (root / solve / "trace" / "stderr.log").read_text()[-3000:]
     return agent, records

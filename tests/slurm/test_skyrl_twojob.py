@@ -49,10 +49,9 @@ def run_supervised(d: Path, calls: int, interval: float, site=SITE):
     d.mkdir(parents=True, exist_ok=True)
     companion = skyrl.ServerCompanion(site, d / ".skyrl_jobs", {"ready_timeout": 300}, job_name=f"ptflow-t-{d.name}",
                                       comment="rule_train_wildcards_m_e_skyrl#skyrl-server")  # fmt: skip
-    return supervise.supervise(
-        str(script(d, calls, interval)), request=TRAIN, rule="train", wildcards=["m", "e", "skyrl"], results_dir=d,
-        workdir=d, max_retries=0, companion=companion, log=lambda m: None,
-    )  # fmt: skip
+    job = supervise.SupervisedJob(str(script(d, calls, interval)), TRAIN, "train", ["m", "e", "skyrl"], d,
+                                  max_retries=0, workdir=d)  # fmt: skip
+    return supervise.supervise(job, companion=companion, log=lambda m: None)
 
 
 def coord_of(d: Path) -> skyrl.Coord:

@@ -11,18 +11,21 @@ from ptflow.cluster import images
 from ptflow.cluster.runtime import AGENT_HOME, JobRuntime
 from ptflow.config.model import Agent
 from ptflow.config.sites import load_site
+from ptflow.specs import CellRef
 from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
-from ptflow.stages.report import ReportOutputs, score_cells, write_report
 from ptflow.stages.score import Settings
+from ptflow.stages.report import ReportOutputs, score_cells, write_report
 from ptflow.stages.train.agent_cell import (
     DEFAULT_COMMANDS,
     AgentCellError,
+    TaskSetup,
     agent_command,
     build_argv,
     make_task_dir,
     timeout_argv,
 )
 from tests.conftest import REPO
+from tests.support.agent_cells import agent_job, agent_spec
 from tests.support.fake_judge import verdict
 
 SITES = REPO / "config" / "sites"
@@ -38,7 +41,7 @@ def _env(monkeypatch):
 
 
 def agent(**kw):
-    return {"id": "claude-opus-4-6", "cli": "claude", "model": "claude-opus-4-6", "hours": 10, **kw}
+    return agent_spec(**{"id": "claude-opus-4-6", "cli": "claude", "model": "claude-opus-4-6", "hours": 10, **kw})
 
 
 def test_timeout_is_hours_times_60_plus_grace_with_term_and_kill_after():
@@ -120,9 +123,9 @@ def test_task_dir_holds_prompt_kit_data_deadline_timer(tmp_path):
     test.write_bytes(b"PAR1-test")
     call = build_call(eval_from_entry({"id": "add", "task": "ptflow", "max_new_tokens": 20, "dataset": {
         "source": "local", "repo": "x/y", "generator": {}}}), Provider())  # fmt: skip
-    cell = {"model": "ptflow/tiny", "eval": "add"}
-    td = make_task_dir(str(tmp_path), agent=agent(hours=0.5, eval_call=call, eval_test_parquet=str(test)), cell=cell,
-                       base_model="/m", train_parquet=str(train), started=1000.0)  # fmt: skip
+    cell = CellRef("ptflow/tiny", "tiny", "add", "a")
+    spec = agent(hours=0.5, eval_call=call, eval_test_parquet=str(test))
+    td = make_task_dir(str(tmp_path), TaskSetup(spec, cell, base_model="/m", train_parquet=str(train), started=1000.0))
     prompt = (td / "prompt.md").read_text()
     assert "30 minutes" in prompt and "/m" in prompt and str(td / "final_model") in prompt
     assert "python evaluate.py --model-path final_model" in prompt
@@ -309,15 +312,15 @@ def test_restarted_agent_cell_continues_in_its_workspace_with_the_budget_left(tm
     resume.record_attempt({"id": "a1", "started": 1.0})
     _stop_when_started(tmp_path)
     with pytest.raises(StoppedToResume, match="the next attempt continues there"):
-        train_agent_cell("/base", None, tmp_path / "out1", agent=spec, cell=cell, resume=resume, attempt="a1",
-                         log=lambda m: None)  # fmt: skip
+        train_agent_cell(agent_job("/base", None, tmp_path / "out1", agent=spec, cell=cell, resume=resume,
+                                   attempt="a1", log=lambda m: None))  # fmt: skip
     first = resume.attempts()[0]["agent"]
     assert first["ended_by"] == "stopped for a restart" and not first["finished"] and first["time_taken"] > 1
     assert (resume.root / "workspace" / "final_model" / "model.safetensors").is_file()
     resume.record_attempt({"id": "a2", "started": 2.0})
     lines = []
-    result = train_agent_cell("/base", None, tmp_path / "out2", agent=spec, cell=cell, resume=resume, attempt="a2",
-                              log=lines.append)  # fmt: skip
+    result = train_agent_cell(agent_job("/base", None, tmp_path / "out2", agent=spec, cell=cell, resume=resume,
+                                        attempt="a2", log=lines.append))  # fmt: skip
     run = result["agent_run"]
     assert [a["attempt"] for a in run["attempts"]] == ["a1", "a2"] and run["exit_code"] == 0
     assert run["time_taken"] == pytest.approx(sum(a["time_taken"] for a in run["attempts"]), abs=0.01)
@@ -340,14 +343,14 @@ def test_fresh_restart_starts_over_with_the_full_budget(tmp_path):
     resume.record_attempt({"id": "a1", "started": 1.0})
     _stop_when_started(tmp_path)
     with pytest.raises(StoppedToResume):
-        train_agent_cell("/base", None, tmp_path / "o1", agent=spec, cell=cell, resume=resume, attempt="a1",
-                         log=lambda m: None)  # fmt: skip
+        train_agent_cell(agent_job("/base", None, tmp_path / "o1", agent=spec, cell=cell, resume=resume,
+                                   attempt="a1", log=lambda m: None))  # fmt: skip
     resume.record_attempt({"id": "a2", "started": 2.0})
     _stop_when_started(tmp_path)
     lines = []
     with pytest.raises(StoppedToResume):  # no notes from before: it works (and is stopped) like a first session
-        train_agent_cell("/base", None, tmp_path / "o2", agent=spec, cell=cell, resume=resume, attempt="a2",
-                         log=lines.append)  # fmt: skip
+        train_agent_cell(agent_job("/base", None, tmp_path / "o2", agent=spec, cell=cell, resume=resume,
+                                   attempt="a2", log=lines.append))  # fmt: skip
     assert any("on_restart fresh: starting over with the full budget" in ln for ln in lines)
     assert any("(0.05 h of 0.05 h left)" in ln for ln in lines)
     assert [a.get("discarded") for a in resume.attempts()] == [True, None]

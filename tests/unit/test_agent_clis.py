@@ -114,7 +114,7 @@ def test_verdict_files_are_read_by_their_first_line(tmp_path):
 
 
 def test_a_judge_without_a_workspace_gives_no_verdict_and_the_cell_falls_back(tmp_path):
-    from ptflow.stages.score import JUDGE_NO_VERDICT, _judge
+    from ptflow.stages.matrix_score import JUDGE_NO_VERDICT, _judge
 
     trace = tmp_path / "agent"
     trace.mkdir()
@@ -192,6 +192,7 @@ def test_a_checkout_cells_judge_runs_in_the_task_dir_as_the_agent_left_it(tmp_pa
     import ptflow.stages.judge as judge_mod
     import ptflow.stages.train.agent_cell as ac
     from ptflow.stages.posttrainbench import agent as ptb_agent
+    from tests.support.agent_cells import agent_spec
     from tests.support.ptb_checkout import make_fixture_checkout
 
     checkout = tmp_path / "PostTrainBench"
@@ -199,8 +200,8 @@ def test_a_checkout_cells_judge_runs_in_the_task_dir_as_the_agent_left_it(tmp_pa
     # the task dir as run_task.sh makes it (its copies from the checkout, the timer), then the agent's own files
     task = tmp_path / "node-tmp" / "task"
     task.mkdir(parents=True)
-    spec = {"posttrainbench": {"eval_dir": "gsm8k", "solve": "codex"}, "checkout": {"path": str(checkout)}}
-    ptb_agent.fill_task_dir(task, spec, 1)
+    spec = agent_spec(id="codex", posttrainbench={"eval_dir": "gsm8k", "solve": "codex"})
+    ptb_agent.fill_task_dir(task, spec, checkout, 1)
     (task / "train.py").write_text("print('train')\n")
     (task / "big.bin").write_bytes(b"b" * 2000)  # over KEEP_MAX_BYTES below: kept all the same
     (task / "ckpt" / "step_1").mkdir(parents=True)
@@ -294,5 +295,5 @@ def test_api_spend_is_read_from_each_clis_stream_as_it_prints_it(tmp_path):
     # the manifest's record: from the whole stdout.log (its non-JSON lines skipped), naming where it came from
     log = tmp_path / "stdout.log"
     log.write_text("\n".join(["codex starting", *(json.dumps(t) for t in turns), "{not json"]) + "\n")
-    assert api_usage({"cli": "codex"}, log) == {**codex(turns).to_json(), "source": "codex stream output"}
-    assert api_usage({"cli": "scripted"}, log) is None and api_usage({"cli": "codex"}, tmp_path / "none") is None
+    assert api_usage("codex", log) == {**codex(turns).to_json(), "source": "codex stream output"}
+    assert api_usage("scripted", log) is None and api_usage("codex", tmp_path / "none") is None

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from ptflow.keys import MASK, MIN_MASKED_LENGTH, Masker, Pump, looks_like_secret, run_masked
+from tests.support.agent_cells import agent_job
 
 KEY = "sk-oai-" + secrets.token_hex(16)
 OTHER = "hf_" + secrets.token_hex(12)
@@ -189,8 +190,9 @@ def test_an_agent_that_prints_its_keys_leaves_them_in_no_file(tmp_path, monkeypa
             "trace_dir": str(tmp_path / "trace")}  # fmt: skip
     env = {**os.environ, "MY_CRED": cred, "OPENAI_API_KEY": KEY}
     lines = []
-    result = train_agent_cell("/base", None, tmp_path / "out", agent=spec, cell={"model": "m", "eval": "add"},
-                              env=env, log=lines.append)  # fmt: skip
+    job = agent_job("/base", None, tmp_path / "out", agent=spec, cell={"model": "m", "eval": "add"}, env=env,
+                    log=lines.append)  # fmt: skip
+    result = train_agent_cell(job)
     assert result["agent_run"]["exit_code"] == 0
     stdout = (tmp_path / "trace" / "stdout.log").read_text()
     assert stdout.endswith("***\n***\n") and (tmp_path / "trace" / "stderr.log").read_text().count("warning: ***") == 2

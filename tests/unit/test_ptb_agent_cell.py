@@ -19,6 +19,7 @@ from ptflow.config.sites import RuntimeSpec
 from ptflow.stages.judge import checkout_judge_prompt
 from ptflow.stages.posttrainbench import agent as ptb_agent
 from ptflow.stages.train.agent_cell import train_agent_cell
+from tests.support.agent_cells import agent_job
 from tests.support.ptb_checkout import commit_change, make_fixture_checkout, run_task_listing
 
 KEY = "sk-FAKE-ptb-cell-5e1c"
@@ -55,9 +56,9 @@ def _cell(tmp_path, checkout, solve="probe", grader_keys=(), runtime=None, log=N
              "checkout": {"path": str(dest), "commit": commit}}  # fmt: skip
     path = path or f"{Path(sys.executable).parent}:/usr/bin:/bin"
     env = {"PATH": path, "OPENAI_API_KEY": KEY, "HOME": str(tmp_path)}
-    result = train_agent_cell(str(tmp_path / "base"), None, tmp_path / "out", agent=agent, env=env,
+    result = train_agent_cell(agent_job(str(tmp_path / "base"), None, tmp_path / "out", agent=agent, env=env,
                               cell={"model": "Qwen/Qwen3-1.7B-Base", "eval": "gsm8k"}, runtime=runtime,
-                              log=log or (lambda *_: None))  # fmt: skip
+                              log=log or (lambda *_: None)))  # fmt: skip
     out = (tmp_path / "trace" / "stdout.log").read_text()
     return result, dict(line.split("=", 1) for line in out.splitlines() if "=" in line and not line.startswith("="))
 
@@ -210,14 +211,14 @@ def test_a_resumed_checkout_cell_continues_its_task_dir(tmp_path, checkout):
     resume.record_attempt({"id": "a1", "started": 1.0})
     _stop_when_started(tmp_path)
     with pytest.raises(StoppedToResume):
-        train_agent_cell("/base", None, tmp_path / "out1", agent=agent, cell=cell, env=env, resume=resume,
-                         attempt="a1", log=lambda _: None)  # fmt: skip
+        train_agent_cell(agent_job("/base", None, tmp_path / "out1", agent=agent, cell=cell, env=env,
+                                   resume=resume, attempt="a1", log=lambda _: None))  # fmt: skip
     assert sorted(p.name for p in (resume.root / "workspace").iterdir()) == sorted(
         [*run_task_listing(dest, "gsm8k"), "final_model", "work"]
     )  # the synced workspace is the task dir: nothing of ptflow's
     resume.record_attempt({"id": "a2", "started": 2.0})
-    result = train_agent_cell("/base", None, tmp_path / "out2", agent=agent, cell=cell, env=env, resume=resume,
-                              attempt="a2", log=lambda _: None)  # fmt: skip
+    result = train_agent_cell(agent_job("/base", None, tmp_path / "out2", agent=agent, cell=cell, env=env,
+                                        resume=resume, attempt="a2", log=lambda _: None))  # fmt: skip
     assert result["agent_run"]["exit_code"] == 0 and (tmp_path / "out2" / "model.safetensors").read_bytes() == b"w1"
     seen = dict(ln.split("=", 1) for ln in (tmp_path / "trace" / "stdout.log").read_text().splitlines() if "=" in ln
                 and not ln.startswith("="))  # fmt: skip

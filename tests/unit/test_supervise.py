@@ -178,9 +178,9 @@ def test_the_supervisor_waits_out_a_slurm_that_does_not_answer(tmp_path, monkeyp
     monkeypatch.setattr(supervise, "POLL_SECONDS", 0)
     monkeypatch.setattr(infra_retry, "sbatch_submitter", lambda *a, **k: lambda attempt, exclude: "42")
     said: list[str] = []
-    result = supervise.supervise(str(tmp_path / "train.py"), request=Request({"runtime": 10}, scheduler="slurm"),
-                                 rule="train", wildcards=["m", "e", "a"], results_dir=tmp_path / "cell",
-                                 workdir=tmp_path, max_retries=1, log=said.append)  # fmt: skip
+    job = supervise.SupervisedJob(str(tmp_path / "train.py"), Request({"runtime": 10}, scheduler="slurm"), "train",
+                                  ["m", "e", "a"], tmp_path / "cell", max_retries=1, workdir=tmp_path)  # fmt: skip
+    result = supervise.supervise(job, log=said.append)
     assert result["status"] == "succeeded" and [h["job_id"] for h in result["history"]] == ["42"]
     assert sum("Slurm did not answer" in line for line in said) == 1, said
 
@@ -194,7 +194,5 @@ def test_the_supervisor_waits_out_a_slurm_that_does_not_answer(tmp_path, monkeyp
     cancelled: list = []
     monkeypatch.setattr(slurm, "cancel", cancelled.append)
     with pytest.raises(slurm.SlurmUnavailable, match="has not answered for 0 s about job 42"):
-        supervise.supervise(str(tmp_path / "train.py"), request=Request({"runtime": 10}, scheduler="slurm"),
-                            rule="train", wildcards=["m", "e", "a"], results_dir=tmp_path / "cell", workdir=tmp_path,
-                            max_retries=1, log=said.append)  # fmt: skip
+        supervise.supervise(job, log=said.append)
     assert cancelled == [["42"]]

@@ -29,7 +29,7 @@ def overrides(variant, **kw):
         save_freq=20,
     )
     args.update(kw)
-    return dict(o.split("=", 1) for o in verl.trainer_overrides(**args))
+    return dict(o.split("=", 1) for o in verl.trainer_overrides(verl.VerlRun(**args)))
 
 
 def test_ppo_quickstart_overrides():
@@ -44,15 +44,15 @@ def test_ppo_quickstart_overrides():
         "/venv/bin/python",
         "ppo-gsm8k",
         verl.trainer_overrides(
-            **{
-                "variant": "ppo-gsm8k",
-                "model_path": "m",
-                "train_files": "t",
-                "val_files": "v",
-                "nnodes": 2,
-                "gpus_per_node": 4,
-                "checkpoint_dir": "/c",
-            }
+            verl.VerlRun(
+                "ppo-gsm8k",
+                model_path="m",
+                train_files="t",
+                val_files="v",
+                nnodes=2,
+                gpus_per_node=4,
+                checkpoint_dir="/c",
+            )  # fmt: skip
         ),
     )
     assert argv[:3] == ["/venv/bin/python", "-m", "verl.trainer.main_ppo"]
@@ -109,7 +109,7 @@ def values(variant="full", **kw):
         checkout="/p/project1/nemo-rl",
     )
     args.update(kw)
-    return nemo.config_values(**args)
+    return nemo.config_values(nemo.Distillation(**args))
 
 
 def test_nemo_config_matches_the_plan(tmp_path):

@@ -31,6 +31,7 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.cluster import ownership, preempt, slurm
@@ -155,45 +156,41 @@ def driver_watch(workdir: str | Path):
     return check
 
 
-def supervise(
-    script: str,
-    *,
-    request: Request,
-    attempt: int = 1,
-    rule: str,
-    wildcards,
-    results_dir: str | Path,
-    workdir: str | Path = ".",
-    max_retries: int,
-    max_resumes: int = 10,
-    internal_timeout_fraction: float | None = None,
-    companion=None,
-    log=print,
-) -> dict:
-    """Submit the rule's script as a job with ``request`` (at the rule's ``attempt``), resubmit it after
-    infrastructure failures and saved stops, and return the final status dict.
+@dataclass(frozen=True)
+class SupervisedJob:
+    """What the supervisor submits: the rule's ``script`` with its ``request`` (at the rule's ``attempt``), named and
+    commented as the rule's job (``rule``, ``wildcards``: ``ptflow.cluster.ownership``), its ``results_dir`` (the
+    cell's, where ``slurm/`` and ``status.json`` go), the workflow's ``workdir``, and how often it is resubmitted
+    after infrastructure failures and after saved stops (at the site's internal timeout, a fraction of the
+    request's runtime)."""
+
+    script: str
+    request: Request
+    rule: str
+    wildcards: list[str]
+    results_dir: Path
+    max_retries: int
+    attempt: int = 1
+    workdir: str | Path = "."
+    max_resumes: int = 10
+    internal_timeout_fraction: float | None = None
+
+    @property
+    def jobs_dir(self) -> Path:
+        return Path(self.results_dir) / "slurm"
+
+
+def supervise(job: SupervisedJob, companion=None, log=print) -> dict:
+    """Submit the rule's script as a job with its request, resubmit it after infrastructure failures and saved
+    stops, and return the final status dict.
 
     ``companion``: a helper job's manager with ``prepare(attempt) -> (sbatch options, env)`` (called before each
     submission) and ``finish(log)`` (on every exit) — SkyRL's runtime server (``ptflow.launch.skyrl``)."""
     from ptflow.cluster import infra_retry
 
-    results_dir = Path(results_dir)
-    jobs_dir = results_dir / "slurm"
+    jobs_dir = job.jobs_dir
     jobs_dir.mkdir(parents=True, exist_ok=True)
-    runtime = request.scaled(attempt).get("runtime")
-    internal = internal_timeout_seconds(runtime, internal_timeout_fraction)
-    # until a minute before Slurm's own limit: the trainer's save gets what the internal timeout left
-    kill_after = max(60, int(float(runtime) * 60) - internal - 60) if internal and runtime else 60
-    batch = render_batch_script(jobs_dir / "train.sbatch", script, internal_timeout=internal, kill_after=kill_after)
-    name = ownership.owned_job_name(workdir)
-    comment = ownership.job_comment(rule, wildcards)
-    options = request.sbatch_options(job_name=name, output=str(jobs_dir / "train-%j.out"), attempt=attempt)
-    options = batch_signal_options(options) + [f"--comment={comment}"]
-    log(
-        f"supervising {comment}: sbatch {shlex.join(options)} {batch} (up to {max_retries} resubmissions after "
-        f"infrastructure failures, {max_resumes} after saved stops)"
-    )
-    check_driver = driver_watch(workdir)
+    batch, options = _batch_and_options(job, log)
     current: dict = {}
 
     def log_of(job_id: str) -> str:
@@ -205,6 +202,58 @@ def supervise(
     def submit(n: int, exclude: list[str]) -> str:
         current["job"] = submit_job(n, exclude)
         return current["job"]
+
+    done = driver_gone = False
+    try:
+        with signals_raise():
+            result = infra_retry.run_with_retries(
+                submit,
+                log_of,
+                Path(job.results_dir),
+                max_retries=job.max_retries,
+                max_resumes=job.max_resumes,
+                stopped=lambda job_id: preempt.stop_marker(jobs_dir, job_id),
+                wait=_waiter(driver_watch(job.workdir), log),
+                log=log,
+            )
+        done = True
+        return result
+    except DriverGone as exc:
+        driver_gone = True  # nothing to cancel: the job goes on (with its helper job) and the next driver adopts it
+        log(f"supervisor: {exc}; leaving job {current.get('job')} running for the next run to adopt")
+        raise
+    finally:
+        if not (done or driver_gone) and current.get("job"):
+            log(f"supervisor stopped: scancel job {current['job']}")
+            with contextlib.suppress(slurm.SlurmUnavailable):
+                slurm.cancel([current["job"]])
+        if companion is not None and not driver_gone:
+            companion.finish(log)
+
+
+def _batch_and_options(job: SupervisedJob, log) -> tuple[Path, list[str]]:
+    """The batch script (with the internal timeout of the request's runtime) and its sbatch flags."""
+    runtime = job.request.scaled(job.attempt).get("runtime")
+    internal = internal_timeout_seconds(runtime, job.internal_timeout_fraction)
+    # until a minute before Slurm's own limit: the trainer's save gets what the internal timeout left
+    kill_after = max(60, int(float(runtime) * 60) - internal - 60) if internal and runtime else 60
+    batch = render_batch_script(
+        job.jobs_dir / "train.sbatch", job.script, internal_timeout=internal, kill_after=kill_after
+    )
+    name = ownership.owned_job_name(job.workdir)
+    comment = ownership.job_comment(job.rule, job.wildcards)
+    options = job.request.sbatch_options(job_name=name, output=str(job.jobs_dir / "train-%j.out"), attempt=job.attempt)
+    options = batch_signal_options(options) + [f"--comment={comment}"]
+    log(
+        f"supervising {comment}: sbatch {shlex.join(options)} {batch} (up to {job.max_retries} resubmissions after "
+        f"infrastructure failures, {job.max_resumes} after saved stops)"
+    )
+    return batch, options
+
+
+def _waiter(check_driver, log):
+    """``wait(job_id)``: the job's record once it has ended, asking Slurm every ``POLL_SECONDS`` and bearing with a
+    Slurm that does not answer for ``SLURM_PATIENCE_SECONDS``; ``check_driver`` raises once the driver is gone."""
 
     def wait(job_id: str) -> slurm.JobRecord:
         unanswered_since = None
@@ -230,29 +279,4 @@ def supervise(
             check_driver()
             time.sleep(POLL_SECONDS)
 
-    done = driver_gone = False
-    try:
-        with signals_raise():
-            result = infra_retry.run_with_retries(
-                submit,
-                log_of,
-                results_dir,
-                max_retries=max_retries,
-                max_resumes=max_resumes,
-                stopped=lambda job_id: preempt.stop_marker(jobs_dir, job_id),
-                wait=wait,
-                log=log,
-            )
-        done = True
-        return result
-    except DriverGone as exc:
-        driver_gone = True  # nothing to cancel: the job goes on (with its helper job) and the next driver adopts it
-        log(f"supervisor: {exc}; leaving job {current.get('job')} running for the next run to adopt")
-        raise
-    finally:
-        if not (done or driver_gone) and current.get("job"):
-            log(f"supervisor stopped: scancel job {current['job']}")
-            with contextlib.suppress(slurm.SlurmUnavailable):
-                slurm.cancel([current["job"]])
-        if companion is not None and not driver_gone:
-            companion.finish(log)
+    return wait

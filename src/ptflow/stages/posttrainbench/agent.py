@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ptflow.cluster.runtime import home_problem, writes_under_home  # noqa: F401 (the cell's check; tests ask here)
 from ptflow.config import posttrainbench as ptb
+from ptflow.specs import AgentCliSpec
 
 PROMPT_TIMEOUT_S = 120
 SOLVE_NAME = "agent_solve.sh"  # where run_task.sh puts agents/<agent>/solve.sh (beside the task dir, in the home)
@@ -43,12 +44,9 @@ class CheckoutAgentError(RuntimeError):
     """The checkout's task dir or prompt could not be made (one line)."""
 
 
-def with_checkout(agent: dict | None, marker: str | None) -> dict | None:
-    """The agent's job dict with the checkout's place and commit (from the rule's marker input) where it needs it."""
-    if not agent or not agent.get("posttrainbench") or not marker:
-        return agent
-    data = json.loads(Path(marker).read_text())
-    return {**agent, "checkout": {"path": data["path"], "commit": data["commit"]}}
+def checkout_of(marker: str | None) -> Path | None:
+    """The checkout's place, from the rule's marker input (``ptflow.stages.posttrainbench.checkout``); None without."""
+    return Path(json.loads(Path(marker).read_text())["path"]) if marker else None
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -58,11 +56,11 @@ def _copy(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
-def fill_task_dir(task_dir: Path, agent: dict, hours: float, deadline: float | None = None) -> None:
-    """run_task.sh's copies into ``task_dir`` (over a restored workspace: its own files come back fresh), and its
-    timer: ``create_timer.sh`` for whole hours, else (a resumed cell's remainder) ours, ending at ``deadline``."""
-    checkout = Path(agent["checkout"]["path"])
-    spec = agent["posttrainbench"]
+def fill_task_dir(task_dir: Path, agent: AgentCliSpec, checkout: Path, hours: float, deadline: float | None = None):
+    """run_task.sh's copies from ``checkout`` into ``task_dir`` (over a restored workspace: its own files come back
+    fresh), and its timer: ``create_timer.sh`` for whole hours, else (a resumed cell's remainder) ours, ending at
+    ``deadline``."""
+    spec = agent.posttrainbench
     source = checkout / ptb.EVAL_DIR.format(eval=spec["eval_dir"])
     _copy(source / "evaluate.py", task_dir / "evaluate.py")
     if (source / "evaluation_code").is_dir():
@@ -100,15 +98,14 @@ fi
 """
 
 
-def prompt(agent: dict, model_id: str, hours: float, env: dict | None = None) -> str:
+def prompt(agent: AgentCliSpec, checkout: Path, model_id: str, hours: float, env: dict | None = None) -> str:
     """``get_prompt.py`` of the checkout, run there (it reads its files relative to the checkout's root), as bash's
     ``$(...)`` passes it on."""
-    checkout = Path(agent["checkout"]["path"])
-    spec = agent["posttrainbench"]
+    spec = agent.posttrainbench
     argv = [
         sys.executable, ptb.PROMPT_SCRIPT, "--model-to-train", model_id, "--benchmark-id", spec["eval_dir"],
         "--num-hours", f"{hours:g}", "--num-gpus", str(spec.get("num_gpus", 1)),
-        "--agent", spec.get("solve") or agent["cli"],
+        "--agent", spec.get("solve") or agent.cli,
     ]  # fmt: skip
     environ = {k: v for k, v in (env or os.environ).items() if k in ("PATH", "LANG", "LC_ALL", "TZ", "HOME")}
     if (env or os.environ).get("POST_TRAIN_BENCH_PROMPT"):  # PostTrainBench's own switch of prompt text
@@ -122,18 +119,17 @@ def prompt(agent: dict, model_id: str, hours: float, env: dict | None = None) ->
     return proc.stdout.rstrip("\n")  # run_task.sh's PROMPT=$(...): command substitution drops trailing newlines
 
 
-def install_home(agent: dict, home: Path) -> None:
+def install_home(agent: AgentCliSpec, checkout: Path, home: Path) -> None:
     """run_task.sh's copies into the job dir, which is the agent's home: the checkout's ``.codex`` from
     ``containers/other_home_data`` (ptflow's codex settings are merged into its config.toml afterwards), and for
     an agent running a solve.sh: it as ``agent_solve.sh``, ``auth.json`` into ``.codex/``, ``oauth_token``."""
-    checkout = Path(agent["checkout"]["path"])
     codex = checkout / ptb.HOME_DATA_DIR / ".codex"
     if codex.is_dir():
         _copy(codex, home / ".codex")
-    solve = agent["posttrainbench"].get("solve")
-    if not solve or agent.get("command"):
+    solve = agent.posttrainbench.get("solve")
+    if not solve or agent.command:
         return
-    install_solve(agent, home)
+    install_solve(agent, checkout, home)
     source = checkout / ptb.AGENT_DIR.format(agent=solve)
     for name in AGENT_FILES:
         if (source / name).is_file():
@@ -142,10 +138,9 @@ def install_home(agent: dict, home: Path) -> None:
             shutil.copyfile(source / name, dest)
 
 
-def install_solve(agent: dict, home: Path) -> Path:
+def install_solve(agent: AgentCliSpec, checkout: Path, home: Path) -> Path:
     """The checkout's ``agents/<agent>/solve.sh`` as ``agent_solve.sh`` in the cell's home (run_task.sh's place)."""
-    checkout = Path(agent["checkout"]["path"])
-    src = checkout / ptb.AGENT_DIR.format(agent=agent["posttrainbench"]["solve"]) / "solve.sh"
+    src = checkout / ptb.AGENT_DIR.format(agent=agent.posttrainbench["solve"]) / "solve.sh"
     if not src.is_file():
         raise CheckoutAgentError(f"the PostTrainBench checkout has no {src.relative_to(checkout)}")
     dest = home / SOLVE_NAME
@@ -153,27 +148,27 @@ def install_solve(agent: dict, home: Path) -> Path:
     return dest
 
 
-def check_home(agent: dict, runtime_kind: str) -> None:
+def check_home(agent: AgentCliSpec, checkout: Path, runtime_kind: str) -> None:
     """The cell's own check before the agent starts (the checkout may have been cloned by the rule after
     preflight): the line of :func:`home_problem` as a :class:`CheckoutAgentError`."""
-    solve = agent["posttrainbench"].get("solve")
-    if not solve or agent.get("command"):
+    solve = agent.posttrainbench.get("solve")
+    if not solve or agent.command:
         return
-    src = Path(agent["checkout"]["path"]) / ptb.AGENT_DIR.format(agent=solve) / "solve.sh"
-    problem = home_problem(agent["id"], solve, src.read_text() if src.is_file() else "", runtime_kind)
+    src = checkout / ptb.AGENT_DIR.format(agent=solve) / "solve.sh"
+    problem = home_problem(agent.id, solve, src.read_text() if src.is_file() else "", runtime_kind)
     if problem:
         raise CheckoutAgentError(problem)
 
 
-def solve_environment(agent: dict, prompt_text: str, home: str, path: str) -> dict[str, str]:
+def solve_environment(agent: AgentCliSpec, prompt_text: str, home: str, path: str) -> dict[str, str]:
     """The variables run_task.sh passes solve.sh (besides the keys, which ptflow scopes, and HF_HOME, the cell's
     HF view): its PATH puts ``/root/.local/bin`` and the home's ``.local/bin`` first. No HF_HUB_OFFLINE: the prompt
     tells the agent it may use the internet, and agents download data."""
     return {
         "PATH": f"/root/.local/bin:{home}/.local/bin:{path}",
         "PROMPT": prompt_text,
-        "AGENT_CONFIG": str(agent["model"]),
-        "NUM_GPUS": str(agent["posttrainbench"].get("num_gpus", 1)),
+        "AGENT_CONFIG": str(agent.model),
+        "NUM_GPUS": str(agent.posttrainbench.get("num_gpus", 1)),
         "VLLM_API_KEY": "inspectai",
         "PYTHONNOUSERSITE": "1",
     }

@@ -41,6 +41,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,10 +51,11 @@ from ptflow.cluster.preempt import ResumeDir, SaveOnWarning, StoppedToResume
 from ptflow.config import tasks
 from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
 from ptflow.config.clis.base import CONTAINER_HOME as AGENT_HOME
-from ptflow.config.model import DEFAULT_GRACE_MINUTES, DEFAULT_ON_RESTART, DEFAULT_SYNC_MINUTES, ON_RESTART_MODES
+from ptflow.config.model import DEFAULT_GRACE_MINUTES, DEFAULT_SYNC_MINUTES, ON_RESTART_MODES
 from ptflow.files import staged_dir
 from ptflow.jobenv import WARNING_SIGNAL
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump
+from ptflow.specs import AgentCliSpec, CellRef
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
@@ -91,23 +94,23 @@ def timeout_argv(hours: float, grace_minutes: float = DEFAULT_GRACE_MINUTES) -> 
     return ["timeout", "--signal=TERM", f"--kill-after={KILL_AFTER}", f"{timeout_minutes(hours, grace_minutes):g}m"]
 
 
-def agent_command(agent: dict, values: dict) -> list[str]:
-    template = agent.get("command") or DEFAULT_COMMANDS.get(agent["cli"])
+def agent_command(agent: AgentCliSpec, values: dict) -> list[str]:
+    template = agent.command or DEFAULT_COMMANDS.get(agent.cli)
     if template is None:
         raise AgentCellError(
-            f"agent {agent['id']}: cli {agent['cli']!r} has no default command (known: "
+            f"agent {agent.id}: cli {agent.cli!r} has no default command (known: "
             f"{', '.join(sorted(DEFAULT_COMMANDS))}); give the agent a 'command' list in config"
         )
     try:
         return [part.format(**values) for part in template]
     except KeyError as exc:
         raise AgentCellError(
-            f"agent {agent['id']}: command placeholder {exc} is unknown; use {', '.join('{' + k + '}' for k in values)}"
+            f"agent {agent.id}: command placeholder {exc} is unknown; use {', '.join('{' + k + '}' for k in values)}"
         ) from None
 
 
 def build_argv(
-    agent: dict,
+    agent: AgentCliSpec,
     values: dict,
     runtime: dict | None,
     home: str,
@@ -133,8 +136,8 @@ def build_argv(
             binds=sorted(set(job.binds) | set(binds)),
             workdir=workdir,
         )
-    left = agent["hours"] if hours is None else hours
-    return timeout_argv(left, agent.get("grace_minutes", DEFAULT_GRACE_MINUTES)) + command
+    left = agent.hours if hours is None else hours
+    return timeout_argv(left, agent.grace_minutes) + command
 
 
 def _hours_text(hours: float) -> str:
@@ -142,95 +145,132 @@ def _hours_text(hours: float) -> str:
     return f"{hours:g} hours" if hours >= 1 else f"{minutes:g} minutes"
 
 
-def own_dir(task_dir: Path, agent: dict) -> Path:
+def own_dir(task_dir: Path, agent: AgentCliSpec) -> Path:
     """Where ptflow's own files of a cell are (prompt.md, task.json, deadline): beside a checkout cell's home, which
     holds its task dir (``ptflow.stages.posttrainbench.agent``), else in the task dir."""
-    return task_dir.parent.parent if agent.get("posttrainbench") else task_dir
+    return task_dir.parent.parent if agent.posttrainbench else task_dir
 
 
-def make_task_dir(
-    root: str | None,
-    *,
-    agent: dict,
-    cell: dict,
-    base_model: str,
-    train_parquet: str | None,
-    started: float,
-    hours_left: float | None = None,
-    workspace: Path | None = None,
-    earlier: str | None = None,
-) -> Path:
-    """The agent's private task dir: prompt, evaluation kit (``evaluate.py``: the final evaluation's call), train
-    data, deadline file and timer. ``workspace``: an earlier session's files, restored first (ptflow's own files are
-    then written fresh over them); ``earlier`` describes that session for the prompt; ``hours_left``: the budget that
-    remains (default: all of it). A PostTrainBench checkout cell's task dir holds run_task.sh's files only, in the
+@dataclass(frozen=True)
+class TaskSetup:
+    """What an attempt's task dir is made of: the agent and cell, the base model as the agent sees it (in its HF
+    view), the train split, when the attempt started, the budget that remains (None: all of it), an earlier
+    session's ``workspace`` to restore first and its description for the prompt (``earlier``), and a PostTrainBench
+    cell's checkout."""
+
+    agent: AgentCliSpec
+    cell: CellRef
+    base_model: str
+    train_parquet: str | None
+    started: float
+    hours_left: float | None = None
+    workspace: Path | None = None
+    earlier: str | None = None
+    checkout: Path | None = None
+
+    @property
+    def hours(self) -> float:
+        return self.agent.hours if self.hours_left is None else self.hours_left
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.hours * 3600
+
+
+def make_task_dir(root: str | None, setup: TaskSetup) -> Path:
+    """The agent's private task dir under ``root``: prompt, evaluation kit (``evaluate.py``: the final evaluation's
+    call), train data, deadline file and timer; an earlier session's files restored first (ptflow's own files are
+    then written fresh over them). A PostTrainBench checkout cell's task dir holds run_task.sh's files only, in the
     agent's home, with ptflow's files beside that home (:func:`own_dir`)."""
-    checkout = bool(agent.get("posttrainbench"))
-    cell_dir = Path(tempfile.mkdtemp(prefix=f"ptflow-agent-{agent['id']}-", dir=root))
+    agent = setup.agent
+    checkout = bool(agent.posttrainbench)
+    cell_dir = Path(tempfile.mkdtemp(prefix=f"ptflow-agent-{agent.id}-", dir=root))
     task_dir = cell_dir / ptb_agent.HOME_NAME / ptb_agent.TASK_NAME if checkout else cell_dir
     task_dir.mkdir(parents=True, exist_ok=True)
-    if workspace is not None and workspace.is_dir():
-        shutil.copytree(workspace, task_dir, symlinks=True, dirs_exist_ok=True)
-        for name in () if checkout else OWN_FILES:  # (a checkout cell's own files are not in its task dir)
-            target = task_dir / name
-            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+    _restore_workspace(task_dir, setup)
     own = own_dir(task_dir, agent)
-    train_data = None
-    if not checkout or train_parquet:
-        (own / "data").mkdir()
-    if train_parquet:
-        train_data = own / "data" / "train.parquet"
-        shutil.copyfile(train_parquet, train_data)
-    call = agent.get("eval_call")
-    hours = agent["hours"] if hours_left is None else hours_left
-    deadline = started + hours * 3600
-    if checkout:  # PostTrainBench's task dir from its checkout (run_task.sh's copies and timer)
-        ptb_agent.fill_task_dir(task_dir, agent, hours, deadline)
-    elif call:
-        if call["task"] == tasks.TOY_TASK:
-            # The toy task's data is the workflow's test parquet (PostTrainBench's evals read theirs from the
-            # caches): the agent measures on it, as the final evaluation does, and must not train on it.
-            (task_dir / "eval_data").mkdir()
-            shutil.copyfile(agent["eval_test_parquet"], task_dir / "eval_data" / "test.parquet")
-            call = with_toy_data(call, task_dir / "eval_data" / "test.parquet")
-        write_agent_kit(task_dir, call)
-    (own / "deadline").write_text(f"{int(deadline)}\n")
-    if not checkout:
-        shutil.copyfile(templates.path("agent_timer.sh"), task_dir / "timer.sh")
-        (task_dir / "timer.sh").chmod(0o755)
-    if checkout:
-        prompt = ptb_agent.prompt(agent, cell["model"], hours)
-        if earlier:  # (PostTrainBench restarts nothing: ptflow's note for a cell that continues a workspace)
-            prompt += (
-                f"\nNote: {earlier} worked in this directory before; its files are here. {_hours_text(hours)} remain.\n"
-            )
-    else:
-        prompt = templates.render(
-            "agent_prompt.md.j2",
-            model_id=cell["model"],
-            eval_id=cell["eval"],
-            eval_task=agent.get("eval_task", cell["eval"]),
-            max_new_tokens=agent.get("max_new_tokens", "?"),
-            hours_text=_hours_text(hours),
-            deadline_iso=datetime.fromtimestamp(deadline, UTC).isoformat(timespec="seconds"),
-            task_dir=str(task_dir),
-            base_model=base_model,
-            train_data=str(train_data) if train_data else "(none: bring your own data)",
-            earlier=earlier or "",
-            has_final_model=has_weights(task_dir / "final_model"),
-        )
-    (own / "prompt.md").write_text(prompt)
+    train_data = _copy_train_data(own, setup)
+    _fill_task_dir(task_dir, setup)
+    (own / "deadline").write_text(f"{int(setup.deadline)}\n")
+    (own / "prompt.md").write_text(_prompt(task_dir, setup, train_data))
     (own / "task.json").write_text(
         json.dumps(
             {
-                "base_model": base_model,
+                "base_model": setup.base_model,
                 "train_data": str(train_data) if train_data else None,
-                "deadline": deadline,
-                "earlier_session": bool(earlier),
+                "deadline": setup.deadline,
+                "earlier_session": bool(setup.earlier),
             }
         )
     )
     return task_dir
+
+
+def _restore_workspace(task_dir: Path, setup: TaskSetup) -> None:
+    """An earlier session's files into the task dir, less ptflow's own (written fresh for this attempt)."""
+    if setup.workspace is None or not setup.workspace.is_dir():
+        return
+    shutil.copytree(setup.workspace, task_dir, symlinks=True, dirs_exist_ok=True)
+    for name in () if setup.agent.posttrainbench else OWN_FILES:  # (a checkout cell's own files are elsewhere)
+        target = task_dir / name
+        shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+
+
+def _copy_train_data(own: Path, setup: TaskSetup) -> Path | None:
+    """The train split as ``data/train.parquet`` among ptflow's own files (an empty ``data/`` without one)."""
+    if not setup.agent.posttrainbench or setup.train_parquet:
+        (own / "data").mkdir()
+    if not setup.train_parquet:
+        return None
+    train_data = own / "data" / "train.parquet"
+    shutil.copyfile(setup.train_parquet, train_data)
+    return train_data
+
+
+def _fill_task_dir(task_dir: Path, setup: TaskSetup) -> None:
+    """A checkout cell: run_task.sh's copies and timer. ptflow's task: the evaluation kit and ptflow's timer."""
+    agent = setup.agent
+    if agent.posttrainbench:  # PostTrainBench's task dir from its checkout (run_task.sh's copies and timer)
+        ptb_agent.fill_task_dir(task_dir, agent, setup.checkout, setup.hours, setup.deadline)
+        return
+    call = agent.eval_call
+    if call:
+        if call["task"] == tasks.TOY_TASK:
+            # The toy task's data is the workflow's test parquet (PostTrainBench's evals read theirs from the
+            # caches): the agent measures on it, as the final evaluation does, and must not train on it.
+            (task_dir / "eval_data").mkdir()
+            shutil.copyfile(agent.eval_test_parquet, task_dir / "eval_data" / "test.parquet")
+            call = with_toy_data(call, task_dir / "eval_data" / "test.parquet")
+        write_agent_kit(task_dir, call)
+    shutil.copyfile(templates.path("agent_timer.sh"), task_dir / "timer.sh")
+    (task_dir / "timer.sh").chmod(0o755)
+
+
+def _prompt(task_dir: Path, setup: TaskSetup, train_data: Path | None) -> str:
+    """The agent's prompt: a checkout's own (its get_prompt.py), else ptflow's template."""
+    agent, cell, hours = setup.agent, setup.cell, setup.hours
+    if agent.posttrainbench:
+        prompt = ptb_agent.prompt(agent, setup.checkout, cell.model, hours)
+        if setup.earlier:  # (PostTrainBench restarts nothing: ptflow's note for a cell that continues a workspace)
+            prompt += (
+                f"\nNote: {setup.earlier} worked in this directory before; its files are here. "
+                f"{_hours_text(hours)} remain.\n"
+            )
+        return prompt
+    return templates.render(
+        "agent_prompt.md.j2",
+        model_id=cell.model,
+        eval_id=cell.eval,
+        eval_task=agent.eval_task or cell.eval,
+        max_new_tokens=agent.max_new_tokens if agent.max_new_tokens is not None else "?",
+        hours_text=_hours_text(hours),
+        deadline_iso=datetime.fromtimestamp(setup.deadline, UTC).isoformat(timespec="seconds"),
+        task_dir=str(task_dir),
+        base_model=setup.base_model,
+        train_data=str(train_data) if train_data else "(none: bring your own data)",
+        earlier=setup.earlier or "",
+        has_final_model=has_weights(task_dir / "final_model"),
+    )
 
 
 def sync_workspace(task_dir: Path, workspace: Path) -> dict[str, int]:
@@ -457,136 +497,274 @@ def run_agent(argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log, maske
             log(f"the agent's output pipes were still open {DRAIN_SECONDS} s after it ended (a leftover process)")
 
 
-def train_agent_cell(
-    start_model: str,
-    train_parquet: str | None,
-    out: Path,
-    *,
-    agent: dict,
-    cell: dict,
-    runtime: dict | None = None,
-    log=print,
-    env: dict | None = None,
-    resume: ResumeDir | None = None,
-    attempt: str | None = None,
-) -> dict:
-    """Run the agent (continuing an earlier attempt's workspace with the budget left); put its final_model (if any)
-    into ``out``. Returns the trainer result for the manifest; raises StoppedToResume when the warning or SIGTERM
-    stopped it (after a sync: the next attempt continues)."""
-    from ptflow.cluster import hfview
+@dataclass(frozen=True)
+class AgentJob:
+    """One agent cell as its train job runs it: the agent (``ptflow.specs.AgentCliSpec``) and cell, the model it
+    starts from and the train split, where its final model goes (``out``), the job's runtime (``ptflow.cluster.
+    runtime.JobRuntime`` as a dict; None: this machine), a PostTrainBench cell's checkout, the cell's resume state and
+    this attempt's id there, the environment the keys come from (None: this process's) and the log."""
 
-    missing = [k for k in agent.get("keys", []) if not (env or os.environ).get(k)]
-    if missing:
-        raise AgentCellError(
-            f"agent {agent['id']} needs environment variable(s) {', '.join(missing)}; export them before running"
-        )
-    mode = agent.get("on_restart", DEFAULT_ON_RESTART)
-    if mode not in ON_RESTART:
-        raise AgentCellError(f"agent {agent['id']}: on_restart {mode!r} is not one of {', '.join(ON_RESTART)}")
-    budget = agent["hours"] * 3600
-    earlier = previous_agent_runs(resume, attempt)
-    first_attempt = not earlier
-    workspace = resume.root / "workspace" if resume is not None else None
-    if earlier and mode == "fresh":
-        log(f"on_restart fresh: starting over with the full budget ({_describe_earlier(earlier)} discarded)")
-        shutil.rmtree(workspace, ignore_errors=True)
-        resume.record_attempt({"id": attempt, "fresh_after": [a["id"] for a in earlier]})
-        for a in earlier:
-            resume.record_attempt({"id": a["id"], "discarded": True})
-        earlier = []
-    used = sum(a["agent"]["time_taken"] for a in earlier)
-    left = budget - used
-    finished_before = any(a["agent"].get("finished") for a in earlier)
-    trace_dir = Path(agent["trace_dir"])
-    if first_attempt:  # (a restart, fresh or not, appends to the trace: every attempt's stays readable)
+    agent: AgentCliSpec
+    cell: CellRef
+    start_model: str
+    train_parquet: str | None
+    out: Path
+    runtime: dict | None = None
+    checkout: Path | None = None
+    resume: ResumeDir | None = None
+    attempt: str | None = None
+    env: dict | None = None
+    log: Callable[[str], None] = print
+
+    @property
+    def workspace(self) -> Path | None:
+        """Where the task dir is synced on scratch (what the next attempt continues in)."""
+        return self.resume.root / "workspace" if self.resume is not None else None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The cell's budget as this attempt finds it: the restart mode, the whole budget in seconds, and the earlier
+    attempts that count (none after an ``on_restart: fresh`` start)."""
+
+    mode: str
+    seconds: float
+    earlier: list[dict]
+    first_attempt: bool
+
+    @property
+    def used(self) -> float:
+        return sum(a["agent"]["time_taken"] for a in self.earlier)
+
+    @property
+    def left(self) -> float:
+        return self.seconds - self.used
+
+    @property
+    def finished_before(self) -> bool:
+        """An earlier attempt's agent ended by itself: it is not run again."""
+        return any(a["agent"].get("finished") for a in self.earlier)
+
+    @property
+    def described(self) -> str | None:
+        return _describe_earlier(self.earlier) if self.earlier else None
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """This attempt's agent run: the cell's job, its task dir (in a checkout cell's home), the private HF view (None:
+    none), the trace dir in the cell's results, the seconds of budget left, and the earlier attempts that count."""
+
+    job: AgentJob
+    task_dir: Path
+    view: object | None
+    trace_dir: Path
+    left: float
+    earlier: list[dict]
+
+    @property
+    def agent(self) -> AgentCliSpec:
+        return self.job.agent
+
+
+@dataclass(frozen=True)
+class AgentEnd:
+    """How this attempt's agent ended: its exit code (for an agent not run again: its earlier one, or the timeout's),
+    the seconds it ran, and whether ptflow stopped it for a restart."""
+
+    rc: int | None
+    time_taken: float = 0.0
+    stopped: bool = False
+
+
+def train_agent_cell(job: AgentJob) -> dict:
+    """Run the agent (continuing an earlier attempt's workspace with the budget left); put its final_model (if any)
+    into ``job.out``. Returns the trainer result for the manifest; raises StoppedToResume when the warning or
+    SIGTERM stopped it (after a sync: the next attempt continues). The steps: the budget, the staging (HF view and
+    task dir), the run, the final model and workspace kept, the manifest's record."""
+    _check_job(job)
+    budget = budget_of(job)
+    trace_dir = Path(job.agent.trace_dir)
+    if budget.first_attempt:  # (a restart, fresh or not, appends to the trace: every attempt's stays readable)
         shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     from ptflow.jobenv import node_tmp
 
     tmp_root = node_tmp()  # $TMPDIR (Slurm's node-local SSD) when set, else /tmp: PostTrainBench's choice
-    hf_home = agent.get("hf_home")
-    view = None
-    base_model = start_model
-    task_dir = None
-    rc, time_taken, stopped = None, 0.0, False
-    staged = started
-    kept = None
+    view = task_dir = None
     try:
-        if hf_home and Path(hf_home).is_dir():
-            # an agent always gets a private view (it may write to the cache); the site picks overlay or copy
-            method = runtime["runtime"].get("hf_view", "auto") if runtime else "auto"
-            method = "auto" if method == "none" else method
-            view_root = Path(tempfile.mkdtemp(prefix="ptflow-hfview-", dir=tmp_root))
-            # a copy takes the base model's repo only (the agent may load no other model; datasets come whole)
-            view = hfview.open_view(hf_home, view_root, method=method, log=log, models=[cell["model"]])
-            rel = os.path.relpath(os.path.abspath(start_model), os.path.abspath(hf_home))
-            if not rel.startswith(".."):
-                base_model = str(view.path / rel)
-        task_dir = make_task_dir(
-            tmp_root,
-            agent=agent,
-            cell=cell,
-            base_model=base_model,
-            train_parquet=train_parquet,
-            started=started,
-            hours_left=max(left, 0) / 3600,
-            workspace=workspace if earlier else None,
-            earlier=_describe_earlier(earlier) if earlier else None,
-        )
-        staged = time.time()
-        if earlier:
-            log(
-                f"continuing {_describe_earlier(earlier)} in {task_dir} (workspace {workspace}): "
-                f"{max(left, 0) / 60:.1f} of {budget / 60:.1f} minutes left"
+        view, base_model = _open_view(job, tmp_root)
+        task_dir = make_task_dir(tmp_root, _task_setup(job, budget, base_model, started))
+        staging_seconds = time.time() - started
+        if budget.earlier:
+            job.log(
+                f"continuing {budget.described} in {task_dir} (workspace {job.workspace}): "
+                f"{max(budget.left, 0) / 60:.1f} of {budget.seconds / 60:.1f} minutes left"
             )
-        if finished_before or left <= 0:
-            done = [a["agent"] for a in earlier if a["agent"].get("finished")]
-            rc = done[-1].get("exit_code", 0) if done else TIMEOUT_EXIT
-            log(
-                f"agent {agent['id']} is not run again: "
-                + ("it ended by itself in an earlier attempt" if finished_before else "its budget is used up")
-            )
-        else:
-            rc, time_taken, stopped = _run_attempt(
-                agent, task_dir, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier
-            )
-        budget_exhausted = rc in (TIMEOUT_EXIT, KILLED_EXIT) or (left <= 0 and not finished_before)
-        final = task_dir / "final_model"
-        has_model = has_weights(final)
-        if stopped:
-            raise StoppedToResume(
-                f"agent {agent['id']} stopped after {time_taken:.0f} s of this attempt "
-                f"({(used + time_taken) / 60:.1f} of {budget / 60:.1f} minutes used); its workspace is synced to "
-                f"{workspace}: the next attempt continues there",
-                reason="agent stopped for a restart",
-            )
-        if has_model:
-            moved = copy_final_model(final, out, workspace / "final_model" if workspace is not None else None)
-            log(f"final_model/ to scratch: {moved['linked']} files linked from the workspace just synced, "
-                f"{moved['copied']} copied")  # fmt: skip
-        else:
-            out.mkdir(parents=True, exist_ok=True)
-        if resume is not None:
-            kept = keep_workspace(
-                task_dir, resume.kept_workspace, log, whole=bool(agent.get("posttrainbench")),
-                final_model=out if has_model else None,
-            )  # fmt: skip
-        status = "budget exhausted (timeout)" if budget_exhausted else f"exit {rc}"
-        log(
-            f"agent {agent['id']}: {status} after {time_taken:.1f} s this attempt, {used + time_taken:.1f} s in all; "
-            "final_model: " + ("copied to scratch" if has_model else "none — the cell will show 'no final model'")
-        )
+        ctx = AttemptContext(job, task_dir, view, trace_dir, budget.left, budget.earlier)
+        end = _run_or_skip(ctx, budget)
+        has_model, kept = _keep_results(ctx, budget, end)
     finally:
         if view is not None:
-            hfview.close_view(view, log=log)
+            from ptflow.cluster import hfview
+
+            hfview.close_view(view, log=job.log)
         if task_dir is not None:
-            shutil.rmtree(own_dir(task_dir, agent), ignore_errors=True)
-    view_method, view_seconds, view_bytes = (
-        (view.method, round(view.seconds, 3), view.bytes) if view else ("none", 0, 0)
+            shutil.rmtree(own_dir(task_dir, job.agent), ignore_errors=True)
+    return {
+        "step": None,
+        "train_loss": None,
+        "final_model": has_model,
+        "agent_run": agent_run_record(ctx, budget, end, has_model, kept, staging_seconds),
+    }
+
+
+def _check_job(job: AgentJob) -> None:
+    """The agent's keys are in the environment and its restart mode is known."""
+    agent = job.agent
+    missing = [k for k in agent.keys if not (job.env or os.environ).get(k)]
+    if missing:
+        raise AgentCellError(
+            f"agent {agent.id} needs environment variable(s) {', '.join(missing)}; export them before running"
+        )
+    if agent.on_restart not in ON_RESTART:
+        raise AgentCellError(f"agent {agent.id}: on_restart {agent.on_restart!r} is not one of {', '.join(ON_RESTART)}")
+
+
+def budget_of(job: AgentJob) -> Budget:
+    """The budget this attempt finds: the earlier attempts' agent time counts, unless ``on_restart: fresh`` discards
+    them (their workspace removed, each marked discarded in attempts.json)."""
+    earlier = previous_agent_runs(job.resume, job.attempt)
+    first_attempt = not earlier
+    if earlier and job.agent.on_restart == "fresh":
+        job.log(f"on_restart fresh: starting over with the full budget ({_describe_earlier(earlier)} discarded)")
+        shutil.rmtree(job.workspace, ignore_errors=True)
+        job.resume.record_attempt({"id": job.attempt, "fresh_after": [a["id"] for a in earlier]})
+        for a in earlier:
+            job.resume.record_attempt({"id": a["id"], "discarded": True})
+        earlier = []
+    return Budget(job.agent.on_restart, job.agent.hours * 3600, earlier, first_attempt)
+
+
+def _open_view(job: AgentJob, tmp_root: str):
+    """The HF cache as the agent's private writable view (None without a cache), and the base model's path in it."""
+    from ptflow.cluster import hfview
+
+    hf_home = job.agent.hf_home
+    if not (hf_home and Path(hf_home).is_dir()):
+        return None, job.start_model
+    # an agent always gets a private view (it may write to the cache); the site picks overlay or copy
+    method = job.runtime["runtime"].get("hf_view", "auto") if job.runtime else "auto"
+    method = "auto" if method == "none" else method
+    view_root = Path(tempfile.mkdtemp(prefix="ptflow-hfview-", dir=tmp_root))
+    # a copy takes the base model's repo only (the agent may load no other model; datasets come whole)
+    view = hfview.open_view(hf_home, view_root, method=method, log=job.log, models=[job.cell.model])
+    rel = os.path.relpath(os.path.abspath(job.start_model), os.path.abspath(hf_home))
+    return view, (job.start_model if rel.startswith("..") else str(view.path / rel))
+
+
+def _task_setup(job: AgentJob, budget: Budget, base_model: str, started: float) -> TaskSetup:
+    return TaskSetup(
+        agent=job.agent,
+        cell=job.cell,
+        base_model=base_model,
+        train_parquet=job.train_parquet,
+        started=started,
+        hours_left=max(budget.left, 0) / 3600,
+        workspace=job.workspace if budget.earlier else None,
+        earlier=budget.described,
+        checkout=job.checkout,
     )
+
+
+def _run_or_skip(ctx: AttemptContext, budget: Budget) -> AgentEnd:
+    """This attempt's agent run, or none where an earlier agent ended by itself or the budget is used up."""
+    if not (budget.finished_before or budget.left <= 0):
+        return _run_attempt(ctx)
+    done = [a["agent"] for a in budget.earlier if a["agent"].get("finished")]
+    ctx.job.log(
+        f"agent {ctx.agent.id} is not run again: "
+        + ("it ended by itself in an earlier attempt" if budget.finished_before else "its budget is used up")
+    )
+    return AgentEnd(done[-1].get("exit_code", 0) if done else TIMEOUT_EXIT)
+
+
+def _budget_exhausted(budget: Budget, end: AgentEnd) -> bool:
+    return end.rc in (TIMEOUT_EXIT, KILLED_EXIT) or (budget.left <= 0 and not budget.finished_before)
+
+
+def _keep_results(ctx: AttemptContext, budget: Budget, end: AgentEnd) -> tuple[bool, Path | None]:
+    """After the run: a stopped agent stops the job (its workspace is synced); else ``final_model/`` to scratch and
+    the workspace kept for the judge. (Whether there is a final model, the kept workspace.)"""
+    job, agent = ctx.job, ctx.agent
+    if end.stopped:
+        raise StoppedToResume(
+            f"agent {agent.id} stopped after {end.time_taken:.0f} s of this attempt "
+            f"({(budget.used + end.time_taken) / 60:.1f} of {budget.seconds / 60:.1f} minutes used); its workspace "
+            f"is synced to {job.workspace}: the next attempt continues there",
+            reason="agent stopped for a restart",
+        )
+    final = ctx.task_dir / "final_model"
+    has_model = has_weights(final)
+    if has_model:
+        moved = copy_final_model(final, job.out, job.workspace / "final_model" if job.workspace is not None else None)
+        job.log(f"final_model/ to scratch: {moved['linked']} files linked from the workspace just synced, "
+                f"{moved['copied']} copied")  # fmt: skip
+    else:
+        job.out.mkdir(parents=True, exist_ok=True)
+    kept = None
+    if job.resume is not None:
+        kept = keep_workspace(
+            ctx.task_dir, job.resume.kept_workspace, job.log, whole=bool(agent.posttrainbench),
+            final_model=job.out if has_model else None,
+        )  # fmt: skip
+    status = "budget exhausted (timeout)" if _budget_exhausted(budget, end) else f"exit {end.rc}"
+    job.log(
+        f"agent {agent.id}: {status} after {end.time_taken:.1f} s this attempt, "
+        f"{budget.used + end.time_taken:.1f} s in all; "
+        "final_model: " + ("copied to scratch" if has_model else "none — the cell will show 'no final model'")
+    )
+    return has_model, kept
+
+
+def agent_run_record(
+    ctx: AttemptContext, budget: Budget, end: AgentEnd, has_model: bool, kept: Path | None, staging_seconds: float
+) -> dict:
+    """The manifest's ``agent_run``: how the agent ended, its time over every attempt, its settings, the API spend
+    the CLI reported, the staging cost and the workspace kept for the judge."""
+    agent, view = ctx.agent, ctx.view
+    attempts = _attempt_records(ctx.job.resume)
+    counted = [a for a in attempts if not a.get("discarded")]
+    return {
+        "exit_code": end.rc,
+        "budget_exhausted": _budget_exhausted(budget, end),
+        "time_taken": round(sum(a["time_taken"] for a in counted) if counted else end.time_taken, 3),
+        "hours": agent.hours,
+        "timeout_minutes": timeout_minutes(agent.hours, agent.grace_minutes),
+        "final_model": has_model,
+        "trace_dir": str(ctx.trace_dir),
+        "cli": agent.cli,
+        "model": agent.model,
+        "on_restart": budget.mode,
+        "attempts": attempts,
+        "api_usage": api_usage(agent.cli, ctx.trace_dir / "stdout.log"),  # tokens (and USD) the CLI reported
+        # staging in this GPU job before the agent started: task dir and HF view (a copy when no overlay)
+        "staging_seconds": round(staging_seconds, 3),
+        "hf_view": {
+            "method": view.method if view else "none",
+            "seconds": round(view.seconds, 3) if view else 0,
+            "bytes": view.bytes if view else 0,
+        },
+        **({"workspace": str(kept)} if kept else {}),  # what the judge reads
+        **({"cli_version": agent.cli_version} if agent.cli_version else {}),
+    }
+
+
+def _attempt_records(resume: ResumeDir | None) -> list[dict]:
+    """Every attempt that ran the agent, as the manifest lists them."""
     runs = previous_agent_runs(resume, None) if resume is not None else []
-    attempts = [
+    return [
         {
             "attempt": a["id"],
             "slurm_job_id": a.get("slurm_job_id"),
@@ -599,31 +777,6 @@ def train_agent_cell(
         }
         for a in runs
     ]
-    counted = [a for a in attempts if not a.get("discarded")]
-    return {
-        "step": None,
-        "train_loss": None,
-        "final_model": has_model,
-        "agent_run": {
-            "exit_code": rc,
-            "budget_exhausted": budget_exhausted,
-            "time_taken": round(sum(a["time_taken"] for a in counted) if counted else time_taken, 3),
-            "hours": agent["hours"],
-            "timeout_minutes": timeout_minutes(agent["hours"], agent.get("grace_minutes", DEFAULT_GRACE_MINUTES)),
-            "final_model": has_model,
-            "trace_dir": str(trace_dir),
-            "cli": agent["cli"],
-            "model": agent["model"],
-            "on_restart": mode,
-            "attempts": attempts,
-            "api_usage": api_usage(agent, trace_dir / "stdout.log"),  # tokens (and USD) the CLI reported
-            # staging in this GPU job before the agent started: task dir and HF view (a copy when no overlay)
-            "staging_seconds": round(staged - started, 3),
-            "hf_view": {"method": view_method, "seconds": view_seconds, "bytes": view_bytes},
-            **({"workspace": str(kept)} if kept else {}),  # what the judge reads
-            **({"cli_version": agent["cli_version"]} if agent.get("cli_version") else {}),
-        },
-    }
 
 
 def keep_path_in_login_shells(home: Path, path: str) -> None:
@@ -655,159 +808,209 @@ def stream_events(stdout: Path, offset: int = 0) -> list[dict]:
     return events
 
 
-def api_usage(agent: dict, stdout: Path) -> dict | None:
+def api_usage(cli_name: str | None, stdout: Path) -> dict | None:
     """The API spend the CLI reported over every attempt of the cell (stdout.log holds them all), as the manifest
     and eval.json keep it; None where the CLI reports none (the scripted stand-in, a session killed before any)."""
-    cli = CLIS.get(agent["cli"])
+    cli = CLIS.get(cli_name)
     spent = cli.usage(stream_events(stdout)) if cli is not None and cli.usage is not None else None
     return None if spent is None else {**spent.to_json(), "source": f"{cli.name} stream output"}
 
 
-def refused_key(agent: dict, rc: int, stdout: Path, offset: int) -> str | None:
+def refused_key(agent: AgentCliSpec, rc: int, stdout: Path, offset: int) -> str | None:
     """One line naming the key when the CLI's own output says the provider refused it (401/403), else None: the
     cell fails at once instead of being scored as 'no final model' or retried for hours."""
-    cli = CLIS.get(agent["cli"])
+    cli = CLIS.get(agent.cli)
     if cli is None or cli.auth_failed is None or rc in (0, TIMEOUT_EXIT, KILLED_EXIT):
         return None
     if not cli.auth_failed(rc, stream_events(stdout, offset)):
         return None
-    names = [k for k in agent.get("keys", []) if k in cli.accepted_keys] or [cli.key_var]
+    names = [k for k in agent.keys if k in cli.accepted_keys] or [cli.key_var]
     via = f" (passed to {cli.name} as {cli.key_var})" if names[0] != cli.key_var else ""
     return (
-        f"agent {agent['id']}: the provider refused the API key in {names[0]}{via} (HTTP 401/403, {cli.name} exit "
+        f"agent {agent.id}: the provider refused the API key in {names[0]}{via} (HTTP 401/403, {cli.name} exit "
         f"{rc}); export a valid key and run again — see {stdout.parent}/stderr.log"
     )
 
 
-def _run_attempt(agent, task_dir, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier):
-    """This attempt's agent run: (exit code, seconds, stopped for a restart)."""
-    if agent.get("posttrainbench"):  # run_task.sh's job dir, which holds the task dir (removed with the cell's dir)
-        return _run_in_home(
-            agent, task_dir, task_dir.parent, view, runtime, trace_dir, left, resume, attempt, workspace, env, log,
-            earlier,
-        )  # fmt: skip
-    # The CLI's own $HOME: private to this attempt, beside the task dir (never synced: ptflow rewrites it)
-    host_home = Path(tempfile.mkdtemp(prefix="ptflow-agent-home-", dir=task_dir.parent))
+def _run_attempt(ctx: AttemptContext) -> AgentEnd:
+    """This attempt's agent run, in its home: a checkout cell's is run_task.sh's job dir, which holds the task dir
+    (removed with the cell's dir); any other agent's a private one of this attempt beside the task dir (never
+    synced: ptflow rewrites it)."""
+    if ctx.agent.posttrainbench:
+        return _run_in_home(ctx, ctx.task_dir.parent)
+    host_home = Path(tempfile.mkdtemp(prefix="ptflow-agent-home-", dir=ctx.task_dir.parent))
     try:
-        return _run_in_home(
-            agent, task_dir, host_home, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier
-        )
+        return _run_in_home(ctx, host_home)
     finally:
         shutil.rmtree(host_home, ignore_errors=True)
 
 
-def _run_in_home(
-    agent, task_dir, host_home, view, runtime, trace_dir, left, resume, attempt, workspace, env, log, earlier
-):
-    from ptflow.cluster.runtime import HOME_BOUND
+@dataclass(frozen=True)
+class AgentHome:
+    """The agent's home and task dir, on the host and as the agent sees them: the runtime's kind, whether it is a
+    container and whether the home is bound at ``AGENT_HOME`` (/home/ben) in it."""
 
-    kind = runtime["runtime"].get("kind") if runtime else "venv"
-    container = kind == "apptainer"
-    bound = kind in HOME_BOUND  # the home is at AGENT_HOME (/home/ben) inside the container
-    home = AGENT_HOME if bound else str(host_home)
-    checkout = bool(agent.get("posttrainbench"))
-    # the task dir as the agent sees it: a checkout cell's is in its home (/home/ben/task in a container)
-    task_in = f"{home}/{task_dir.relative_to(host_home)}" if checkout and bound else str(task_dir)
-    own = own_dir(task_dir, agent)
-    solve_env = {}
-    if checkout:
-        ptb_agent.check_home(agent, kind)
-        ptb_agent.install_home(agent, host_home)  # run_task.sh's copies into its job dir (.codex, agent_solve.sh)
-    solving = bool((agent.get("posttrainbench") or {}).get("solve")) and not agent.get("command")
-    if solving:  # the checkout's agents/<agent>/solve.sh, in the home as run_task.sh puts it
-        agent = {**agent, "command": ["bash", f"{home}/{ptb_agent.SOLVE_NAME}"]}
+    host: Path
+    kind: str
+    container: bool
+    bound: bool
+    home: str  # $HOME as the agent sees it
+    task_in: str  # the task dir as the agent sees it
+
+    @classmethod
+    def of(cls, ctx: AttemptContext, host_home: Path) -> AgentHome:
+        from ptflow.cluster.runtime import HOME_BOUND
+
+        kind = ctx.job.runtime["runtime"].get("kind") if ctx.job.runtime else "venv"
+        bound = kind in HOME_BOUND
+        home = AGENT_HOME if bound else str(host_home)
+        # the task dir as the agent sees it: a checkout cell's is in its home (/home/ben/task in a container)
+        checkout = bool(ctx.agent.posttrainbench)
+        task_in = f"{home}/{ctx.task_dir.relative_to(host_home)}" if checkout and bound else str(ctx.task_dir)
+        return cls(host_home, kind, kind == "apptainer", bound, home, task_in)
+
+
+def _run_in_home(ctx: AttemptContext, host_home: Path) -> AgentEnd:
+    """The agent in ``host_home``: its home made, its command line and environment, the run, how it ended."""
+    h = AgentHome.of(ctx, host_home)
+    agent = _install_home(ctx, h)
+    own = own_dir(ctx.task_dir, agent)
     values = {
-        "model": agent["model"],
-        "task_dir": task_in,
-        "hours": f"{left / 3600:g}",
+        "model": agent.model,
+        "task_dir": h.task_in,
+        "hours": f"{ctx.left / 3600:g}",
         "prompt": (own / "prompt.md").read_text(),
         "prompt_file": str(own / "prompt.md"),
         "python": sys.executable,
     }
-    hf_in = f"{AGENT_HOME}/hf_cache" if view and checkout and bound else None  # run_task.sh's HF_HOME_NEW
-    binds = ([] if checkout and bound else [str(task_dir)]) + ([str(view.workdir)] if view else [])
-    binds += ([] if bound else [str(host_home)]) + ([f"{view.path}:{hf_in}"] if hf_in else [])
+    checkout = bool(agent.posttrainbench)
+    hf_in = f"{AGENT_HOME}/hf_cache" if ctx.view and checkout and h.bound else None  # run_task.sh's HF_HOME_NEW
+    binds = ([] if checkout and h.bound else [str(ctx.task_dir)]) + ([str(ctx.view.workdir)] if ctx.view else [])
+    binds += ([] if h.bound else [str(host_home)]) + ([f"{ctx.view.path}:{hf_in}"] if hf_in else [])
     if hf_in:
         (host_home / "hf_cache").mkdir(exist_ok=True)  # the mount point in the bound home
-    argv = build_argv(agent, values, runtime, str(host_home), binds, hours=left / 3600, workdir=task_in)
-    prompt_copy = "prompt.md" if not earlier else f"prompt-{len(earlier) + 1}.md"
-    shutil.copyfile(own / "prompt.md", trace_dir / prompt_copy)
+    argv = build_argv(agent, values, ctx.job.runtime, str(host_home), binds, hours=ctx.left / 3600, workdir=h.task_in)
+    prompt_copy = "prompt.md" if not ctx.earlier else f"prompt-{len(ctx.earlier) + 1}.md"
+    shutil.copyfile(own / "prompt.md", ctx.trace_dir / prompt_copy)
+    job_env, child_env = _environment(ctx, h, agent, values["prompt"], hf_in)
+    shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
+    ctx.job.log(
+        f"agent {agent.id} in {ctx.task_dir} ({ctx.left / 3600:g} h of {agent.hours:g} h left): $ " + " ".join(shown)
+    )
+    # the agent's keys, the CLI's own variable, every secret-looking variable of the job and the child: ***
+    masker = Masker.for_env({**job_env, **child_env}, agent.keys)
+    if masker.notice():
+        ctx.job.log(f"agent {agent.id}: {masker.notice()}")
+    return _launch(ctx, argv, child_env, masker)
+
+
+def _install_home(ctx: AttemptContext, h: AgentHome) -> AgentCliSpec:
+    """A checkout cell's home as run_task.sh makes it (.codex, agent_solve.sh), checked first; the agent to run:
+    one that runs the checkout's solve.sh gets it as its command."""
+    agent = ctx.agent
+    if not agent.posttrainbench:
+        return agent
+    ptb_agent.check_home(agent, ctx.job.checkout, h.kind)
+    ptb_agent.install_home(agent, ctx.job.checkout, h.host)  # run_task.sh's copies into its job dir
+    if agent.posttrainbench.get("solve") and not agent.command:  # agents/<agent>/solve.sh, where run_task.sh puts it
+        return replace(agent, command=["bash", f"{h.home}/{ptb_agent.SOLVE_NAME}"])
+    return agent
+
+
+def _solving(ctx: AttemptContext) -> bool:
+    """The agent runs the checkout's solve.sh (a checkout cell without a command of its own)."""
+    return bool((ctx.agent.posttrainbench or {}).get("solve")) and not ctx.agent.command
+
+
+def _environment(
+    ctx: AttemptContext, h: AgentHome, agent: AgentCliSpec, prompt: str, hf_in: str | None
+) -> tuple[dict, dict]:
+    """The job's environment and the agent's: the job's less the secrets the agent may not see, the CLI's home
+    settings, its temp dir, the task's variables, solve.sh's (run_task.sh's), the evaluation's caches, the HF view."""
+    checkout = bool(agent.posttrainbench)
     root = os.geteuid() == 0  # the CLI runs as the job's user in every runtime ptflow builds (docs: agent cells)
-    job_env = dict(env or os.environ)
-    if not container:  # the job's python first (a venv site's interpreter need not be on the job's PATH)
+    job_env = dict(ctx.job.env or os.environ)
+    if not h.container:  # the job's python first (a venv site's interpreter need not be on the job's PATH)
         job_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), job_env.get("PATH", "")])
-    hf_home = hf_in or (str(view.path) if view else None)
+    hf_home = hf_in or (str(ctx.view.path) if ctx.view else None)
     # what the checkout's codex config sets for the agent's commands, where the home is a host dir: the real paths
-    host_values = {"HOME": home, "HF_HOME": hf_home, "PATH": job_env["PATH"], "LD_LIBRARY_PATH": None}
-    host_values = None if bound else host_values
-    cli_env = prepare_cli_home(agent, host_home, home, task_in, root, host_values=host_values)
-    if root and agent["cli"] in CLIS:
-        log(f"agent {agent['id']}: the job runs as root; {agent['cli']} gets its sandbox switch (see docs/concepts.md)")
-    (host_home / "tmp").mkdir(exist_ok=True)  # the agent's own temp dir (the CLIs leave error reports there)
-    if not container:
-        keep_path_in_login_shells(host_home, job_env["PATH"])
-    if solving:  # the variables run_task.sh gives solve.sh
-        solve_env = ptb_agent.solve_environment(agent, values["prompt"], home, job_env["PATH"])
+    host_values = {"HOME": h.home, "HF_HOME": hf_home, "PATH": job_env["PATH"], "LD_LIBRARY_PATH": None}
+    host_values = None if h.bound else host_values
+    cli_env = prepare_cli_home(agent.to_params(), h.host, h.home, h.task_in, root, host_values=host_values)
+    if root and agent.cli in CLIS:
+        ctx.job.log(
+            f"agent {agent.id}: the job runs as root; {agent.cli} gets its sandbox switch (see docs/concepts.md)"
+        )
+    (h.host / "tmp").mkdir(exist_ok=True)  # the agent's own temp dir (the CLIs leave error reports there)
+    if not h.container:
+        keep_path_in_login_shells(h.host, job_env["PATH"])
+    # the variables run_task.sh gives solve.sh
+    solve_env = ptb_agent.solve_environment(agent, prompt, h.home, job_env["PATH"]) if _solving(ctx) else {}
     child_env = {
-        **cell_environment(agent, job_env),
+        **cell_environment(agent.to_params(), job_env),
         **cli_env,
-        "TMPDIR": f"{home}/tmp",
+        "TMPDIR": f"{h.home}/tmp",
         # ptflow's own cells are offline; a checkout's agents are not (run_task.sh's prompt: internet unrestricted)
         **({} if checkout else {"HF_HUB_OFFLINE": "1"}),
-        "PTFLOW_TASK_DIR": task_in,
-        "PTFLOW_CELL_DIR": str(own),  # ptflow's own files (the scripted agent's task.json), beside a checkout's
-        "PTFLOW_AGENT_KEYS": ",".join(agent.get("keys", [])),  # names only: the values are in the env already
+        "PTFLOW_TASK_DIR": h.task_in,
+        "PTFLOW_CELL_DIR": str(own_dir(ctx.task_dir, agent)),  # ptflow's own files (the scripted agent's task.json)
+        "PTFLOW_AGENT_KEYS": ",".join(agent.keys),  # names only: the values are in the env already
         **solve_env,
     }
-    if agent.get("evals_cache") and agent.get("hf_home"):  # evaluate.py reads offline from the evaluation's caches
-        child_env.update(data_env(agent["hf_home"], agent["evals_cache"]))
+    if agent.evals_cache and agent.hf_home:  # evaluate.py reads offline from the evaluation's caches
+        child_env.update(data_env(agent.hf_home, agent.evals_cache))
     if hf_home:
         child_env["HF_HOME"] = hf_home
-    if runtime:
+    if ctx.job.runtime:
         from ptflow.cluster.runtime import JobRuntime, container_env
 
         # apptainer: HOME is the user's real home for --home's handling; the container sees /home/ben
-        child_env = container_env(JobRuntime.from_dict(runtime).runtime, child_env)
-    shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
-    log(f"agent {agent['id']} in {task_dir} ({left / 3600:g} h of {agent['hours']:g} h left): $ " + " ".join(shown))
-    # the agent's keys, the CLI's own variable, every secret-looking variable of the job and the child: ***
-    masker = Masker.for_env({**job_env, **child_env}, agent.get("keys", []))
-    if masker.notice():
-        log(f"agent {agent['id']}: {masker.notice()}")
-    job = os.environ.get("SLURM_JOB_ID")
-    header = f"=== ptflow: attempt {len(earlier) + 1} ({socket.gethostname()}, job {job}) ==="
-    sync_seconds = float(agent.get("sync_minutes", DEFAULT_SYNC_MINUTES)) * 60
+        child_env = container_env(JobRuntime.from_dict(ctx.job.runtime).runtime, child_env)
+    return job_env, child_env
+
+
+def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Masker) -> AgentEnd:
+    """Run the agent with its output into the trace (masked), this attempt's time and workspace synced as it runs
+    (with a resume dir), stopped on the warning or SIGTERM; a refused key or a command that could not run fails the
+    cell; how it ended goes to attempts.json."""
+    job, agent = ctx.job, ctx.agent
+    header = (
+        f"=== ptflow: attempt {len(ctx.earlier) + 1} ({socket.gethostname()}, job {os.environ.get('SLURM_JOB_ID')}) ==="
+    )
+    sync_minutes = agent.sync_minutes if agent.sync_minutes is not None else DEFAULT_SYNC_MINUTES
     clock = None
-    with open(trace_dir / "stdout.log", "ab") as so, open(trace_dir / "stderr.log", "ab") as se:
+    with open(ctx.trace_dir / "stdout.log", "ab") as so, open(ctx.trace_dir / "stderr.log", "ab") as se:
         for fh in (so, se):
             fh.write((header + "\n").encode())
             fh.flush()
         stdout_from = so.tell()  # this attempt's events start here
         with SaveOnWarning(term=True) as warning:
-            if resume is not None:
-                clock = AttemptClock(resume, attempt, task_dir, workspace, sync_seconds, log)
+            if job.resume is not None:
+                clock = AttemptClock(
+                    job.resume, job.attempt, ctx.task_dir, job.workspace, float(sync_minutes) * 60, job.log
+                )
                 clock.__enter__()
             t0 = time.time()
             try:
-                rc, stopped = run_agent(argv, task_dir, child_env, so, se, warning, log, masker)
+                rc, stopped = run_agent(argv, ctx.task_dir, child_env, so, se, warning, job.log, masker)
             finally:
                 if clock is not None:
                     clock.__exit__(None, None, None)
             time_taken = time.time() - t0
-    refused = refused_key(agent, rc, trace_dir / "stdout.log", stdout_from) if not stopped else None
+    refused = refused_key(agent, rc, ctx.trace_dir / "stdout.log", stdout_from) if not stopped else None
     if refused:
         raise AgentCellError(refused)
     if rc in (126, 127):
         raise AgentCellError(
-            f"agent {agent['id']}: {argv[len(timeout_argv(1))]!r} could not be run (exit {rc}, see "
-            f"{trace_dir}/stderr.log); install the agent CLI in the image or fix the agent's command"
+            f"agent {agent.id}: {argv[len(timeout_argv(1))]!r} could not be run (exit {rc}, see "
+            f"{ctx.trace_dir}/stderr.log); install the agent CLI in the image or fix the agent's command"
         )
     if clock is not None:
         clock.sync("agent stopped for a restart" if stopped else "agent ended")
         ended_by = "stopped for a restart" if stopped else ("timeout" if rc in (TIMEOUT_EXIT, KILLED_EXIT) else "exit")
-        resume.record_attempt(
+        job.resume.record_attempt(
             {
-                "id": attempt,
+                "id": job.attempt,
                 "agent": {
                     "time_taken": round(time_taken, 3),
                     "exit_code": rc,
@@ -816,19 +1019,24 @@ def _run_in_home(
                 },
             }
         )
-    return rc, time_taken, stopped
+    return AgentEnd(rc, time_taken, stopped)
 
 
 def run(job) -> dict:
-    """Kind ``cli-agent``: a coding agent under a time budget (PostTrainBench)."""
+    """Kind ``cli-agent``: a coding agent under a time budget (PostTrainBench); ``job``: a
+    ``ptflow.stages.train.cell.TrainJob``."""
+    agent = job.spec.agent_cli
     return train_agent_cell(
-        job.start_model,
-        job.train_parquet,
-        job.out,
-        agent=job.agent,
-        cell=job.cell,
-        runtime=job.runtime,
-        log=job.log,
-        resume=job.resume,
-        attempt=job.attempt,
+        AgentJob(
+            agent=agent,
+            cell=job.spec.cell,
+            start_model=job.start_model,
+            train_parquet=job.train_parquet,
+            out=job.out,
+            runtime=job.runtime,
+            checkout=ptb_agent.checkout_of(job.run.checkout_marker) if agent.posttrainbench else None,
+            resume=job.resume,
+            attempt=job.attempt,
+            log=job.log,
+        )
     )

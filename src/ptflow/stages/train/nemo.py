@@ -12,6 +12,7 @@ NeMo-RL cannot run on this machine (no GPU, no checkout): the config and command
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow import templates
@@ -37,20 +38,29 @@ DEFAULTS = {
 SETTINGS = tuple(DEFAULTS)
 
 
-def config_values(
-    *,
-    cell: str,
-    student: str,
-    teacher: str,
-    checkpoint_dir: str,
-    log_dir: str,
-    num_nodes: int,
-    gpus_per_node: int,
-    variant: str = "full",
-    settings: dict | None = None,
-    checkout: str | None = None,
-    must_save_by: str | None = None,
-) -> dict:
+@dataclass(frozen=True)
+class Distillation:
+    """One cell's distillation as the template takes it: the cell, student and teacher, where checkpoints and logs go,
+    the allocation's size, the variant, the agent's template settings (``params.overrides``), the NeMo-RL checkout
+    and the save deadline (``ptflow.cluster.preempt.deadline_settings``)."""
+
+    cell: str
+    student: str
+    teacher: str
+    checkpoint_dir: str
+    log_dir: str
+    num_nodes: int
+    gpus_per_node: int
+    variant: str = "full"
+    settings: dict | None = None
+    checkout: str | None = None
+    must_save_by: str | None = None
+
+
+def config_values(d: Distillation) -> dict:
+    """The template's values for ``d``: the defaults, the agent's settings, then what the cell and allocation fix."""
+    variant, settings, checkout = d.variant, d.settings, d.checkout
+    num_nodes, gpus_per_node = d.num_nodes, d.gpus_per_node
     if variant not in VARIANTS:
         raise ValueError(f"nemo-distill variant {variant!r} is unknown; known: {', '.join(VARIANTS)}")
     unknown = sorted(set(settings or {}) - set(SETTINGS))
@@ -72,14 +82,14 @@ def config_values(
         )
     return {
         **values,
-        "cell": cell,
-        "student": student,
-        "teacher": teacher,
-        "checkpoint_dir": checkpoint_dir,
-        "log_dir": log_dir,
+        "cell": d.cell,
+        "student": d.student,
+        "teacher": d.teacher,
+        "checkpoint_dir": d.checkpoint_dir,
+        "log_dir": d.log_dir,
         "num_nodes": num_nodes,
         "gpus_per_node": gpus_per_node,
-        "must_save_by": must_save_by,
+        "must_save_by": d.must_save_by,
     }
 
 
@@ -147,23 +157,16 @@ def default_checkout(runtime: dict | None) -> str | None:
     return str(Path(venv).parent) if venv and Path(venv).name == ".venv" else None
 
 
-def train_nemo(
-    cell: str,
-    start_model: str,
-    out: Path,
-    *,
-    params: dict,
-    runtime: dict | None,
-    warn_seconds: int | None = None,
-    log=print,
-) -> dict:
+def train_nemo(cell) -> dict:
     """On-policy distillation on a Ray cluster over this job's allocation, then the student's newest step converted
-    to HF format in ``out``. Needs GPUs and a NeMo-RL checkout: it does not run on the CPU test machine."""
+    to HF format in the cell's staging dir (``cell``: a ``ptflow.stages.train.cell.TrainJob``). Needs GPUs and a
+    NeMo-RL checkout: it does not run on the CPU test machine."""
     from ptflow.cluster import slurm
     from ptflow.cluster.preempt import deadline_settings, job_deadline, stopped_by_deadline
     from ptflow.cluster.runtime import JobRuntime, node_commands
     from ptflow.launch.ray import job_from_allocation, run, run_step
 
+    params, runtime, out, log = cell.params, cell.runtime, cell.out, cell.log
     checkout = params.get("checkout") or default_checkout(runtime)
     if not checkout:
         raise ValueError(
@@ -176,11 +179,11 @@ def train_nemo(
     job = job_from_allocation([], state / "logs", runtime=rt, workdir=checkout, driver_handles_warning=False)
     nnodes, cpus, gpus = slurm.job_per_node(str(job.job_id))
     job.cpus_per_node, job.gpus_per_node = cpus, gpus
-    deadline_obj = job_deadline(str(job.job_id), warn_seconds)
+    deadline_obj = job_deadline(str(job.job_id), cell.warn_seconds)
     _, deadline = deadline_settings("nemo", deadline_obj)
-    values = config_values(
-        cell=cell,
-        student=start_model,
+    distillation = Distillation(
+        cell=str(cell.spec.cell.to_params()),  # the cell's dict as it prints, as the rendered config always had it
+        student=cell.start_model,
         teacher=params["teacher"],
         checkpoint_dir=str(state / "checkpoints"),
         log_dir=str(state / "nemo-logs"),
@@ -194,6 +197,7 @@ def train_nemo(
         checkout=checkout,
         must_save_by=deadline.get("checkpoint_must_save_by"),
     )
+    values = config_values(distillation)
     config = render_config(values, job.job_dir / "distillation.yaml")
     uv = str(Path(checkout) / ".venv" / "bin" / "uv") if (Path(checkout) / ".venv" / "bin" / "uv").exists() else "uv"
     job.driver = driver_argv(config, values, uv=uv)
@@ -212,12 +216,4 @@ def train_nemo(
 
 def run(job) -> dict:
     """Kind ``nemo-distill``: NeMo-RL on a Ray cluster over the job's allocation."""
-    return train_nemo(
-        str(job.cell),
-        job.start_model,
-        job.out,
-        params=job.params,
-        runtime=job.runtime,
-        warn_seconds=job.warn_seconds,
-        log=job.log,
-    )
+    return train_nemo(job)

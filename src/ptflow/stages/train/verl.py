@@ -14,6 +14,7 @@ they run under is proven on the two-node test cluster with a real Ray program.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 # Keys ptflow sets from the cell, the site and the allocation; an agent's `overrides` may not change them.
@@ -107,24 +108,31 @@ def _value(v) -> str:
     return str(v)
 
 
-def trainer_overrides(
-    *,
-    variant: str,
-    model_path: str,
-    train_files: str,
-    val_files: str,
-    nnodes: int,
-    gpus_per_node: int,
-    checkpoint_dir: str,
-    save_freq: int = 10,
-    overrides: dict | None = None,
-    deadline: dict | None = None,
-) -> list[str]:
+@dataclass(frozen=True)
+class VerlRun:
+    """One cell's verl run as its overrides say it: the variant, the model, the data (from the preprocessing rule),
+    the allocation's size, checkpoints on scratch, the save frequency, the agent's overrides and the save deadline
+    (``ptflow.cluster.preempt.deadline_settings``)."""
+
+    variant: str
+    model_path: str
+    train_files: str
+    val_files: str
+    nnodes: int
+    gpus_per_node: int
+    checkpoint_dir: str
+    save_freq: int = 10
+    overrides: dict | None = None
+    deadline: dict | None = None
+
+
+def trainer_overrides(r: VerlRun) -> list[str]:
     """verl's Hydra overrides (``key=value``) for one cell: the variant's recipe, the agent's overrides, then
     what ptflow manages (data from the preprocessing rule, model from the HF cache, allocation, scratch)."""
+    variant = r.variant
     if variant not in VARIANTS:
         raise ValueError(f"verl variant {variant!r} is unknown; known: {', '.join(VARIANTS)}")
-    overrides = dict(overrides or {})
+    overrides = dict(r.overrides or {})
     clash = sorted(set(overrides) & set(MANAGED))
     if clash:
         raise ValueError(
@@ -133,18 +141,18 @@ def trainer_overrides(
         )
     settings = {**VARIANTS[variant][1], **overrides}
     managed = {
-        "data.train_files": train_files,
-        "data.val_files": val_files,
-        "actor_rollout_ref.model.path": model_path,
-        "trainer.nnodes": nnodes,
-        "trainer.n_gpus_per_node": gpus_per_node,
-        "trainer.default_local_dir": checkpoint_dir,  # scratch: ~47 GB per checkpoint, never $HOME
-        "trainer.save_freq": save_freq,
+        "data.train_files": r.train_files,
+        "data.val_files": r.val_files,
+        "actor_rollout_ref.model.path": r.model_path,
+        "trainer.nnodes": r.nnodes,
+        "trainer.n_gpus_per_node": r.gpus_per_node,
+        "trainer.default_local_dir": r.checkpoint_dir,  # scratch: ~47 GB per checkpoint, never $HOME
+        "trainer.save_freq": r.save_freq,
         "trainer.resume_mode": "auto",  # a requeued job resumes from the newest checkpoint
-        **(deadline or {}),  # save before the job's end (ptflow.cluster.preempt.deadline_settings)
+        **(r.deadline or {}),  # save before the job's end (ptflow.cluster.preempt.deadline_settings)
     }
     if variant == "ppo-gsm8k":
-        managed["critic.model.path"] = model_path
+        managed["critic.model.path"] = r.model_path
     return [f"{k}={_value(v)}" for k, v in {**settings, **managed}.items()]
 
 
@@ -194,23 +202,17 @@ def state_dir(out: Path) -> Path:
     return out.parent / f"{name}.verl"
 
 
-def train_verl(
-    start_model: str,
-    train_parquet: str,
-    out: Path,
-    *,
-    params: dict,
-    runtime: dict | None,
-    warn_seconds: int | None = None,
-    log=print,
-) -> dict:
+def train_verl(cell) -> dict:
     """Run the verl trainer on a Ray cluster over this job's allocation, then merge its newest checkpoint into
-    ``out`` (HF format). Needs GPUs and verl: it does not run on the CPU test machine."""
+    the cell's staging dir in HF format (``cell``: a ``ptflow.stages.train.cell.TrainJob``). Needs GPUs and verl:
+    it does not run on the CPU test machine."""
     from ptflow.cluster import slurm
     from ptflow.cluster.preempt import deadline_settings, job_deadline
     from ptflow.cluster.runtime import JobRuntime, node_commands
     from ptflow.launch.ray import job_from_allocation, run, run_step
 
+    params, runtime, out, log = cell.params, cell.runtime, cell.out, cell.log
+    train_parquet = cell.train_parquet
     variant = params.get("variant", "ppo-gsm8k")
     if variant not in VARIANTS:
         raise ValueError(f"agent params.variant {variant!r} is not a verl variant; use {' or '.join(VARIANTS)}")
@@ -223,19 +225,21 @@ def train_verl(
     job = job_from_allocation([], state / "logs", runtime=rt, workdir=checkout, driver_handles_warning=False)
     nnodes, cpus, gpus = slurm.job_per_node(str(job.job_id))
     job.cpus_per_node, job.gpus_per_node = cpus, gpus
-    env, deadline = deadline_settings("verl", job_deadline(str(job.job_id), warn_seconds))
+    env, deadline = deadline_settings("verl", job_deadline(str(job.job_id), cell.warn_seconds))
     job.env.update(env)
     overrides = trainer_overrides(
-        variant=variant,
-        model_path=start_model,
-        train_files=str(Path(train_parquet).resolve()),
-        val_files=str(Path(train_parquet).resolve().with_name("test.parquet")),
-        nnodes=nnodes,
-        gpus_per_node=gpus,
-        checkpoint_dir=str(ckpts),
-        save_freq=params.get("save_freq", 10),
-        overrides=params.get("overrides"),
-        deadline=deadline,
+        VerlRun(
+            variant=variant,
+            model_path=cell.start_model,
+            train_files=str(Path(train_parquet).resolve()),
+            val_files=str(Path(train_parquet).resolve().with_name("test.parquet")),
+            nnodes=nnodes,
+            gpus_per_node=gpus,
+            checkpoint_dir=str(ckpts),
+            save_freq=params.get("save_freq", 10),
+            overrides=params.get("overrides"),
+            deadline=deadline,
+        )
     )
     job.driver = driver_argv(rt.python, variant, overrides)
     rc = run(job, log=log)
@@ -248,12 +252,4 @@ def train_verl(
 
 def run(job) -> dict:
     """Kind ``verl``: multi-node, a Ray cluster over the job's allocation (``ptflow.launch.ray``)."""
-    return train_verl(
-        job.start_model,
-        job.train_parquet,
-        job.out,
-        params=job.params,
-        runtime=job.runtime,
-        warn_seconds=job.warn_seconds,
-        log=job.log,
-    )
+    return train_verl(job)
