@@ -20,7 +20,7 @@ from ptflow.config.load import merged_config
 from ptflow.config.model import build_config
 from ptflow.config.sites import load_site
 from ptflow.ops.driver import PREFLIGHT_REFUSED
-from ptflow.stages.score import SUMMARY_COLUMNS
+from ptflow.stages.matrix_score import SUMMARY_COLUMNS
 from tests.e2e.smk import REPO, command, default_agents, plan, snakemake
 from tests.e2e.test_default_matrix import MODELS, corrupt_checkpoint_config
 

@@ -1,6 +1,6 @@
 """PostTrainBench's published reference numbers (aisa-group/PostTrainBench, scripts/baselines.json and
 scripts/factors.json): zero-shot scores of the base models and their instruct counterparts, keyed by the bare model
-name, and the per-eval weights it derives from them. Test data for ptflow.stages.score."""
+name, and the per-eval weights it derives from them. Test data for ptflow.stages.matrix_score."""
 
 import yaml
 
@@ -9,7 +9,8 @@ from tests.conftest import REPO
 # The table as ptflow ships it for users (config/posttrainbench-reference.yaml): one copy of the published numbers.
 BASELINES = yaml.safe_load((REPO / "config" / "posttrainbench-reference.yaml").read_text())
 
-# scripts/factors.json: the weights PostTrainBench derived from that table (checked against ours in test_score.py)
+# scripts/factors.json: the weights PostTrainBench derived from that table (checked against ours in
+# test_matrix_score.py)
 FACTORS = {
     "aime2025": 0.226536549919078,
     "arenahardwriting": 0.0903518275042778,

@@ -13,7 +13,7 @@ from ptflow.config.model import Agent
 from ptflow.config.sites import load_site
 from ptflow.specs import CellRef
 from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
-from ptflow.stages.score import Settings
+from ptflow.stages.matrix_score import Settings
 from ptflow.stages.report import ReportOutputs, score_cells, write_report
 from ptflow.stages.train.agent_cell import (
     DEFAULT_COMMANDS,

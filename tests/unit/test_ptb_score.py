@@ -24,10 +24,10 @@ import pytest
 from ptflow.config.load import merged_config, reference_table, resolve
 from ptflow.jobs.build import Jobs
 from ptflow.stages import ptb_score
+from ptflow.stages.matrix_score import Settings, board_text, leaderboard_markdown, read_cell, score
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from ptflow.stages.ptb_export import export_posttrainbench
 from ptflow.stages.report import ReportOutputs, aggregate, score_cells, write_report
-from ptflow.stages.score import Settings, board_text, leaderboard_markdown, read_cell, score
 from tests.conftest import REPO
 from tests.support.cells import cell_dir, write_cell
 from tests.support.ptb_checkout import BENCHMARKS, make_fixture_checkout

@@ -346,7 +346,7 @@ def _unique(entries: list[dict], section: str) -> None:
 
 def build_models(entries: list[dict]) -> dict[str, Model]:
     """The ``models:`` entries, checked and parsed (by path name); their shape is the schema's (``build_config``
-    checks both). The aggregate job reads its models through this too (``ptflow.stages.score``)."""
+    checks both). The aggregate job reads its models through this too (``ptflow.stages.matrix_score``)."""
     _unique(entries, "models")
     models = {}
     for i, m in enumerate(entries):
@@ -528,7 +528,8 @@ def _check_eval_settings(i: int, e: dict) -> None:
 
 def build_agents(entries: list[dict]) -> dict[str, Agent]:
     """The ``agents:`` entries, checked and parsed (by id, in config order); their shape is the schema's
-    (``build_config`` checks both). The aggregate job reads its agents through this too (``ptflow.stages.score``)."""
+    (``build_config`` checks both). The aggregate job reads its agents through this too
+    (``ptflow.stages.matrix_score``)."""
     _unique(entries, "agents")
     agents = {}
     for i, a in enumerate(entries):

@@ -461,7 +461,7 @@ def table(snap: Snapshot) -> str:
     counts = ", ".join(f"{k}: {v}" for k, v in snap.counts().items() if v)
     lines.append("")
     lines.append(f"{len(snap.cells)} cells — {counts}; driver {'running' if snap.driver_active else 'not running'}")
-    from ptflow.stages.score import ApiSpend
+    from ptflow.stages.matrix_score import ApiSpend
 
     spent = ApiSpend.of([c.api_usage for c in snap.cells if c.api_usage])
     if spent:

@@ -86,7 +86,7 @@ from pathlib import Path
 from ptflow.config.layout import Layout
 from ptflow.config.model import Agent, Cell, Config
 from ptflow.keys import Masker
-from ptflow.stages.score import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
+from ptflow.stages.matrix_score import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
 
 BASELINE_METHOD = "baseline_zeroshot"
 JUDGEMENT_FILES = ("contamination_judgement.txt", "disallowed_model_judgement.txt")

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptflow.stages.score import MISSING, SCORED, ScoredCell, Settings
+from ptflow.stages.matrix_score import MISSING, SCORED, ScoredCell, Settings
 
 FACTORS_FILE = "scripts/factors.json"
 SCRIPT = "scripts/compute_single_metrics.py"

@@ -1,4 +1,4 @@
-"""The aggregate stage: every cell's files -> PostTrainBench's score (``ptflow.stages.score``) -> summary.csv,
+"""The aggregate stage: every cell's files -> PostTrainBench's score (``ptflow.stages.matrix_score``) -> summary.csv,
 agents.csv, leaderboard.md, a heatmap figure for ``snakemake --report`` and the static site
 ``results/report/index.html`` (``ptflow.stages.report_site``).
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ptflow.files import atomic_path
 from ptflow.specs import ScoringSpec
-from ptflow.stages.score import (
+from ptflow.stages.matrix_score import (
     Result,
     ScoredCell,
     Settings,

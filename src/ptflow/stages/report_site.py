@@ -1,9 +1,9 @@
 """The browser report: ``results/report/index.html`` and what it links to, static and relative-linked.
 
-Built from a scored matrix (``ptflow.stages.score``): the score table (agents × evals, weighted score, ± error, time
-used), a heatmap per agent (models × evals, inline SVG), the cell-state grid, and one page per cell with its metric,
-the judge's verdict and reason, the agent's readable trace and time used, linked to the cell's inspect log in a
-static copy of inspect's log viewer.
+Built from a scored matrix (``ptflow.stages.matrix_score``): the score table (agents × evals, weighted score, ± error,
+time used), a heatmap per agent (models × evals, inline SVG), the cell-state grid, and one page per cell with its
+metric, the judge's verdict and reason, the agent's readable trace and time used, linked to the cell's inspect log in
+a static copy of inspect's log viewer.
 
 The viewer comes from ``inspect view bundle`` (``inspect_ai.log.bundle_log_dir``, the function behind that command):
 it copies the viewer's built web app and the logs into ``viewer/``, writes ``viewer/logs/listing.json`` and names
@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 from ptflow import templates
 from ptflow.files import staged_dir
-from ptflow.stages.score import (
+from ptflow.stages.matrix_score import (
     EVAL_FAILED,
     MISSING,
     NO_MODEL,

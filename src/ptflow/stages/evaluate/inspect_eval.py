@@ -1,5 +1,5 @@
 """The toy task ``ptflow``: the workflow's verl-format test parquet as an inspect task, scored with verl's GSM8K rule
-(``ptflow.stages.scoring``, the same rule GRPO is rewarded by). The evaluation kit resolves the task spec
+(``ptflow.stages.gsm8k_answer``, the same rule GRPO is rewarded by). The evaluation kit resolves the task spec
 ``ptflow`` to :func:`verl_parquet_task`; it runs like every other task (``ptflow.stages.evaluate.run``)."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _gsm8k_strict_scorer():
     from inspect_ai.scorer import Score, Target, accuracy, scorer, stderr
     from inspect_ai.solver import TaskState
 
-    from ptflow.stages.scoring import extract_answer, gsm8k_score
+    from ptflow.stages.gsm8k_answer import extract_answer, gsm8k_score
 
     @scorer(metrics=[accuracy(), stderr()], name=SCORER_NAME)
     def gsm8k_strict():

@@ -24,7 +24,7 @@ def completion_text(completion) -> str:
 
 def gsm8k_reward(prompts, completions, ground_truth, **kwargs) -> list[float]:
     """TRL reward function: ``gsm8k_score`` of each completion against its row's ground truth."""
-    from ptflow.stages.scoring import gsm8k_score
+    from ptflow.stages.gsm8k_answer import gsm8k_score
 
     return [gsm8k_score(completion_text(c), gt) for c, gt in zip(completions, ground_truth, strict=True)]
 

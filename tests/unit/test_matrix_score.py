@@ -13,8 +13,7 @@ import pytest
 
 from ptflow.config.model import build_config
 from ptflow.stages.evaluate.run import validate_eval_json
-from ptflow.stages.report import apply_accounting
-from ptflow.stages.score import (
+from ptflow.stages.matrix_score import (
     ScoreError,
     Settings,
     read_cell,
@@ -25,6 +24,7 @@ from ptflow.stages.score import (
     split_run,
     write_outputs,
 )
+from ptflow.stages.report import apply_accounting
 from tests.conftest import REPO
 from tests.support.cells import write_cell
 from tests.support.posttrainbench import BASE_MODELS, BASELINES, EVALS, FACTORS

@@ -1,6 +1,6 @@
 import pytest
 
-from ptflow.stages.scoring import CLIP_CHARS, extract_answer, gsm8k_score
+from ptflow.stages.gsm8k_answer import CLIP_CHARS, extract_answer, gsm8k_score
 
 
 @pytest.mark.parametrize(
