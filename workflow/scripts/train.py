@@ -37,7 +37,7 @@ def evaluate_after_agent(threads: int, log) -> None:
 
 with rule_log(snakemake.log[0]) as log:
     job = TrainSpec.from_params(snakemake.params.job)
-    rule = train_job.RuleJob(sys.argv[0], snakemake.output[0], snakemake.resources["attempt"],
+    rule = train_job.RuleJob(sys.argv[0], snakemake.output[0], snakemake.resources.get("attempt", 1),
                              list(snakemake.wildcards), os.getcwd())  # fmt: skip
     if train_job.supervises_here(job):
         train_job.supervise_train(job, rule, log)
