@@ -176,3 +176,14 @@ def test_no_function_is_over_100_lines_or_8_parameters_without_a_reason_beside_i
     """Issue 36: a long positional list or a page-long function is where a reader gets lost. One that has to be so
     says why on a ``# size: ...`` comment right above its def."""
     assert [f for path in sorted(PACKAGE.rglob("*.py")) for f in _oversized(path)] == []
+
+
+def test_every_kind_names_a_trainer_that_exists():
+    """ptflow.config.kinds names each kind's trainer as "module:function" (config sits below stages, and the trainers
+    import torch lazily); a misspelt name would surface only in a GPU job, so it is resolved here."""
+    from ptflow.config.kinds import KINDS
+    from ptflow.stages.train.cell import trainer_of
+
+    for kind, spec in KINDS.items():
+        if spec.trainer is not None:
+            assert callable(trainer_of(kind)), kind

@@ -16,11 +16,12 @@ Per cell, as PostTrainBench does it:
 
 A restart (requeue, preemption, NODE_FAIL, a Snakemake retry, a later run) does not cost the cell its budget. The
 task dir (the HF view is elsewhere) is synced to ``workspace/`` in the cell's resume dir on scratch every
-``sync_minutes`` (default 10), when the job gets the time-limit warning or SIGTERM, and when the agent ends; each
-attempt's agent time is recorded there as it runs (``attempts.json``, ``ptflow.cluster.preempt.ResumeDir``). The
-next attempt, with ``on_restart: continue`` (default), restores the workspace into its task dir, gives the agent
-the **remaining** budget (the time used by every attempt is summed) and a prompt saying an earlier session worked
-there; a ``final_model/`` saved before is kept. ``on_restart: fresh`` starts over with the full budget. An agent
+``sync_minutes`` (default: ``ptflow.config.model.DEFAULT_SYNC_MINUTES``), when the job gets the time-limit warning
+or SIGTERM, and when the agent ends; each attempt's agent time is recorded there as it runs (``attempts.json``,
+``ptflow.cluster.preempt.ResumeDir``). The next attempt, with ``on_restart: continue`` (default), restores the
+workspace into its task dir, gives the agent the **remaining** budget (the time used by every attempt is summed) and
+a prompt saying an earlier session worked there; a ``final_model/`` saved before is kept. ``on_restart: fresh``
+starts over with the full budget. An agent
 that ended by itself before is not run again. The manifest's ``agent_run`` lists every attempt.
 
 API keys named by the agent's ``keys`` reach the agent through its environment only — never argv, files or logs;
@@ -74,7 +75,6 @@ KILLED_EXIT = 137  # 128 + KILL: it ignored TERM for --kill-after
 KILL_AFTER = "30s"
 KILL_AFTER_SECONDS = 30
 # The agent's defaults are the config model's (ptflow.config.model): a job's params leave out a key at its default.
-ON_RESTART = ON_RESTART_MODES
 HEARTBEAT_SECONDS = 15  # how often this attempt's agent time is written to attempts.json (what a kill loses)
 # Files of the task dir that ptflow writes for each attempt, fresh over a restored workspace (which keeps the
 # agent's own files only), the evaluation kit included.
@@ -628,8 +628,10 @@ def _check_job(job: AgentJob) -> None:
         raise AgentCellError(
             f"agent {agent.id} needs environment variable(s) {', '.join(missing)}; export them before running"
         )
-    if agent.on_restart not in ON_RESTART:
-        raise AgentCellError(f"agent {agent.id}: on_restart {agent.on_restart!r} is not one of {', '.join(ON_RESTART)}")
+    if agent.on_restart not in ON_RESTART_MODES:
+        raise AgentCellError(
+            f"agent {agent.id}: on_restart {agent.on_restart!r} is not one of {', '.join(ON_RESTART_MODES)}"
+        )
 
 
 def budget_of(job: AgentJob) -> Budget:
