@@ -66,17 +66,21 @@ def suite_scope(nodeid: str) -> str:
 
 # The modules whose module-scoped workflow runs take minutes (`--durations` of `make test`). They start first, so
 # that the short scopes fill the workers at the end instead of one long module running alone in the tail. The suite is
-# CPU-bound on 2 cores, so the modules that mostly wait on Slurm (time limits, requeue holds, Ray start-up: the Ray
-# launcher's and the status commands') go out early, where their waits overlap the CPU-bound modules; last in the
-# run, the Ray module left the CPUs 6-68 % busy for its final 80 s.
+# CPU-bound on 2 cores, so the modules that mostly wait go out where their waits overlap CPU-bound work:
+# - The controller outage takes the whole cluster (EXCLUSIVE_CLUSTER: the other Slurm modules wait for it) and sleeps
+#   through a 90-s outage. First, beside the three local workflow modules (no cluster, all CPU), its wait is filled;
+#   last, it ran alone in the suite's tail for four minutes with the CPUs mostly idle.
+# - Then the Slurm modules that wait on time limits, requeue holds and Ray start-up (the Ray launcher's and the status
+#   commands'); last in the run, the Ray module left the CPUs 6-68 % busy for its final 80 s.
 LONG_FIRST = (
-    "tests/slurm/test_workflow_on_slurm.py",
-    "tests/slurm/test_resume_on_slurm.py",
+    "tests/slurm/test_controller_outage_on_slurm.py",
     "tests/e2e/test_default_matrix.py",
-    "tests/slurm/test_ray_launcher.py",
-    "tests/slurm/test_cli_status.py",
     "tests/e2e/test_agent_cells.py",
     "tests/e2e/test_posttrainbench_offline.py",
+    "tests/slurm/test_workflow_on_slurm.py",
+    "tests/slurm/test_resume_on_slurm.py",
+    "tests/slurm/test_ray_launcher.py",
+    "tests/slurm/test_cli_status.py",
     # after the status test has made its queue: its "Pending" wait timed out once beside this module's jobs
     "tests/slurm/test_real_agent_clis_on_slurm.py",
     "tests/slurm/test_posttrainbench_checkout_on_slurm.py",
@@ -85,15 +89,9 @@ LONG_FIRST = (
 )
 
 
-# Modules that take the whole Slurm cluster (EXCLUSIVE_CLUSTER, tests/slurm/conftest.py) go last: they wait for the
-# other Slurm modules to end, and at the end of the suite that wait is short while the other workers finish theirs.
-LAST = ("tests/slurm/test_controller_outage_on_slurm.py",)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """LONG_FIRST's modules first, in its order, LAST's last; every other test keeps its place (a stable sort)."""
+    """LONG_FIRST's modules first, in its order; every other test keeps its place (a stable sort)."""
     rank = {path: i for i, path in enumerate(LONG_FIRST)}
-    rank.update({path: len(LONG_FIRST) + 1 + i for i, path in enumerate(LAST)})
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(LONG_FIRST)))
 
 

@@ -2,7 +2,8 @@
 run's jobs run and are queued, then started again. The run completes, no cell fails, no job is submitted or run twice,
 and the driver says what it waits for meanwhile (ptflow.cluster.patience, ptflow.ops.driver.SlurmWatch).
 
-It stops the whole cluster's controller, so it takes the cluster for itself (EXCLUSIVE_CLUSTER) and runs last.
+It stops the whole cluster's controller, so it takes the cluster for itself (EXCLUSIVE_CLUSTER). It goes out first,
+beside the local workflow modules whose CPU work fills its wait (tests/conftest.py, LONG_FIRST).
 """
 
 from __future__ import annotations
