@@ -1,13 +1,23 @@
 """PostTrainBench from a pinned checkout, end to end on the real test Slurm cluster, through a FIXTURE checkout
 (``tests/support/ptb_checkout.py``: small programs of ours under PostTrainBench's paths and interfaces).
 
-One model x two evals (posttrainbench/gsm8k, posttrainbench/humaneval) x {baseline, codex}: the checkout is a file
-target (its marker records the commit and the object ids of the paths used), every cell is evaluated by the
-checkout's ``evaluate.py`` with run_task.sh's arguments, the codex cells get the checkout's prompt and run its
-``agents/codex/solve.sh`` (the real codex CLI against the provider STAND-IN), and the judge gets the checkout's
-judge prompt. Then a new commit that changes only humaneval's ``evaluate.py`` reruns only the humaneval cells, and
-``ptflow export --posttrainbench`` writes PostTrainBench's results layout, on which the checkout's own aggregation
-scripts give, cell for cell, the score ptflow gives. The codex solve.sh echoes its keys (as the real one does): the
+One model x two evals (posttrainbench/gsm8k, posttrainbench/humaneval): baseline cells of both, one codex cell
+(gsm8k). The checkout is a file target (its marker records the commit and the object ids of the paths used), every
+cell is evaluated by the checkout's ``evaluate.py`` with run_task.sh's arguments, the codex cell gets the checkout's
+prompt and runs its ``agents/codex/solve.sh`` (the real codex CLI against the provider STAND-IN), and the judge gets
+the checkout's judge prompt. Then a new commit that changes only humaneval's ``evaluate.py`` reruns only the
+humaneval cell (the gsm8k cells, the agent's and its judge's included, stand), and ``ptflow export
+--posttrainbench`` writes PostTrainBench's results layout, on which the checkout's own aggregation scripts give,
+cell for cell, the score ptflow gives.
+
+Why these cells and no more (every cell here is several Slurm jobs of ~10 CPU-s of start-up each; an agent cell is a
+training, its adopting evaluation and a judge, twice over with the second commit): the rerun proof needs one cell
+whose files the commit changes (humaneval's baseline: one evaluation in the second run, not a training) and cells
+whose files it does not change (gsm8k's baseline and agent cell); "the agent made it better" needs a baseline beside
+the agent cell of the same eval; two evals give the aggregation two columns (cell for cell over the baseline's). What
+one agent cell proves for the prompt, solve.sh, the task dir and the judge does not depend on its eval; run_task.sh's
+task dir and prompt per eval are tests/unit/test_ptb_agent_cell.py's, and the checkout's aggregation over many agent
+cells x evals tests/unit/test_ptb_score.py's. The codex solve.sh echoes its keys (as the real one does): the
 fresh key value is in no file of the run, of the export or of Snakemake's output, and *** is where the echo went.
 
 The HF cache is PostTrainBench's: the CPU job of rule posttrainbench_cache fetches what the checkout's
@@ -48,6 +58,7 @@ MODEL_ID = "ptflow/tiny-qwen3-h64"
 MODEL = "ptflow--tiny-qwen3-h64"
 CELLS = Path("results") / "cells" / MODEL
 EVALS = ("gsm8k", "humaneval")
+AGENT_EVALS = ("gsm8k",)  # the evals with a codex cell (the others: baseline only; the module docstring says why)
 # a fresh value each session: the checkout's codex solve.sh echoes it, and no file of the run may keep it
 KEY = {"OPENAI_API_KEY": "sk-oai-" + secrets.token_hex(20)}
 JUDGE_MODEL = "gpt-5.1-codex"
@@ -78,7 +89,12 @@ def _config(checkout: Path, commit: str, api_url: str) -> dict:
         ],  # fmt: skip
         "judge": {"agent": "codex", "model": JUDGE_MODEL, "keys": ["OPENAI_API_KEY"], "base_url": api_url},
         "scoring": {"weights": {"gsm8k": 1.0, "humaneval": 1.0}},
-        "matrix": {"models": [MODEL_ID], "evals": list(EVALS), "agents": "all"},
+        "matrix": {
+            "models": [MODEL_ID],
+            "evals": list(EVALS),
+            "agents": "all",
+            "exclude": [{"eval": e, "agent": "codex"} for e in EVALS if e not in AGENT_EVALS],
+        },
     }
 
 
@@ -90,6 +106,11 @@ def _run(work: Path, env: dict, name: str):
     (work / f"{name}.out").write_text(proc.stdout + proc.stderr)  # kept with PTFLOW_KEEP_TEST_WORK=1
     assert proc.returncode == 0, f"snakemake failed ({proc.returncode}): {proc.stderr[-3000:]}"
     return proc
+
+
+def _mtimes(work: Path) -> dict[Path, int]:
+    cells = work / CELLS
+    return {p: p.stat().st_mtime_ns for name in ("eval.json", "judge.json") for p in cells.rglob(name)}
 
 
 @pytest.fixture(scope="module")
@@ -115,14 +136,15 @@ def done(slurm_cluster):
         env["HF_ENDPOINT"] = hub.url  # the cache job's downloads (a CPU job on the cluster) go to the stand-in
         (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, first, api.url)))
         _run(work, env, "first")
-        before = {p: p.stat().st_mtime_ns for p in (work / CELLS).rglob("eval.json")}
-        # a new commit that changes humaneval's evaluate.py (a comment): only the humaneval cells are affected
+        # every cell's eval.json and the agent cell's judge.json (its train job, adopting evaluation and judge)
+        before = _mtimes(work)
+        # a new commit that changes humaneval's evaluate.py (a comment): only the humaneval cell is affected
         script = checkout / "src/eval/tasks/humaneval/evaluate.py"
         second = commit_change(checkout, "src/eval/tasks/humaneval/evaluate.py",
                                script.read_text() + "# a new commit\n", "humaneval: touch")  # fmt: skip
         (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, second, api.url)))
         proc = _run(work, env, "second")
-        after = {p: p.stat().st_mtime_ns for p in (work / CELLS).rglob("eval.json")}
+        after = _mtimes(work)
         records = list(api.records)
         hub_requests = list(hub.requests)
     yield {"work": work, "checkout": checkout, "commits": (first, second), "calls": calls, "before": before,
@@ -158,14 +180,18 @@ def test_the_cache_job_fetched_the_checkouts_resources_from_the_hub(done):
 
 def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
     work, checkout = done["work"], done["checkout"]
-    for ev in EVALS:
-        for agent in ("baseline", "codex"):
-            data = json.loads((work / CELLS / ev / agent / "eval.json").read_text())
-            validate_eval_json(data)
-            assert data["status"] == "scored" and data["task"] == f"posttrainbench/{ev}"
-            assert data["posttrainbench"]["commit"] in done["commits"]
-            kept = json.loads((work / CELLS / ev / agent / data["posttrainbench"]["metrics_file"]).read_text())
-            assert kept["accuracy"] == data["metrics"]["value"]  # the checkout's metrics.json, verbatim
+    cells = [(ev, "baseline") for ev in EVALS] + [(ev, "codex") for ev in AGENT_EVALS]
+    assert sorted(str(p.relative_to(work / CELLS).parent) for p in (work / CELLS).rglob("eval.json")) == sorted(
+        f"{ev}/{agent}" for ev, agent in cells
+    )  # the matrix's cells, no more
+    for ev, agent in cells:
+        data = json.loads((work / CELLS / ev / agent / "eval.json").read_text())
+        validate_eval_json(data)
+        assert data["status"] == "scored" and data["task"] == f"posttrainbench/{ev}"
+        assert data["posttrainbench"]["commit"] in done["commits"]
+        kept = json.loads((work / CELLS / ev / agent / data["posttrainbench"]["metrics_file"]).read_text())
+        assert kept["accuracy"] == data["metrics"]["value"]  # the checkout's metrics.json, verbatim
+    for ev in AGENT_EVALS:
         base = json.loads((work / CELLS / ev / "baseline" / "eval.json").read_text())["metrics"]["value"]
         trained = json.loads((work / CELLS / ev / "codex" / "eval.json").read_text())["metrics"]["value"]
         # the agent's SFT (through solve.sh) made it better (150 steps: about 0.25-0.3 against 0; what SFT learns is
@@ -174,7 +200,7 @@ def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
     # run_task.sh's command line, in the eval's dir of the checkout (the agent's own calls ran in its task dir)
     calls = [json.loads(line) for line in done["calls"].read_text().splitlines()]
     final = [c for c in calls if c["cwd"].startswith(str(checkout)) and c["argv"] != ["--help"]]
-    assert final and all(c["cwd"] in {str(checkout / f"src/eval/tasks/{e}") for e in EVALS} for c in final)
+    assert {c["cwd"] for c in final} == {str(checkout / f"src/eval/tasks/{e}") for e in EVALS}
     for c in final:
         assert c["hf_hub_offline"] == "1"  # the evaluation loaded its dataset offline, from the cache job's fetch
         argv = c["argv"]
@@ -185,7 +211,7 @@ def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
 
 def test_agent_cells_get_the_checkouts_prompt_solve_sh_and_judge(done):
     work, records = done["work"], done["records"]
-    for ev in EVALS:
+    for ev in AGENT_EVALS:
         prompt = (work / CELLS / ev / "codex" / "agent" / "prompt.md").read_text()
         assert MODEL_ID in prompt and not prompt.endswith("\n")  # get_prompt.py's, as PROMPT=$(...) keeps it
         benchmark = (done["checkout"] / f"src/eval/tasks/{ev}/benchmark.txt").read_text().strip()
@@ -225,7 +251,7 @@ def test_the_judge_runs_in_the_task_dir_as_the_agent_left_it(done):
     """run_task.sh's judge: in the agent's task dir right after the agent, final_model/ there (here: the files of
     the checkpoint ptflow evaluates, hard-linked), nothing of ptflow's added."""
     work = done["work"]
-    for ev in EVALS:
+    for ev in AGENT_EVALS:
         cell = work / CELLS / ev / "codex"
         left = _listing(cell / "agent" / "stdout.log")
         seen = _listing(cell / "agent" / "judge_stdout.log")
@@ -238,6 +264,11 @@ def test_the_judge_runs_in_the_task_dir_as_the_agent_left_it(done):
 
 def test_a_new_commit_reruns_only_the_cells_whose_files_changed(done):
     before, after = done["before"], done["after"]
+    # not vacuous: a cell the commit changes, and beside it cells it does not (an agent cell and its judge among them)
+    assert {str(p.relative_to(done["work"] / CELLS)) for p in before} == {
+        *(f"{ev}/baseline/eval.json" for ev in EVALS),
+        *(f"{ev}/codex/{name}" for ev in AGENT_EVALS for name in ("eval.json", "judge.json")),
+    }
     for path, mtime in before.items():
         changed = after[path] != mtime
         assert changed == ("/humaneval/" in str(path)), (path, changed)
@@ -278,10 +309,18 @@ def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done):
     with open(dest / f"final_{methods[0]}.csv") as fh:
         theirs = {row["model"]: row for row in csv.DictReader(fh)}["tiny-qwen3-h64"]
     with open(work / "results/summary.csv") as fh:
-        ours = {r["eval"]: float(r["score"]) for r in csv.DictReader(fh) if r["agent"] == "codex"}
-    assert set(ours) == set(EVALS)
-    for ev in EVALS:
+        rows = list(csv.DictReader(fh))
+    ours = {r["eval"]: float(r["score"]) for r in rows if r["agent"] == "codex"}
+    assert set(ours) == set(AGENT_EVALS)
+    for ev in AGENT_EVALS:
         assert float(theirs[ev]) == pytest.approx(ours[ev], abs=1e-9), (ev, theirs[ev], ours[ev])
+    # and the baseline's cells of both evals, column for column (the export's baseline_zeroshot, as aggregated)
+    with open(dest / "aggregated_baseline_zeroshot.csv") as fh:
+        zeroshot = {row["model"]: row for row in csv.DictReader(fh)}["tiny-qwen3-h64"]
+    base = {r["eval"]: float(r["value"]) for r in rows if r["agent"] == "baseline"}
+    assert set(base) == set(EVALS)
+    for ev in EVALS:
+        assert float(zeroshot[ev]) == pytest.approx(base[ev], abs=1e-9), (ev, zeroshot[ev], base[ev])
 
 
 def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_script_gives_none(done):
@@ -309,10 +348,10 @@ def test_the_echoed_key_is_in_no_file_of_the_run_the_export_or_snakemakes_output
     proc = _export(work, dest, KEY)  # the key in its environment too
     # the echo happened: solve.sh's line, then the value masked, in the trace and in the exported solve_out.txt
     echoed = "key in CODEX_API_KEY:\n***\n"
-    for ev in EVALS:
+    for ev in AGENT_EVALS:
         assert echoed in (work / CELLS / ev / "codex" / "agent" / "stdout.log").read_text(), ev
     exported = list(dest.rglob("solve_out.txt"))
-    assert len(exported) == len(EVALS) and all(echoed in p.read_text() for p in exported)
+    assert len(exported) == len(AGENT_EVALS) and all(echoed in p.read_text() for p in exported)
     # results, scratch (.scratch), .snakemake (its logs, the Slurm logs), traces, manifests, the export, and
     # Snakemake's captured stdout/stderr of both runs (first.out, second.out)
     files = [p for p in work.rglob("*") if p.is_file() and not p.is_symlink()]
