@@ -34,10 +34,16 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.slurm)
 
 
-# Unit modules whose module-scoped fixture is worth keeping on one worker (the contract module's tiny Snakemake runs,
-# read by several tests each). Modules that run real evaluations, trainings or workflow jobs are not unit tests (they
-# would keep `make check` past its two minutes): they live in tests/integration, one scope each.
-UNIT_MODULE_SCOPES = ("tests/unit/test_snakemake_contract.py",)
+# Unit modules whose module-scoped fixture is worth keeping on one worker: the contract module's tiny Snakemake runs
+# and the plan module's `ptflow plan` runs, read by several tests each, and the golden params module's warm-up (one
+# plan before its 49 forked plans). Spread one test per scope, each worker that drew one of their tests built the
+# fixture again. Modules that run real evaluations, trainings or workflow jobs are not unit tests (they would keep
+# `make check` past its two minutes): they live in tests/integration, one scope each.
+UNIT_MODULE_SCOPES = (
+    "tests/unit/test_snakemake_contract.py",
+    "tests/unit/test_plan.py",
+    "tests/unit/test_job_params.py",
+)
 
 
 @pytest.fixture(scope="module")
