@@ -131,18 +131,6 @@ def test_second_run_does_nothing(done):
     assert plan(done) == {}
 
 
-def test_deleting_one_eval_json_reruns_only_that_cell(done):
-    target = cell(done, MODELS[1], "sub", "sft") / "eval.json"
-    others = {p: p.stat().st_mtime_ns for p in (done / "results" / "cells").rglob("eval.json") if p != target}
-    target.unlink()
-    planned = plan(done)
-    assert set(planned) == {"evaluate", "aggregate", "all"}, planned.text[-3000:]
-    assert {p for p in planned["evaluate"] if p.endswith("eval.json")} == {str(target.relative_to(done))}
-    snakemake(done)
-    assert target.exists()
-    assert {p: p.stat().st_mtime_ns for p in others} == others, "another cell was re-evaluated"
-
-
 def test_changing_one_agents_params_reruns_only_its_cells(done, tmp_path):
     override = tmp_path / "override.yaml"
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -206,12 +194,28 @@ def copy_workdir(src, dst):
         )
 
 
-def test_crashed_training_leaves_others_done_and_is_the_only_rerun(tmp_path, done):
+def test_deleted_eval_json_and_crashed_training_are_the_only_reruns(tmp_path, done):
+    """Two reruns, proved by one Snakemake run of a copy of the finished matrix: a deleted eval.json is evaluated
+    again, alone (no other cell's evaluation is redone), and a training that crashes leaves the others done and is
+    the only cell planned again. One run, not one per fact: each run costs a Snakemake, its warm-start zygotes and
+    an aggregate (about 25 CPU-s here), and the two reruns touch disjoint cells. The copy keeps ``done`` as it was."""
     work = tmp_path / "crash"
     copy_workdir(done, work)
+    # 1. one cell's eval.json deleted: the default plans that cell's evaluation and the aggregate over the cells, no
+    # training and no other evaluation
+    target = cell(work, MODELS[0], "sub", "sft") / "eval.json"
+    target.unlink()
+    planned = plan(work)
+    assert set(planned) == {"evaluate", "aggregate", "all"}, planned.text[-3000:]
+    assert {p for p in planned["evaluate"] if p.endswith("eval.json")} == {str(target.relative_to(work))}
+    others = {p: p.stat().st_mtime_ns for p in (work / "results" / "cells").rglob("eval.json")}
+    # 2. a real failure in the same run (corrupt_checkpoint_config): a new agent on (h64, add) starts from a damaged
+    # sft checkpoint; its (h64, sub) twin is healthy. The run also evaluates the deleted cell (its sft, in this matrix).
     cfg = corrupt_checkpoint_config(work, tmp_path)
     first = snakemake(work, "--configfile", str(cfg), check=False)
     assert first.returncode != 0
+    assert target.exists(), "the deleted eval.json was not made again"
+    assert {p: p.stat().st_mtime_ns for p in others} == others, "another cell was re-evaluated"
     assert (cell(work, MODELS[0], "sub", "grpo-more") / "eval.json").exists(), "the healthy cell finished"
     assert not (cell(work, MODELS[0], "add", "grpo-more") / "checkpoint.json").exists()
     log = (work / "results" / "logs" / "train" / MODELS[0] / "add" / "grpo-more.log").read_text()
