@@ -39,10 +39,10 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 # plan before its 49 forked plans). Spread one test per scope, each worker that drew one of their tests built the
 # fixture again. Modules that run real evaluations, trainings or workflow jobs are not unit tests (they would keep
 # `make check` past its two minutes): they live in tests/integration, one scope each.
-UNIT_MODULE_SCOPES = (
-    "tests/unit/test_snakemake_contract.py",
-    "tests/unit/test_plan.py",
+UNIT_MODULE_SCOPES = (  # the longest first (LONG_FIRST)
     "tests/unit/test_job_params.py",
+    "tests/unit/test_plan.py",
+    "tests/unit/test_snakemake_contract.py",
 )
 
 
@@ -92,6 +92,9 @@ LONG_FIRST = (
     "tests/slurm/test_posttrainbench_checkout_on_slurm.py",
     "tests/integration/test_agent_cli_faults.py",
     "tests/slurm/test_documents_on_slurm.py",
+    # the unit modules that are one scope each (UNIT_MODULE_SCOPES, 30-60 s on one worker): first among the unit
+    # tests, or `make check`'s other worker idles while one of them ends the run
+    *UNIT_MODULE_SCOPES,
 )
 
 
