@@ -32,9 +32,12 @@ TEST_WORKERS ?= 4
 test: venv
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-# The inner loop: lint and the unit tests (no Slurm cluster, no workflow runs), in under two minutes.
+# The inner loop: lint and the unit tests (no Slurm cluster, no workflow runs), in under two minutes. Three workers on
+# two cores: some unit tests wait (signals, timeouts, a trainer starting up), and with two workers a core idled while
+# one of them waited (2:20 with -n 2, 1:48 with -n 3 on the same quiet 2-core machine; bench/RESULTS.md).
+CHECK_WORKERS ?= 3
 check: lint
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest tests/unit -n 2 $(PYTEST_ARGS)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/pytest tests/unit -n $(CHECK_WORKERS) $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check src tests workflow bench
