@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ptflow.config.layout import Layout
+from ptflow.config.naming import model_to_path
 from ptflow.ops.driver import PREFLIGHT_REFUSED
 from tests.e2e.smk import REPO, command, default_agents, job_env
 
@@ -193,7 +195,8 @@ def test_two_drivers_of_one_user_share_the_cap(capped):
     third = {**add, "id": "add-b", "dataset": {**add["dataset"], "repo": "ptflow/arith-add-b",
                                                "generator": {**add["dataset"]["generator"], "seed": 13}}}  # fmt: skip
     catalog = [*config["evals"], third]
-    markers = tuple(f"results/cache/datasets/{e['dataset']['repo'].replace('/', '--')}.json" for e in catalog)
+    layout = Layout(**config["paths"])  # the default's paths, relative to the work directory (the test site sets none)
+    markers = tuple(layout.dataset_marker(model_to_path(e["dataset"]["repo"])) for e in catalog)
     assert MAX_SUBMIT < 2 * len(set(markers)), markers  # together over the cap, each alone under it
     works = [make_work(f"caps2-{i}", ["add"], agents=CAPPED_AGENTS[:1], catalog=catalog) for i in (1, 2)]
     before = refusals(capped)

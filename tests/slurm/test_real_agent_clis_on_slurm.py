@@ -26,7 +26,7 @@ from ptflow.stages.evaluate.run import validate_eval_json
 from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import ProviderStandIn
-from tests.support.providers.server import JUDGE_MARK, Step, judge_trajectory
+from tests.support.providers.server import JUDGE_MARK, default_trajectory, judge_trajectory
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -49,18 +49,8 @@ JUDGE_MODEL = "gpt-5.1-codex"
 # score 0.30 against the baseline's 0 (64 samples); 100 steps at lr 6e-3 0.16, 80 at 1e-2 0.02, 150 at batch 16 0.19,
 # and a step costs about 0.07 CPU-s of the job's 60, so shorter trainings would save little anyway.
 TRAIN_STEPS = 150
-# What every CLI is made to do, in its shell tool. Not server.default_trajectory: that one also evaluates the base
-# model with evaluate.py before training, a second evaluate.py run (about 13 CPU-s of imports per cell, three cells)
-# that proves nothing the scripted agent's own measurement does not: that one is the task dir's evaluate.py run from
-# the CLI's shell in the GPU job too (a subprocess of the command the CLI ran, same sandbox and environment), and it
-# must succeed (the scripted agent exits non-zero without saving final_model/ when it fails). Its metrics.json is
-# shown by the next command, so the trace shows the measurement's result as well.
-TRAJECTORY = [
-    Step(shell="head -n 5 prompt.md && ls"),
-    Step(shell=f"python -m ptflow.standins.scripted_agent --task-dir . --steps {TRAIN_STEPS} --eval-limit 2"),
-    Step(shell="ls final_model && cat work/metrics.json"),
-    Step(text="final_model/ is saved. Done."),
-]
+# What every CLI is made to do, in its shell tool (its evaluate.py run is the scripted agent's measurement)
+TRAJECTORY = default_trajectory(TRAIN_STEPS)
 
 
 @pytest.fixture(scope="module")
