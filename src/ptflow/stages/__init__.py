@@ -36,6 +36,13 @@ WARM_IMPORTS = (
     "inspect_ai.agent._acp.server",
     "inspect_ai.log",
     "inspect_evals._registry",
+    # what an evaluation imports only once it runs (sample start, hooks, inspect's control server): ~1 s each time
+    "inspect_ai.model._openai_responses",
+    "inspect_ai.hooks._startup",
+    "fastapi",
+    "aiohttp",
+    "markdown_it",
+    "uvicorn",
     "jsonschema",
     "snakemake.script",
     "ptflow.stages.cache",
