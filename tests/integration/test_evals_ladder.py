@@ -35,14 +35,20 @@ def tiny_model(tmp_path_factory):
     return out
 
 
+def ladder_env(data_dirs: Path) -> dict:
+    """The tests' one environment: (PYTEST_CURRENT_TEST differs per test, the HF_/INSPECT_ settings are the parent's
+    own) the tests would not share the zygote of one environment otherwise."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "INSPECT_", "PYTEST_CURRENT_TEST"))}
+    env["XDG_CACHE_HOME"] = str(data_dirs / "xdg")
+    return env
+
+
 def run(tiny_model, data_dirs, tmp_path, task: str, task_args: dict, retry=(8,)):
     ev = eval_from_entry(
         {"id": "ladder", "task": f"{LADDER_TASKS}@{task}", "task_args": task_args, "max_new_tokens": 16,
          "retry_max_new_tokens": list(retry), "limit": 2, "sampling": "greedy", "max_connections": 2}
     )  # fmt: skip
-    # (PYTEST_CURRENT_TEST differs per test: the tests would not share the zygote of one environment)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "INSPECT_", "PYTEST_CURRENT_TEST"))}
-    env["XDG_CACHE_HOME"] = str(data_dirs / "xdg")
+    env = ladder_env(data_dirs)
     messages: list[str] = []
     try:
         return evaluate(build_call(ev, Provider()), tiny_model, tmp_path / "logs", hf_home=data_dirs / "hf",
@@ -80,7 +86,7 @@ def test_uncurable_failure_ends_after_one_attempt(tiny_model, data_dirs, tmp_pat
     assert len(messages) == 1
 
 
-def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, data_dirs, tmp_path):
+def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, data_dirs, tmp_path, monkeypatch):
     """Context overflow at every budget: one try per budget (the rest are skipped); the cell's eval.json then says
     eval_failed with every attempt's error, and the matrix goes on (no exception)."""
     import json
@@ -99,6 +105,13 @@ def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, data_
         str(tiny_model), {"path": str(tiny_model), "kind": "base", "commit_or_hash": "x", "step": None}
     )
     outputs = EvalOutputs(str(tmp_path / "eval.json"), str(tmp_path / "inspect"))
+    # evaluate_cell evaluates in the job's own environment (os.environ): the other tests' one here, so that its
+    # attempts fork from their zygote instead of importing inspect-ai and torch in a zygote of their own (~10 CPU-s)
+    env = ladder_env(data_dirs)
+    for name in set(os.environ) - set(env):
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     data = evaluate_cell(job, model, outputs, log=lambda _: None)
     assert data == json.loads((tmp_path / "eval.json").read_text())
     validate_eval_json(data)
