@@ -1,7 +1,7 @@
 """The evaluation layer's fast parts: task resolution and its refusals, config validation of evals, the retry
 classification, the vLLM call as text, chat templates, data-source bookkeeping (missing-data report, URL fetch,
 resources.json), and Arena-Hard's verdict arithmetic. No model runs here
-(tests/integration/test_evals_offline.py and test_evals_ladder.py run them)."""
+(tests/e2e/test_posttrainbench_offline.py and tests/integration/test_evals_ladder.py run them)."""
 
 from __future__ import annotations
 
