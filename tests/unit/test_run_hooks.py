@@ -54,3 +54,13 @@ def test_the_preflight_refuses_with_its_problems(tmp_path, monkeypatch):
     monkeypatch.setattr(hooks, "limits_problems", lambda *a: ["a job needs more GPUs than the user may hold"])
     with pytest.raises(PreflightError, match="more GPUs than the user may hold"):
         hooks.preflight()
+
+
+def test_a_warm_start_only_where_two_heavy_jobs_run():
+    from ptflow.ops.run_hooks import warm_start_pays
+
+    assert warm_start_pays(["cache_dataset", "train", "evaluate", "aggregate", "all"])
+    # a rerun of one cell: its evaluation (and the report) start cold
+    assert not warm_start_pays(["evaluate", "aggregate", "all"])
+    assert not warm_start_pays(["cache_dataset", "preprocess", "hf_cache"])
+    assert not warm_start_pays([])

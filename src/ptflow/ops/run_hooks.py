@@ -20,6 +20,17 @@ from ptflow.jobs.build import Jobs
 
 # where the patient Slurm clients keep their links and wait records (ptflow.cluster.patience), per working directory
 SLURM_STATE_DIR = Path(".snakemake", "ptflow", "slurm")
+# The rules whose jobs import torch, transformers, TRL or inspect-ai (seconds each): what a warm start saves on. Its
+# zygotes import all of WARM_IMPORTS up front (about 10 CPU-s for the scripts' and as much for the evaluation kit's),
+# so it pays from the second such job on; for one (a rerun of one cell) it costs more than it saves: 25 against 3
+# CPU-s for a one-evaluation rerun, measured (tests/e2e/test_agent_cells.py).
+WARM_RULES = frozenset({"cache_model", "train", "evaluate", "judge"})
+
+
+def warm_start_pays(rules) -> bool:
+    """Whether a run whose jobs are of ``rules`` (one name per job) gains from a warm start: two jobs or more that
+    import the heavy libraries."""
+    return sum(rule in WARM_RULES for rule in rules) >= 2
 
 
 class RunHooks:
@@ -104,7 +115,11 @@ class RunHooks:
             preflight=self.preflight,
         )
         if self.site.warm_start:
-            self._start_broker()
+            planned = [job.rule.name for job in self.workflow.dag.needrun_jobs()]
+            if warm_start_pays(planned):
+                self._start_broker()
+            else:
+                self.log(f"ptflow: jobs start cold: {len(planned)} job(s) to run, too few to gain from a warm start")
 
     def _start_broker(self) -> None:
         from ptflow import warmstart
