@@ -24,10 +24,12 @@ from tests.support.providers import Faults, ProviderStandIn, Step
 
 pytestmark = pytest.mark.timeout(600)
 
-AGENTS = {  # cli -> (model, key name, fake value, protocol, the error status it retries)
-    "claude": ("claude-sonnet-4-5", "ANTHROPIC_API_KEY", "sk-ant-FAKE-f1", "anthropic", 529),
-    "codex": ("gpt-5.1-codex-max", "OPENAI_API_KEY", "sk-oai-FAKE-f2", "openai", 429),
-    "gemini": ("gemini-3-pro-preview", "GEMINI_API_KEY", "AIza-FAKE-f3", "gemini", 429),
+AGENTS = {  # cli -> (model, key name, fake value, protocol, the error statuses it retries, in the order served)
+    "claude": ("claude-sonnet-4-5", "ANTHROPIC_API_KEY", "sk-ant-FAKE-f1", "anthropic", [529, 529]),
+    "codex": ("gpt-5.1-codex-max", "OPENAI_API_KEY", "sk-oai-FAKE-f2", "openai", [429, 429]),
+    # gemini meets a 429 then a 503: this run also holds test_real_cli_gemini's former retry test (one start of the
+    # CPU-heavy gemini CLI fewer), its pace and turns asserted below
+    "gemini": ("gemini-3-pro-preview", "GEMINI_API_KEY", "AIza-FAKE-f3", "gemini", [429, 503]),
 }
 SAVE = Step(
     shell="mkdir -p final_model && printf w > final_model/model.safetensors && echo '{}' > final_model/config.json"
@@ -60,7 +62,10 @@ def expected(cli):
     return {AGENTS[cli][3]: AGENTS[cli][2]}
 
 
-@pytest.mark.parametrize("cli", sorted(AGENTS))
+# gemini's 401 is met by tests/integration/test_real_cli_gemini.py::test_unauthorized_fails_fast: the same real CLI
+# set up as a cell sets it up, and the cell's own decision (refused_key, what train_agent_cell raises) applied to
+# its output, one line naming the key; here the two other CLIs carry that decision through train_agent_cell itself.
+@pytest.mark.parametrize("cli", ["claude", "codex"])
 def test_unauthorized_fails_the_cell_at_once_naming_the_key(cell_env, cli):
     with ProviderStandIn(trajectory=QUICK, faults=Faults(unauthorized=True)) as api:
         t0 = time.monotonic()
@@ -75,14 +80,20 @@ def test_unauthorized_fails_the_cell_at_once_naming_the_key(cell_env, cli):
 
 @pytest.mark.parametrize("cli", sorted(AGENTS))
 def test_rate_limits_then_success_are_carried_by_the_clis_own_retries(cell_env, cli):
-    status = AGENTS[cli][4]
-    with ProviderStandIn(trajectory=QUICK, faults=Faults(errors=[status, status]), expected_key=expected(cli)) as api:
+    errors = AGENTS[cli][4]
+    with ProviderStandIn(trajectory=QUICK, faults=Faults(errors=errors), expected_key=expected(cli)) as api:
         result = run_cell(cell_env, cli, api)
     run = result["agent_run"]
     assert run["exit_code"] == 0 and result["final_model"], run
-    statuses = [r["status"] for r in api.main_records()]
-    assert statuses[:2] == [status, status] and statuses[2:] and set(statuses[2:]) == {200}, statuses
-    assert {r["model"] for r in api.main_records()} == {AGENTS[cli][0]}
+    main = api.main_records()
+    statuses = [r["status"] for r in main]
+    assert statuses[:2] == errors and statuses[2:] and set(statuses[2:]) == {200}, statuses
+    assert {r["model"] for r in main} == {AGENTS[cli][0]}
+    if cli == "gemini":
+        # the stand-in's retry hints (RetryInfo 0.2s; "Please retry in 0.2s"), not the CLI's 5 s backoff, set the
+        # pace; the retries stay in the first turn, then one turn per step of the trajectory
+        assert main[2]["time"] - main[0]["time"] < 3.0, [r["time"] - main[0]["time"] for r in main]
+        assert [r["turns"] for r in main] == [0, 0, 0, 1, 2], main
 
 
 def test_a_stalled_api_ends_at_the_budget_and_the_saved_final_model_counts(cell_env):

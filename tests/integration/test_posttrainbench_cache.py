@@ -61,25 +61,53 @@ def _evaluate_offline(checkout: dict, eval_id: str, hf_home: Path, model: Path, 
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_the_cache_job_fetches_resources_json_and_evaluations_then_load_offline(tmp_path, clean_env):
-    checkout = _checkout(tmp_path)
-    # a qwen-named dir: the checkout picks qwen3.jinja by the path (it has no llama3.jinja at 9082063)
-    model = tmp_path / "tiny-qwen3"
-    create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
-    hf_home = tmp_path / "hf_home"
-    # before the cache job: the evaluation fails offline, as the real one does on a GPU node
-    empty = _evaluate_offline(checkout, "gsm8k", hf_home, model, tmp_path / "m0.json")
-    assert empty.returncode != 0 and "openai/gsm8k" in empty.stderr and not (tmp_path / "m0.json").exists()
-    repos = hub_repos(EVALS)
-    with HubStandIn(repos) as hub:
-        clean_env.setenv("HF_ENDPOINT", hub.url)
-        lines = []
-        marker = cache_checkout_resources(checkout, _spec(tmp_path), tmp_path / "hf_cache.json", log=lines.append)
-        fetched = len(hub.requests)
-        again = cache_checkout_resources(checkout, _spec(tmp_path), tmp_path / "hf_cache.json", log=lines.append)
-        assert len(hub.requests) == fetched  # complete in the cache: the second run asks the hub nothing
-    assert json.loads((tmp_path / "hf_cache.json").read_text()) == again
-    commits = {(r.repo_type, r.repo_id): r.commit for r in repos}
+def _load_questions_offline(checkout: dict, eval_id: str, hf_home: Path):
+    """The fixture's evaluate.py's own load_questions() (datasets.load_dataset of its HUB entry), in its dir, under
+    the same offline environment as _evaluate_offline: the questions alone, without torch, the model and scoring."""
+    from ptflow.stages.posttrainbench.evaluate import eval_environment
+
+    env = eval_environment({**os.environ, "HF_HOME": str(hf_home)}, ())
+    code = "import json, evaluate\nprint(json.dumps(evaluate.load_questions()))"
+    cwd = Path(checkout["path"]) / ptb.EVAL_DIR.format(eval=eval_id)
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def cached(tmp_path_factory) -> dict:
+    """One checkout (the full resources.json) and one HF cache filled by the cache job, for the module: the test of the
+    cache job asserts on the fill, the preflight test reads the filled cache (it filled one of its own before)."""
+    root = tmp_path_factory.mktemp("ptb-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        for var in HF_VARS:
+            mp.delenv(var, raising=False)
+        checkout = _checkout(root)
+        # a qwen-named dir: the checkout picks qwen3.jinja by the path (it has no llama3.jinja at 9082063)
+        model = root / "tiny-qwen3"
+        create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
+        hf_home = root / "hf_home"
+        # before the cache job: the evaluation fails offline, as the real one does on a GPU node
+        empty = _evaluate_offline(checkout, "gsm8k", hf_home, model, root / "m0.json")
+        empty_wrote = (root / "m0.json").exists()
+        repos = hub_repos(EVALS)
+        with HubStandIn(repos) as hub:
+            mp.setenv("HF_ENDPOINT", hub.url)
+            marker = cache_checkout_resources(checkout, _spec(root), root / "hf_cache.json", log=lambda _: None)
+            fetched = len(hub.requests)
+            again = cache_checkout_resources(checkout, _spec(root), root / "hf_cache.json", log=lambda _: None)
+            asked_again = len(hub.requests) - fetched
+    return {
+        "root": root, "checkout": checkout, "model": model, "hf_home": hf_home, "empty": empty,
+        "empty_wrote": empty_wrote, "repos": repos, "marker": marker, "again": again, "asked_again": asked_again,
+    }  # fmt: skip
+
+
+def test_the_cache_job_fetches_resources_json_and_evaluations_then_load_offline(cached, tmp_path, clean_env):
+    empty = cached["empty"]
+    assert empty.returncode != 0 and "openai/gsm8k" in empty.stderr and not cached["empty_wrote"]
+    marker, again = cached["marker"], cached["again"]
+    assert cached["asked_again"] == 0  # complete in the cache: the second run asks the hub nothing
+    assert json.loads((cached["root"] / "hf_cache.json").read_text()) == again
+    commits = {(r.repo_type, r.repo_id): r.commit for r in cached["repos"]}
     assert {(r["repo_type"], r["repo"]) for r in marker["repos"]} == set(commits)
     for entry in marker["repos"]:  # each repo, and the commit its default branch resolved to
         assert entry["revision"] == "main" and entry["commit"] == commits[(entry["repo_type"], entry["repo"])]
@@ -90,13 +118,19 @@ def test_the_cache_job_fetches_resources_json_and_evaluations_then_load_offline(
     # by datasets from the prepared "main": nothing failed
     assert marker["failed"] == []
     assert sorted(r["repo"] for r in marker["repos"] if r["repo_type"] == "model") == sorted(RESOURCE_MODELS)
-    # after it: offline, the same evaluate.py loads its questions and scores
-    for eval_id in EVALS:
-        done = _evaluate_offline(checkout, eval_id, hf_home, model, tmp_path / f"{eval_id}.json")
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "over 2 questions" in done.stdout and "accuracy" in json.loads(
-            (tmp_path / f"{eval_id}.json").read_text()
-        )
+    # after it: offline, the same evaluate.py loads its questions and scores (gsm8k: the whole script, model and
+    # scoring included)
+    checkout, hf_home = cached["checkout"], cached["hf_home"]
+    done = _evaluate_offline(checkout, "gsm8k", hf_home, cached["model"], tmp_path / "gsm8k.json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "over 2 questions" in done.stdout and "accuracy" in json.loads((tmp_path / "gsm8k.json").read_text())
+    # humaneval's evaluate.py is the same script but for its HUB entry: what differs, its questions' offline load
+    # from this cache, is run by that script's own load_questions() (a second whole evaluate.py only repeated the
+    # torch import, the model and the scoring gsm8k's run just proved)
+    loaded = _load_questions_offline(checkout, "humaneval", hf_home)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    questions = json.loads(loaded.stdout)
+    assert len(questions) >= 2 and all(q["question"] and q["answer"] for q in questions), questions
 
 
 def test_the_checkouts_download_script_runs_in_the_standard_image_and_ptflow_fills_its_gaps(tmp_path, clean_env):
@@ -156,7 +190,9 @@ def _cfg(default_raw, checkout: dict, evals=EVALS):
     return build_config(default_raw)
 
 
-def test_preflight_refuses_what_an_evaluation_loads_but_the_cache_will_not_hold(tmp_path, default_raw, clean_env):
+def test_preflight_refuses_what_an_evaluation_loads_but_the_cache_will_not_hold(
+    cached, tmp_path, default_raw, clean_env
+):
     layout = Layout(str(tmp_path / "results"), str(tmp_path / "scratch"), str(tmp_path / "hf_home"))
     # a checkout whose resources.json lacks gsm8k's dataset: refused even where the hub is reachable
     lacking = _checkout(tmp_path / "lacking", leave_out=("openai/gsm8k",))
@@ -165,21 +201,18 @@ def test_preflight_refuses_what_an_evaluation_loads_but_the_cache_will_not_hold(
     assert problems[0].startswith("evals[gsm8k]: its evaluate.py loads dataset openai/gsm8k (config main)")
     assert "resources.json at" in problems[0] and "does not list" in problems[0]
     # the full list, hub reachable: the cache job will fetch all, nothing to refuse (and the cache is not read)
-    full = _checkout(tmp_path / "full")
-    cfg = _cfg(default_raw, full)
+    cfg = _cfg(default_raw, cached["checkout"])
     assert checkout_data_problems(cfg, layout, env={}, reachable=lambda: True) == []
     # offline and an empty cache: every dataset an evaluation loads, one line each
     offline = {"HF_HUB_OFFLINE": "1"}
     problems = checkout_data_problems(cfg, layout, env=offline, reachable=lambda: False)
     assert [p.split(":")[0] for p in problems] == ["evals[gsm8k]", "evals[humaneval]"]
     assert "openai/openai_humaneval" in problems[1] and "HF_HUB_OFFLINE is set" in problems[1]
-    # with what the evaluations load in the cache, offline passes
-    with HubStandIn(hub_repos(EVALS)) as hub:
-        clean_env.setenv("HF_ENDPOINT", hub.url)
-        cache_checkout_resources(
-            {"path": full["path"], "commit": full["commit"]}, _spec(tmp_path), tmp_path / "m.json", log=lambda _: None
-        )
-    assert checkout_data_problems(cfg, layout, env=offline, reachable=lambda: False) == []
+    # with what the evaluations load in the cache, offline passes: the module's cache, filled by the cache job from
+    # this checkout (as this test once filled its own, under the same layout)
+    root = cached["root"]
+    filled = Layout(str(root / "results"), str(root / "scratch"), str(cached["hf_home"]))
+    assert checkout_data_problems(cfg, filled, env=offline, reachable=lambda: False) == []
 
 
 def test_preflight_refuses_a_gated_dataset_without_hf_token(tmp_path, default_raw, clean_env):

@@ -2,8 +2,9 @@
 
 The login node is this same machine reached through Debian's openssh-server on 127.0.0.2:2222 (a real SSH
 hop, a real detached driver); the remote environment is this test run's .venv (--python). The remote run is the
-embedded default cut to two cells (one model x ``add`` x {baseline, sft}, local profile): the SSH mechanics are
-under test here, the matrix itself is in tests/e2e.
+embedded default cut to one cell (one model x ``add`` x baseline, local profile): the SSH mechanics (stage, detached
+driver, status and logs read back) are under test here, not what a cell runs; training and the matrix itself are in
+tests/e2e (test_smoke trains a cell of the default, the default's matrix runs whole there).
 """
 
 from __future__ import annotations
@@ -49,16 +50,15 @@ def remote_dir():
     path = WORK_ROOT / f"remote-{uuid.uuid4().hex[:8]}"
     # "The workstation": a checkout of the workflow (code and config only), where ptflow remote is typed.
     shutil.copytree(REPO, path / "workstation", ignore=shutil.ignore_patterns(*EXCLUDES))
-    # The remote mechanics do not need the whole default matrix: one model x one eval x {baseline, sft}.
+    # The remote mechanics do not need the default matrix, nor a training: one cell, the baseline of one model on
+    # one eval (cache, preprocess, one evaluation, the aggregate's summary.csv and status.png). A second cell or an
+    # SFT job would only cost CPU (a training and a second evaluation) without touching SSH differently.
     cfg = path / "workstation" / "config" / "config.yaml"
     text = cfg.read_text()
     matrix = "matrix:\n  models: all\n  evals: all\n  agents: all\n"
     assert matrix in text, "the default config's matrix block changed: update this test"
-    small = "matrix:\n  models: [ptflow/tiny-llama-h64]\n  evals: [add]\n  agents: [baseline, sft]\n"
-    # and SFT for 20 steps instead of 300: what it learns is tested on the default itself (tests/e2e)
-    sft = "params: {steps: 300, batch_size: 32,"
-    assert sft in text, "the default config's sft params changed: update this test"
-    cfg.write_text(text.replace(matrix, small).replace(sft, "params: {steps: 20, batch_size: 32,"))
+    small = "matrix:\n  models: [ptflow/tiny-llama-h64]\n  evals: [add]\n  agents: [baseline]\n"
+    cfg.write_text(text.replace(matrix, small))
     yield path
     pid_file = path / "wf" / "run" / ".ptflow" / "driver.pid"
     if pid_file.is_file():  # a failed test must not leave its detached driver running
@@ -126,25 +126,39 @@ def test_remote_run_completes_default_and_reads_back_over_ssh(sshd, remote_dir):
     pid = saved["driver"]["pid"]
     assert Path(f"/proc/{pid}").exists(), "the detached driver should outlive the SSH session that started it"
 
+    # Waiting: the "login node" is this machine, so the driver's /proc entry is watched here (a `ptflow remote
+    # driver` poll every few seconds cost a CLI start, two SSH connections and a remote Python each); the `driver`
+    # command itself is asked once it has ended: alive false and its exit code, read back over SSH.
     deadline = time.monotonic() + 1800  # no timing claim: the machine is shared with other runs
-    while time.monotonic() < deadline:
-        d = json.loads(ptflow_remote(sshd, remote_dir, "driver").stdout)
-        if not d["alive"]:
-            break
-        time.sleep(5)
-    log = ptflow_remote(sshd, remote_dir, "logs").stdout
-    assert d["rc"] == 0, f"remote driver failed: {d}\n{log}"
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(2)
+    d = json.loads(ptflow_remote(sshd, remote_dir, "driver").stdout)
+    assert not d["alive"] and d["pid"] == pid, d
+    if d["rc"] != 0:  # the driver's log, read over SSH, only to say why
+        pytest.fail(f"remote driver failed: {d}\n{ptflow_remote(sshd, remote_dir, 'logs').stdout}")
 
     status = json.loads(ptflow_remote(sshd, remote_dir, "status", "--json").stdout)
     assert status["host"] == "127.0.0.2:2222"
-    assert status["counts"]["Done"] == 2 and len(status["cells"]) == 2, status["counts"]
+    assert status["counts"]["Done"] == 1 and len(status["cells"]) == 1, status["counts"]
     assert (remote_dir / "wf" / "run" / "results" / "summary.csv").is_file()
     assert (remote_dir / "wf" / "run" / "results" / "status.png").is_file()
 
-    logs = ptflow_remote(sshd, remote_dir, "logs", "ptflow/tiny-llama-h64/add/sft", "-n", "3").stdout
-    train_log = remote_dir / "wf" / "run" / "results" / "logs" / "train" / "ptflow--tiny-llama-h64" / "add" / "sft.log"
-    assert f"==> {train_log} <==" in logs
-    assert train_log.read_text().splitlines()[-1] in logs
+    # a cell's logs over SSH: the baseline cell's evaluate log (`ptflow logs` of a trained cell, its train and Slurm
+    # logs: tests/slurm/test_cli_status.py::test_done_and_error_after_a_run; the same cell_logs)
+    logs = ptflow_remote(sshd, remote_dir, "logs", "ptflow/tiny-llama-h64/add/baseline", "-n", "3").stdout
+    eval_log = (
+        remote_dir / "wf" / "run" / "results" / "logs" / "evaluate" / "ptflow--tiny-llama-h64" / "add" / "baseline.log"
+    )
+    assert f"==> {eval_log} <==" in logs
+    assert eval_log.read_text().splitlines()[-1] in logs
+
+
+def _running(pid: int) -> bool:
+    """The process exists here and is not a zombie (state Z, field 3 of /proc/PID/stat)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def tao_env(sshd, **extra) -> dict:
