@@ -8,15 +8,17 @@ user runs it (snakemake + the slurm plugin, profiles/slurm):
   saved step;
 - an agent cell (scripted agent: the stand-in for claude/codex/gemini) requeued mid-run continues in its synced
   workspace with the remaining budget, and ``time_taken`` sums both attempts;
-- a driver killed with ``kill -9`` mid-training: ``--unlock`` and a rerun adopt the running job instead of
-  submitting it again; a second live driver is refused naming the first;
+- a driver killed with ``kill -9`` mid-training: ``--unlock`` and a rerun adopt the live job instead of
+  submitting it again; a second live driver is refused naming the first (the job suspended meanwhile, so a short
+  training outlives them);
 - SkyRL: the runtime server job first, the trainer job with ``--dependency=after:<server>``, the seed's
   coordination dir.
 
 Kept short: one working directory whose upstream outputs (cache, preprocess) the first driver run makes; one driver
 run that is requeued, warned and serves SkyRL at once (read by three tests), one supervised run (internal
 timeout and two nodes: its first job suspended past the window, so one resubmission proves it on any machine), and
-the killed driver.
+the killed driver. The trainings are as short as the points where the test acts on them allow (``STEPS``), and no
+evaluation is made that no test reads (the agent cell's is read: it carries the requeued attempts).
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ WORK_ROOT = Path("/var/lib/ptflow-tests")
 CELL = ("ptflow--tiny-llama-h64", "add")
 # The supervised site's internal timeout: 4-minute train jobs x internal_timeout_fraction 0.25
 INTERNAL_TIMEOUT = 60
+# The TRL trainings' lengths (over resume.yaml's): only long enough that the test's requeue, warning or suspension
+# lands mid-run. Each 100 steps are ~3 CPU-s; a job's start-up (two Snakemake starts, torch/TRL imports) ~13 CPU-s.
+# The trainer logs every steps/10 steps; the test acts at a logged step, one poll (1 s) and one scontrol call later:
+# ~30 steps on an idle machine (27 steps/s), fewer under load. What is left after the test acts is the margin.
+# - sft-long: requeued at its logged step 60 (a periodic checkpoint there too: save_freq 60), warned at its first
+#   logged step after the resume (~90-150): ~150 steps left (800 before, when it was warned 80-160 steps after it)
+# - sft-pyx: suspended at its first logged step (15): 135 steps left; its resubmission resumes the rest
+# - sft-adopt: suspended at its first logged step (15) while its driver is killed and the next ones adopt it, so
+#   it needs no length of its own to outlive them (800 steps and an evaluation before, for that)
+STEPS = {"sft-long": {"steps": 300, "save_freq": 60}, "sft-pyx": {"steps": 150}, "sft-adopt": {"steps": 150}}
+LONG_REQUEUE_AT = 60
+PYX_FIRST_LOG = STEPS["sft-pyx"]["steps"] // 10
 
 
 def cell_dir(work: Path, agent: str) -> Path:
@@ -73,6 +87,7 @@ class WorkDir(type(Path())):
 
     plugin_site: Path
     supervised_site: Path
+    overlay: Path
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +96,11 @@ def work(tmp_path_factory):
     path = WorkDir(WORK_ROOT / f"resume-{uuid.uuid4().hex[:8]}")
     path.mkdir()
     sites = tmp_path_factory.mktemp("sites")
+    overlay = yaml.safe_load(OVERLAY.read_text())
+    for agent in overlay["agents"]:
+        agent.get("params", {}).update(STEPS.get(agent["id"], {}))
+    path.overlay = sites / "resume.yaml"
+    path.overlay.write_text(yaml.safe_dump(overlay))
     # warn_seconds: the plugin asks Slurm for the warning (its delivery is simulated with scancel --signal)
     path.plugin_site = write_site(sites / "warned.yaml", train={"warn_seconds": 600})
     # pyxis-style: supervised, 4-minute train jobs stopping themselves after INTERNAL_TIMEOUT (60 s,
@@ -101,13 +121,13 @@ def work(tmp_path_factory):
     shutil.rmtree(path, ignore_errors=True)
 
 
-def run_args(site: Path, *targets: str) -> list[str]:
-    return ["--configfile", str(OVERLAY), "--config", f"site={site}", "--", *targets]
+def run_args(work: WorkDir, site: Path, *targets: str) -> list[str]:
+    return ["--configfile", str(work.overlay), "--config", f"site={site}", "--", *targets]
 
 
-def start(work: Path, slurm_cluster, site: Path, *targets: str) -> subprocess.Popen:
+def start(work: WorkDir, slurm_cluster, site: Path, *targets: str) -> subprocess.Popen:
     return subprocess.Popen(
-        command(work, *run_args(site, *targets), profile="profiles/slurm"),
+        command(work, *run_args(work, site, *targets), profile="profiles/slurm"),
         cwd=work,
         env=job_env(slurm_cluster.env),
         stdout=subprocess.PIPE,
@@ -204,14 +224,15 @@ def plugin_run(work, slurm_cluster):
         return job["JobId"]
 
     def trl_steps():
-        """The TRL training's script, one condition per step: requeued at step 120, then warned 80 steps after its
-        resume (as Slurm delivers --signal=USR1@N: to every process of the job's steps, not the batch shell)."""
-        yield lambda: logged_step(log, 120)
+        """The TRL training's script, one condition per step: requeued at its logged step 60, then warned at its
+        first logged step after the resume (as Slurm delivers --signal=USR1@N: to every process of the job's steps,
+        not the batch shell)."""
+        yield lambda: logged_step(log, LONG_REQUEUE_AT)
         got["trl_job"] = requeue("sft-long")
         yield lambda: RESUMED.search(read(log))
         resumed = RESUMED.search(read(log))
         got["requeued_at"] = int(resumed.group(1))
-        yield lambda: logged_step(log, got["requeued_at"] + 80, after=resumed.group(0))
+        yield lambda: logged_step(log, got["requeued_at"] + 1, after=resumed.group(0))
         slurm_cluster.run(["scancel", "--signal=USR1", got["trl_job"]], check=True)
         marker = cell_dir(work, "sft-long") / "slurm" / f"stopped-{got['trl_job']}.json"
         # (the requeue's SIGTERM left a marker too: the trainer saved on it; the warning's replaces it)
@@ -258,14 +279,15 @@ def test_trl_training_requeued_then_warned_resumes_at_its_step(work, slurm_clust
     # the warned job ended by itself (its script exited 75 after saving): its job-step Snakemake survived USR1
     assert jobs[0]["JobState"] == "FAILED" and jobs[0]["ExitCode"] == "1:0", jobs[0]
     data = json.loads(manifest.read_text())
-    assert data["step"] == 800 and data["slurm_job_id"] == jobs[1]["JobId"]
+    assert data["step"] == STEPS["sft-long"]["steps"] and data["slurm_job_id"] == jobs[1]["JobId"]
     attempts = data["attempts"]
     assert len(attempts) == 3 and [a["slurm_job_id"] for a in attempts] == [job_id, job_id, jobs[1]["JobId"]]
     # the requeue's SIGTERM usually lets the trainer save at once (else the periodic step before it is resumed)
     assert attempts[0].get("stopped") in ("SIGTERM", None) and attempts[0].get("saved_step", requeued_at) == requeued_at
     assert attempts[1]["stopped"] == "the time-limit warning" and attempts[1]["saved_step"] == stop["step"]
     assert attempts[2]["completed"] and attempts[2]["resumed_from"] == stop["step"]
-    assert 120 <= requeued_at < stop["step"]  # the requeued attempt resumed from what the first one saved
+    # the requeued attempt resumed from what the first one saved, at or after the step the requeue came at
+    assert LONG_REQUEUE_AT <= requeued_at < stop["step"]
     assert not list((work / ".scratch" / "checkpoints").rglob(".sft-long.resume")), "resume state left behind"
 
 
@@ -331,8 +353,8 @@ def supervised_run(work, slurm_cluster):
     log = rule_log(work, "sft-pyx")
     proc = start(work, slurm_cluster, work.supervised_site, *(str(t.relative_to(work)) for t in targets))
     try:
-        # (the trainer logs every 30 steps of 300: at step 30 its warning handler is installed)
-        wait_for(lambda: logged_step(log, 30), "the supervised training to run", 600, proc=proc)
+        # (its first logged step, a tenth of the run: its warning handler is installed, the training runs)
+        wait_for(lambda: logged_step(log, PYX_FIRST_LOG), "the supervised training to run", 600, proc=proc)
         (job,) = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, "sft-pyx"]))
         # (from the job's RunTime, not its StartTime: no time zone to get wrong; the batch shell started after it)
         window = time.time() - run_seconds(job["RunTime"]) + INTERNAL_TIMEOUT + 3
@@ -379,17 +401,20 @@ def test_internal_timeout_saves_and_the_supervisor_resubmits(work, supervised_ru
     job_log = (manifest.parent / "slurm" / f"train-{first['job_id']}.out").read_text()
     assert f"ptflow: internal timeout ({INTERNAL_TIMEOUT} s): asking the trainer to save and stop" in job_log
     data = json.loads(manifest.read_text())
-    assert data["step"] == 300 and len(data["attempts"]) == status["resumes"] + 1
+    assert data["step"] == STEPS["sft-pyx"]["steps"] and len(data["attempts"]) == status["resumes"] + 1
     # the stopped job saved where the warning stopped it, and the resubmitted job resumed at that step
     stopped, resumed = data["attempts"][0], data["attempts"][1]
     assert stopped["slurm_job_id"] == first["job_id"] and stopped["stopped"] == "the time-limit warning", stopped
-    assert 30 <= stopped["saved_step"] < 300 and resumed["resumed_from"] == stopped["saved_step"], data["attempts"]
+    assert PYX_FIRST_LOG <= stopped["saved_step"] < data["step"], data["attempts"]
+    assert resumed["resumed_from"] == stopped["saved_step"], data["attempts"]
     assert f"saved step {stopped['saved_step']} and stopped (the time-limit warning)" in first["reason"], first
     # the operator sees every attempt as the cell's train job (ptflow status reads the directory's own job name)
     from ptflow.ops.cli import SmkArgs, load_context
     from ptflow.ops.status import snapshot
 
-    ctx = load_context(SmkArgs(configfiles=(str(OVERLAY),), config=(f"site={work.supervised_site}",), directory=work))
+    ctx = load_context(
+        SmkArgs(configfiles=(str(work.overlay),), config=(f"site={work.supervised_site}",), directory=work)
+    )
     snap = snapshot(ctx.cfg, ctx.layout, work)
     mine = {jid for jid, (rule, cell) in snap.job_cells.items() if cell.agent == "sft-pyx"}
     assert {h["job_id"] for h in status["history"]} <= mine, snap.job_cells
@@ -418,37 +443,45 @@ def test_two_node_train_job_gets_the_rendezvous_env_on_both_nodes(work, slurm_cl
 
 
 def test_killed_driver_is_adopted_not_duplicated(work, slurm_cluster):
+    """The training job is suspended (``scontrol suspend``) from its first logged step until the third driver was
+    refused: a live job whatever the machine's speed, so a short training outlives the killed driver and keeps the
+    second one waiting (before, 800 steps and the cell's evaluation as the second driver's target did that)."""
     manifest = cell_dir(work, "sft-adopt") / "checkpoint.json"
     log = rule_log(work, "sft-adopt")
     target = str(manifest.relative_to(work))
+    comment = "rule_train_wildcards_" + "_".join([*CELL, "sft-adopt"])
     first = start(work, slurm_cluster, work.plugin_site, target)
-    wait_for(lambda: logged_step(log, 60), "the training to run", proc=first)
-    os.killpg(first.pid, signal.SIGKILL)  # the driver (and its process group), not the Slurm job
-    first.wait()
-    snakemake(work, "--unlock", *run_args(work.plugin_site, target), env=slurm_cluster.env, profile="profiles/slurm")
-    # the second and third drivers ask for the cell's evaluation too: the second one lives on past the adopted
-    # training (on a quiet machine that training ended before the third driver started, which then had nothing to
-    # do and was not refused)
-    target = str((cell_dir(work, "sft-adopt") / "eval.json").relative_to(work))
+    try:
+        (job,) = wait_for(lambda: jobs_of(slurm_cluster, work, comment), "the training job", proc=first)
+        wait_for(lambda: logged_step(log, STEPS["sft-adopt"]["steps"] // 10), "the training to run", proc=first)
+        held = slurm_cluster.run(["scontrol", "suspend", job["JobId"]])
+        assert held.returncode == 0, f"scontrol suspend {job['JobId']} (ended already?): {held.stderr}"
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver (and its process group), not the Slurm job
+        first.wait()
+    snakemake(work, "--unlock", *run_args(work, work.plugin_site, target), env=slurm_cluster.env,
+              profile="profiles/slurm")  # fmt: skip
     second = start(work, slurm_cluster, work.plugin_site, target)
     try:
         lock = ownership.DriverLock(work)
         wait_for(lambda: (h := lock.live_holder()) and h.pid == second.pid and h, "the second driver's lock", 120)
         # a third driver after another --unlock by mistake: refused, naming the live one
-        snakemake(work, "--unlock", *run_args(work.plugin_site, target), env=slurm_cluster.env,
+        snakemake(work, "--unlock", *run_args(work, work.plugin_site, target), env=slurm_cluster.env,
                   profile="profiles/slurm")  # fmt: skip
-        third = snakemake(work, *run_args(work.plugin_site, target), env=slurm_cluster.env, profile="profiles/slurm",
-                          check=False)  # fmt: skip
+        third = snakemake(work, *run_args(work, work.plugin_site, target), env=slurm_cluster.env,
+                          profile="profiles/slurm", check=False)  # fmt: skip
         text = third.stdout + third.stderr
         assert third.returncode != 0 and f"pid {second.pid} on host" in text and "another ptflow driver" in text
+        slurm_cluster.run(["scontrol", "resume", job["JobId"]], check=True)
         out = finish(second)
     finally:
         if second.poll() is None:
             os.killpg(second.pid, signal.SIGINT)
     assert "waiting for them instead of submitting it again" in out, out[-4000:]
     assert "planned job(s) completed by them are taken as done" in out
-    jobs = jobs_of(slurm_cluster, work, "rule_train_wildcards_" + "_".join([*CELL, "sft-adopt"]))
+    jobs = jobs_of(slurm_cluster, work, comment)
     assert len(jobs) == 1 and jobs[0]["JobState"] == "COMPLETED", jobs  # one training, never two
-    assert json.loads(manifest.read_text())["slurm_job_id"] == jobs[0]["JobId"]
-    again = snakemake(work, "-n", *run_args(work.plugin_site, target), env=slurm_cluster.env, profile="profiles/slurm")
+    assert json.loads(manifest.read_text())["slurm_job_id"] == jobs[0]["JobId"] == job["JobId"]
+    again = snakemake(work, "-n", *run_args(work, work.plugin_site, target), env=slurm_cluster.env,
+                      profile="profiles/slurm")  # fmt: skip
     assert "Nothing to be done" in again.stdout + again.stderr  # the adopted output is complete, not rerun
