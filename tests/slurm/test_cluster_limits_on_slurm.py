@@ -1,4 +1,4 @@
-"""A matrix under a QOS that caps the user's queue at 4 jobs and its GPUs at 2, on the real test cluster (it keeps
+"""A matrix under a QOS that caps the user's queue at 2 jobs and its GPUs at 1, on the real test cluster (it keeps
 accounting and enforces limits): the driver reads the caps from sacctmgr, keeps under the submit cap (nothing is
 refused) and leaves the GPU cap, a running cap, to Slurm (GPU jobs past it wait in Slurm's queue, not in ptflow's),
 and ``ptflow plan`` said beforehand how long it would take. A second driver of the same user shares the cap: refusals
@@ -34,17 +34,21 @@ pytestmark = pytest.mark.timeout(2400)
 PTFLOW = str(Path(sys.executable).with_name("ptflow"))
 WORK_ROOT = Path("/var/lib/ptflow-tests")
 QOS = ACCOUNT = "ptflowcap"
-MAX_SUBMIT, MAX_GPUS = 4, 2
+# The lowest caps that keep the order the proofs need (GPU jobs ready at once > submit cap > GPU cap): 3 > 2 > 1.
+MAX_SUBMIT, MAX_GPUS = 2, 1
 REFUSAL = "QOSMaxSubmitJobPerUserLimit"  # what slurmctld logs for each sbatch past the cap
 # What the tiny jobs take on the test cluster (sacct Elapsed, 2026-11-24: cache and preprocess 7-12 s, train and
 # evaluate 18-25 s): ptflow plan's estimate counts on these.
 EXPECTED = {"cache": 0.2, "preprocess": 0.2, "train": 0.4, "evaluate": 0.4, "aggregate": 0.3}
-# The capped matrix: five untrained cells of one (model, eval). Their five evaluations read the same two inputs, so
-# they become ready at the same moment: five GPU jobs against a submit cap of 4 and a GPU cap of 2, so both caps
+# The capped matrix: three untrained cells of one (model, eval). Their three evaluations read the same two inputs, so
+# they become ready at the same moment: three GPU jobs against a submit cap of 2 and a GPU cap of 1, so both caps
 # bind every run (a driver that ignored the submit cap would be refused; GPU jobs past the GPU cap wait in Slurm's
-# queue). No training: what the caps prove does not depend on what a job does, and each Slurm job costs ~10 CPU-s
-# before its own work (bench/RESULTS.md), so 11 jobs instead of the 13 (with two trainings) of baseline + sft x 2 evals.
-CAPPED_AGENTS = [{"id": "baseline", "kind": "baseline"}] + [{"id": f"baseline-{c}", "kind": "baseline"} for c in "bcde"]
+# queue). No training: what the caps prove does not depend on what a job does, and an evaluation costs ~18 CPU-s,
+# nearly all of it start-up (bench/RESULTS.md). So three evaluations under caps of 2 and 1 instead of five under 4
+# and 2: the same order of group, submit cap and GPU cap, and the same three waves of GPU jobs (the same makespan
+# for the plan to estimate), at two evaluations less. The catalog is add alone (the tiny model's tokenizer then waits
+# on one dataset, not two): 7 Slurm jobs instead of 11.
+CAPPED_AGENTS = [{"id": "baseline", "kind": "baseline"}] + [{"id": f"baseline-{c}", "kind": "baseline"} for c in "bc"]
 
 
 def sacctmgr(cluster, *args: str) -> None:
@@ -53,7 +57,7 @@ def sacctmgr(cluster, *args: str) -> None:
 
 @pytest.fixture(scope="module")
 def capped(slurm_cluster):
-    """QOS ptflowcap (MaxSubmitJobsPerUser=4, GrpTRES=gres/gpu=2), the default QOS of user root in account ptflowcap."""
+    """QOS ptflowcap (MaxSubmitJobsPerUser=2, GrpTRES=gres/gpu=1), the default QOS of user root in account ptflowcap."""
     if not slurm_cluster.accounting:
         pytest.skip("the cluster keeps no accounting: no QOS to cap with")
     user = slurm_cluster.run(["id", "-un"]).stdout.strip()
@@ -140,7 +144,8 @@ def eval_jsons(work: Path) -> list[Path]:
 
 
 def test_matrix_under_qos_caps_completes_unrefused_in_the_planned_time(capped):
-    work = make_work("caps", ["add"], agents=CAPPED_AGENTS)
+    add = next(e for e in yaml.safe_load((REPO / "config" / "config.yaml").read_text())["evals"] if e["id"] == "add")
+    work = make_work("caps", ["add"], agents=CAPPED_AGENTS, catalog=[add])
     plan = subprocess.run(
         [PTFLOW, "plan", "--json", "-d", str(work), "--profile", str(REPO / "profiles" / "slurm"), *args(work)],
         capture_output=True, text=True, env=job_env(capped.env), timeout=300,
@@ -168,7 +173,7 @@ def test_matrix_under_qos_caps_completes_unrefused_in_the_planned_time(capped):
     log = (work / "driver.log").read_text()
     assert rc == 0, log[-6000:]
     assert len(eval_jsons(work)) == len(CAPPED_AGENTS), log[-3000:]
-    assert "ptflow: cluster limits" in log and "--jobs=4" in log
+    assert "ptflow: cluster limits" in log and f"--jobs={MAX_SUBMIT}" in log
     assert sampler.samples > 50
     assert sampler.max_queued <= MAX_SUBMIT, f"{sampler.max_queued} jobs queued at once"
     assert sampler.max_gpus <= MAX_GPUS, f"{sampler.max_gpus} GPUs in use at once"
@@ -185,29 +190,27 @@ def test_matrix_under_qos_caps_completes_unrefused_in_the_planned_time(capped):
 def test_two_drivers_of_one_user_share_the_cap(capped):
     """Each driver keeps under the cap alone; together they pass it, and the refusals are waited out.
 
-    Each driver runs three cheap jobs: the HF-cache jobs of three datasets (its targets), all ready at its start, so
-    the two drivers want 6 jobs queued at once against a cap of 4 from their first submissions on. What is under
-    test is the submit path (a refused sbatch waited out, not counted as a job's failure), which is the same for
-    every job; the 18 jobs of two whole baseline + sft matrices added nothing to it but CPU (and they overlapped
-    the cap only when their stages happened to line up)."""
+    The drivers run cheap jobs: the HF-cache jobs of the default's two datasets (their targets), all ready at their
+    start, two for the first driver and one for the second, so the two want 3 jobs queued at once against a cap of
+    2 from their first submissions on. What is under test is the submit path (a refused sbatch waited out, not
+    counted as a job's failure), which is the same for every job; the 18 jobs of two whole baseline + sft matrices
+    (then six cache jobs against a cap of 4) added nothing to it but CPU."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    add = next(e for e in config["evals"] if e["id"] == "add")
-    third = {**add, "id": "add-b", "dataset": {**add["dataset"], "repo": "ptflow/arith-add-b",
-                                               "generator": {**add["dataset"]["generator"], "seed": 13}}}  # fmt: skip
-    catalog = [*config["evals"], third]
     layout = Layout(**config["paths"])  # the default's paths, relative to the work directory (the test site sets none)
-    markers = tuple(layout.dataset_marker(model_to_path(e["dataset"]["repo"])) for e in catalog)
-    assert MAX_SUBMIT < 2 * len(set(markers)), markers  # together over the cap, each alone under it
-    works = [make_work(f"caps2-{i}", ["add"], agents=CAPPED_AGENTS[:1], catalog=catalog) for i in (1, 2)]
+    markers = tuple(layout.dataset_marker(model_to_path(e["dataset"]["repo"])) for e in config["evals"])
+    targets = (markers, markers[:1])
+    # together over the cap, each alone at most at it
+    assert all(len(t) <= MAX_SUBMIT for t in targets) and sum(map(len, targets)) > MAX_SUBMIT, markers
+    works = [make_work(f"caps2-{i}", ["add"], agents=CAPPED_AGENTS[:1]) for i in (1, 2)]
     before = refusals(capped)
     with Sampler(capped) as sampler:
-        drivers = [start_driver(capped, w, targets=markers) for w in works]
+        drivers = [start_driver(capped, w, targets=t) for w, t in zip(works, targets, strict=True)]
         codes = [d.wait(timeout=1800) for d in drivers]
     logs = [(w / "driver.log").read_text() for w in works]
-    for work, code, log in zip(works, codes, logs, strict=True):
+    for work, wanted, code, log in zip(works, targets, codes, logs, strict=True):
         assert code == 0, log[-6000:]
         # every job the driver planned completed: no refused submission was lost
-        assert all((work / m).is_file() for m in markers), log[-3000:]
+        assert all((work / m).is_file() for m in wanted), log[-3000:]
         assert "Error in rule" not in log, "a refused submission counted as a job's failure"
     assert sampler.max_queued <= MAX_SUBMIT
     refused = refusals(capped) - before
