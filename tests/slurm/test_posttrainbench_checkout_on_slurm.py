@@ -14,7 +14,14 @@ Why these cells and no more (every cell here is several Slurm jobs of ~10 CPU-s 
 training, its adopting evaluation and a judge, twice over with the second commit): the rerun proof needs one cell
 whose files the commit changes (humaneval's baseline: one evaluation in the second run, not a training) and cells
 whose files it does not change (gsm8k's baseline and agent cell); "the agent made it better" needs a baseline beside
-the agent cell of the same eval; two evals give the aggregation two columns (cell for cell over the baseline's). What
+the agent cell of the same eval; two evals give the aggregation two columns (cell for cell over the baseline's). Only
+gsm8k's cells need every question (the agent cell's score against the baseline's); humaneval's baseline, evaluated
+in both runs, asks evaluate.py for two (``limit``: the untrained model generates to the token cap on every question,
+~0.2 CPU-s each; the ``--limit -1`` of run_task.sh is gsm8k's, which sets none). The first run builds the cells only
+and the second (after the new commit) the rest, the aggregate among it, so the aggregate runs once, on the final
+state the export and aggregation tests read (the second run's targets: the aggregate's outputs, everything they
+need; the HF cache's whole-cache marker ``results/cache/hf_cache.json``, a target of ``all`` only, is not built:
+nothing here reads it, and the default matrix's runs build it). What
 one agent cell proves for the prompt, solve.sh, the task dir and the judge does not depend on its eval; run_task.sh's
 task dir and prompt per eval are tests/unit/test_ptb_agent_cell.py's, and the checkout's aggregation over many agent
 cells x evals tests/unit/test_ptb_score.py's. The codex solve.sh echoes its keys (as the real one does): the
@@ -59,6 +66,9 @@ MODEL = "ptflow--tiny-qwen3-h64"
 CELLS = Path("results") / "cells" / MODEL
 EVALS = ("gsm8k", "humaneval")
 AGENT_EVALS = ("gsm8k",)  # the evals with a codex cell (the others: baseline only; the module docstring says why)
+# evaluate.py's --limit per eval (absent: run_task.sh's -1, every question): humaneval's baseline, whose score is
+# only a column of the aggregation, on two questions (the module docstring says why)
+LIMITS = {"humaneval": 2}
 # a fresh value each session: the checkout's codex solve.sh echoes it, and no file of the run may keep it
 KEY = {"OPENAI_API_KEY": "sk-oai-" + secrets.token_hex(20)}
 JUDGE_MODEL = "gpt-5.1-codex"
@@ -73,7 +83,15 @@ def _config(checkout: Path, commit: str, api_url: str) -> dict:
     return {
         "posttrainbench": {"path": str(checkout), "commit": commit},
         "models": [{"id": MODEL_ID, "source": "local", "tiny": {"layers": 2, "hidden": 64, "heads": 4, "seed": 0}}],
-        "evals": [{"id": e, "task": f"posttrainbench/{e}", "retry_max_new_tokens": [12, 8]} for e in EVALS],
+        "evals": [
+            {
+                "id": e,
+                "task": f"posttrainbench/{e}",
+                "retry_max_new_tokens": [12, 8],
+                **({"limit": LIMITS[e]} if e in LIMITS else {}),
+            }
+            for e in EVALS
+        ],
         "agents": [
             {"id": "baseline", "kind": "baseline"},
             {
@@ -98,9 +116,19 @@ def _config(checkout: Path, commit: str, api_url: str) -> dict:
     }
 
 
-def _run(work: Path, env: dict, name: str):
+# The first run's targets: every cell's evaluation and the agent cell's judge (the aggregate waits for the second run,
+# which redoes it anyway); the second run's: the aggregate's outputs, which need every cell and judge.
+CELL_TARGETS = [
+    *(str(CELLS / ev / "baseline" / "eval.json") for ev in EVALS),
+    *(str(CELLS / ev / "codex" / name) for ev in AGENT_EVALS for name in ("eval.json", "judge.json")),
+]
+AGGREGATE_TARGETS = ["results/summary.csv", "results/leaderboard.md"]
+
+
+def _run(work: Path, env: dict, name: str, targets: list[str]):
+    # the targets first: --configfile and --config take every word after them
     proc = snakemake(
-        work, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
+        work, *targets, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
         env=env, profile="profiles/slurm", check=False,
     )  # fmt: skip
     (work / f"{name}.out").write_text(proc.stdout + proc.stderr)  # kept with PTFLOW_KEEP_TEST_WORK=1
@@ -123,6 +151,12 @@ def done(slurm_cluster):
     first = make_fixture_checkout(checkout, evals=EVALS, agents=("codex",))
     calls = work / "evaluate_calls.jsonl"
     env = {**slurm_cluster.env, **KEY, "PTB_FIXTURE_CALLS": str(calls)}
+    # One thread for torch in every job, the agent's SFT (the scripted agent's, in the codex cell) among them: the
+    # test cluster binds no CPUs (TaskPlugin=task/none), so torch's default of a thread per core spins against the
+    # other jobs and test workers on this 2-core machine (measured here under load: 100 of these SFT steps took 10
+    # CPU-s on one thread, 68 on torch's default two). ptflow's own training and evaluations set their threads
+    # themselves; an agent's are its own.
+    env["OMP_NUM_THREADS"] = "1"
     env["PATH"] = ":".join([str(cli_bin_dir("codex")), env.get("PATH") or os.environ["PATH"]])
     # the judge: its prompt asks for the answer alone; it lists its directory first
     routes = [(JUDGE_ROUTE, [Step(shell=LISTING), *judge_trajectory(answer_only=True)[1:]])]
@@ -135,7 +169,7 @@ def done(slurm_cluster):
     ):
         env["HF_ENDPOINT"] = hub.url  # the cache job's downloads (a CPU job on the cluster) go to the stand-in
         (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, first, api.url)))
-        _run(work, env, "first")
+        _run(work, env, "first", CELL_TARGETS)
         # every cell's eval.json and the agent cell's judge.json (its train job, adopting evaluation and judge)
         before = _mtimes(work)
         # a new commit that changes humaneval's evaluate.py (a comment): only the humaneval cell is affected
@@ -143,7 +177,7 @@ def done(slurm_cluster):
         second = commit_change(checkout, "src/eval/tasks/humaneval/evaluate.py",
                                script.read_text() + "# a new commit\n", "humaneval: touch")  # fmt: skip
         (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, second, api.url)))
-        proc = _run(work, env, "second")
+        proc = _run(work, env, "second", AGGREGATE_TARGETS)
         after = _mtimes(work)
         records = list(api.records)
         hub_requests = list(hub.requests)
@@ -205,7 +239,8 @@ def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
         assert c["hf_hub_offline"] == "1"  # the evaluation loaded its dataset offline, from the cache job's fetch
         argv = c["argv"]
         assert argv[argv.index("--templates-dir") + 1] == str(checkout / "src/eval/templates")
-        assert argv[argv.index("--limit") + 1] == "-1" and "--json-output-file" in argv
+        # run_task.sh's -1 (every question) where the eval sets no limit, else the limit set
+        assert argv[argv.index("--limit") + 1] == str(LIMITS.get(c["eval"], -1)) and "--json-output-file" in argv
         assert "--max-tokens" not in argv  # the first rung is evaluate.py's own default budget
 
 
@@ -298,13 +333,25 @@ def _aggregate(checkout: Path, dest: Path, scripts, **env) -> None:
         assert run.returncode == 0, run.stderr
 
 
-def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done):
+@pytest.fixture(scope="module")
+def exported(done):
+    """ONE ``ptflow export --posttrainbench`` of the run (with the fresh key in its environment, for the key test),
+    the checkout's aggregation over it (the tiny model as its base and instruct model, so its rows are aggregated),
+    then compute_single_metrics.py over the same tables: what the three tests below read, made once (each ``ptflow
+    export`` and script start is a Python start of its own)."""
     work, checkout = done["work"], done["checkout"]
     dest = work / "ptb-results"
-    _export(work, dest)
+    proc = _export(work, dest, KEY)
     _aggregate(checkout, dest, AGGREGATION, PTB_FIXTURE_BASE_MODELS="tiny-qwen3-h64",
                PTB_FIXTURE_INSTRUCT_MODELS="tiny-qwen3-h64")  # fmt: skip
-    methods = [p.name[len("final_") : -len(".csv")] for p in dest.glob("final_*.csv")]
+    # the method tables aggregate_final.py wrote (before compute_single_metrics.py adds final_metrics.csv beside them)
+    methods = sorted(p.name[len("final_") : -len(".csv")] for p in dest.glob("final_*.csv"))
+    _aggregate(checkout, dest, ("compute_single_metrics.py",))
+    return {"dest": dest, "proc": proc, "methods": methods}
+
+
+def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done, exported):
+    work, dest, methods = done["work"], exported["dest"], exported["methods"]
     assert methods == ["codex_gpt-5.1-codex-max_0.15h"], methods
     with open(dest / f"final_{methods[0]}.csv") as fh:
         theirs = {row["model"]: row for row in csv.DictReader(fh)}["tiny-qwen3-h64"]
@@ -323,14 +370,12 @@ def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done):
         assert float(zeroshot[ev]) == pytest.approx(base[ev], abs=1e-9), (ev, zeroshot[ev], base[ev])
 
 
-def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_script_gives_none(done):
-    """compute_single_metrics.py scores only its four base models: on this run's export it writes no number, and the
-    aggregate rule (given the checkout's marker) shows no leaderboard score, says why in one line and ranks by
-    ptflow's weights, which stand beside it."""
-    work, checkout = done["work"], done["checkout"]
-    dest = work / "ptb-results-metrics"
-    _export(work, dest)
-    _aggregate(checkout, dest, (*AGGREGATION, "compute_single_metrics.py"))
+def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_script_gives_none(done, exported):
+    """compute_single_metrics.py scores only its four base models: on this run's export it writes no number (the
+    method table is there, with the tiny model's row, and left out), and the aggregate rule (given the checkout's
+    marker) shows no leaderboard score, says why in one line and ranks by ptflow's weights, which stand beside it."""
+    work, checkout, dest = done["work"], done["checkout"], exported["dest"]
+    assert exported["methods"]  # not vacuous: a method table for it to score or leave out
     assert (dest / "final_metrics.csv").read_text().splitlines() == ["method,metric"]
     board = (work / "results/leaderboard.md").read_text()
     assert "| rank | agent | score | ptflow weights |" in board
@@ -342,17 +387,17 @@ def test_the_leaderboard_has_no_score_for_a_tiny_model_and_says_why_as_the_scrip
     assert "- ranked by ptflow weights" in board and str(checkout / "scripts/factors.json") in board
 
 
-def test_the_echoed_key_is_in_no_file_of_the_run_the_export_or_snakemakes_output(done):
+def test_the_echoed_key_is_in_no_file_of_the_run_the_export_or_snakemakes_output(done, exported):
     work, key = done["work"], KEY["OPENAI_API_KEY"]
-    dest = work / "ptb-export-keys"
-    proc = _export(work, dest, KEY)  # the key in its environment too
+    dest, proc = exported["dest"], exported["proc"]  # the export ran with the key in its environment too
     # the echo happened: solve.sh's line, then the value masked, in the trace and in the exported solve_out.txt
     echoed = "key in CODEX_API_KEY:\n***\n"
     for ev in AGENT_EVALS:
         assert echoed in (work / CELLS / ev / "codex" / "agent" / "stdout.log").read_text(), ev
     exported = list(dest.rglob("solve_out.txt"))
     assert len(exported) == len(AGENT_EVALS) and all(echoed in p.read_text() for p in exported)
-    # results, scratch (.scratch), .snakemake (its logs, the Slurm logs), traces, manifests, the export, and
+    # results, scratch (.scratch), .snakemake (its logs, the Slurm logs), traces, manifests, the export (with the
+    # checkout's aggregation tables over it), and
     # Snakemake's captured stdout/stderr of both runs (first.out, second.out)
     files = [p for p in work.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.parent.name == "slurm_logs" or "slurm_logs" in p.parts for p in files)
@@ -374,8 +419,10 @@ def test_a_checkout_whose_list_lacks_an_evaluations_dataset_is_refused_at_prefli
         checkout = work / "PostTrainBench"
         commit = make_fixture_checkout(checkout, evals=EVALS, agents=("codex",), leave_out=("openai/openai_humaneval",))
         env = {**slurm_cluster.env, **KEY}
-        with HubStandIn(hub_repos(EVALS)) as hub:
-            env["HF_ENDPOINT"] = hub.url  # reachable: only the list's gap is refused
+        # reachable, so only the list's gap is refused: the preflight opens a TCP connection to the endpoint and
+        # sends no request (ptflow.cluster.hfcache.hub_reachable), so the stand-in serves no repo
+        with HubStandIn([]) as hub:
+            env["HF_ENDPOINT"] = hub.url
             (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, commit, "http://127.0.0.1:9/v1")))
             proc = snakemake(
                 work, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
