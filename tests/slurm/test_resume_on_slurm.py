@@ -14,7 +14,7 @@ user runs it (snakemake + the slurm plugin, profiles/slurm):
 - SkyRL: the runtime server job first, the trainer job with ``--dependency=after:<server>``, the seed's
   coordination dir.
 
-Kept short: one working directory whose upstream outputs (cache, preprocess) the first driver run makes; one driver
+Kept short: one working directory whose upstream outputs (cache, preprocess) a local run makes first; one driver
 run that is requeued, warned and serves SkyRL at once (read by three tests), one supervised run (internal
 timeout and two nodes: its first job suspended past the window, so one resubmission proves it on any machine), and
 the killed driver. The trainings are as short as the points where the test acts on them allow (``STEPS``), and no
@@ -212,6 +212,11 @@ def plugin_run(work, slurm_cluster):
     targets = [str(p.relative_to(work)) for p in (sft, agent_eval, skyrl_manifest)]
     log = rule_log(work, "sft-long")
     trace = cell_dir(work, "scripted-slow") / "agent" / "stdout.log"
+    # The upstream outputs (both datasets, the model, the eval's split) from a local run of the same workflow first:
+    # no test here reads how they were made (test_workflow_on_slurm runs those rules on Slurm), and as four Slurm jobs
+    # (two Snakemake starts each) they cost ~30 CPU-s and three status waits, locally about half of that
+    upstream = ["results/data/add/train.parquet", "results/cache/models/ptflow--tiny-llama-h64.json"]
+    snakemake(work, *run_args(work, work.plugin_site, *upstream), env=slurm_cluster.env)
     proc = start(work, slurm_cluster, work.plugin_site, *targets)
     got: dict = {}
     # The two trainings are driven independently, each as soon as it is far enough: under load one may start long
