@@ -161,7 +161,8 @@ def pytest_sessionfinish(session):
             group.rmdir()
         except OSError:
             pass
-    argv = ["sacct", "-a", "-n", "-P", "-S", since, "-o", "JobIDRaw,JobName,TotalCPU,WorkDir"]
+    # --duplicates: a requeued job's earlier runs too (their CPU was spent as well)
+    argv = ["sacct", "-a", "-n", "-P", "--duplicates", "-S", since, "-o", "JobIDRaw,JobName,TotalCPU,WorkDir"]
     try:
         text = subprocess.run(argv, capture_output=True, text=True, timeout=120).stdout
     except (OSError, subprocess.TimeoutExpired):
