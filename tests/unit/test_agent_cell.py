@@ -402,3 +402,30 @@ def test_final_model_leaves_the_allocation_once(tmp_path):
     assert (out / "config.json").read_text() == '{"changed": 1}'
     # no workspace (no resume dir): copied whole
     assert copy_final_model(task / "final_model", tmp_path / "ckpt2", None) == {"linked": 0, "copied": 2}
+
+
+# An agent that reports the threads its environment gives OpenMP and MKL, then ends with a final model.
+THREADS_AGENT = """
+import json, os, sys
+from pathlib import Path
+task = Path(sys.argv[1])
+seen = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+print(json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": json.dumps(seen)}]}}))
+(task / "final_model").mkdir()
+(task / "final_model" / "model.safetensors").write_bytes(b"w")
+"""
+
+
+@pytest.mark.parametrize("job_env, expected", [({}, "3"), ({"OMP_NUM_THREADS": "5", "MKL_NUM_THREADS": "5"}, "5")])
+def test_the_agents_threads_are_the_jobs_unless_its_environment_sets_them(tmp_path, job_env, expected):
+    from ptflow.stages.train.agent_cell import train_agent_cell
+
+    script = tmp_path / "threads_agent.py"
+    script.write_text(THREADS_AGENT)
+    spec = {"id": "threads", "cli": "scripted", "model": "m", "hours": 0.05, "grace_minutes": 0.1, "keys": [],
+            "command": ["{python}", str(script), "{task_dir}"], "trace_dir": str(tmp_path / "trace")}  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")} | job_env
+    train_agent_cell(agent_job("/base", None, tmp_path / "out", agent=spec, cell={"model": "m", "eval": "add"},
+                               env=env, threads=3, log=lambda m: None))  # fmt: skip
+    trace = (tmp_path / "trace" / "stdout.log").read_text()
+    assert json.dumps({"OMP_NUM_THREADS": expected, "MKL_NUM_THREADS": expected}).replace('"', '\\"') in trace

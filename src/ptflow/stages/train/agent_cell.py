@@ -515,6 +515,7 @@ class AgentJob:
     attempt: str | None = None
     env: dict | None = None
     log: Callable[[str], None] = print
+    threads: int | None = None  # the job's CPU threads: the agent's OpenMP/MKL threads unless its environment sets them
 
     @property
     def workspace(self) -> Path | None:
@@ -959,6 +960,13 @@ def _environment(
         "PTFLOW_AGENT_KEYS": ",".join(agent.keys),  # names only: the values are in the env already
         **solve_env,
     }
+    if ctx.job.threads:
+        # The agent's torch (its training, its evaluate.py) as many threads as the job has CPUs, as ptflow's own
+        # trainings and evaluations are (torch.set_num_threads, the kit's OMP_NUM_THREADS): by default OpenMP takes
+        # every core it sees, and threads past the job's CPUs spin against each other (100 SFT steps of the tiny
+        # model: 68 CPU-s on two threads sharing one core, 10 on one). A value the job's environment sets wins.
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            child_env.setdefault(name, job_env.get(name) or str(ctx.job.threads))
     if agent.evals_cache and agent.hf_home:  # evaluate.py reads offline from the evaluation's caches
         child_env.update(data_env(agent.hf_home, agent.evals_cache))
     if hf_home:
@@ -1040,5 +1048,6 @@ def run(job) -> dict:
             resume=job.resume,
             attempt=job.attempt,
             log=job.log,
+            threads=job.run.threads,
         )
     )
