@@ -151,12 +151,6 @@ def done(slurm_cluster):
     first = make_fixture_checkout(checkout, evals=EVALS, agents=("codex",))
     calls = work / "evaluate_calls.jsonl"
     env = {**slurm_cluster.env, **KEY, "PTB_FIXTURE_CALLS": str(calls)}
-    # One thread for torch in every job, the agent's SFT (the scripted agent's, in the codex cell) among them: the
-    # test cluster binds no CPUs (TaskPlugin=task/none), so torch's default of a thread per core spins against the
-    # other jobs and test workers on this 2-core machine (measured here under load: 100 of these SFT steps took 10
-    # CPU-s on one thread, 68 on torch's default two). ptflow's own training and evaluations set their threads
-    # themselves; an agent's are its own.
-    env["OMP_NUM_THREADS"] = "1"
     env["PATH"] = ":".join([str(cli_bin_dir("codex")), env.get("PATH") or os.environ["PATH"]])
     # the judge: its prompt asks for the answer alone; it lists its directory first
     routes = [(JUDGE_ROUTE, [Step(shell=LISTING), *judge_trajectory(answer_only=True)[1:]])]
