@@ -17,7 +17,7 @@ user runs it (snakemake + the slurm plugin, profiles/slurm):
 Kept short: one working directory whose upstream outputs (cache, preprocess) a local run makes first; one driver
 run that is requeued, warned and serves SkyRL at once (read by three tests), one supervised run (internal
 timeout and two nodes: its first job suspended past the window, so one resubmission proves it on any machine), and
-the killed driver. The trainings are as short as the points where the test acts on them allow (``STEPS``), and no
+the killed driver. The trainings are as short as the points where the test acts on them allow (resume.yaml), and no
 evaluation is made that no test reads (the agent cell's is read: it carries the requeued attempts).
 """
 
@@ -47,16 +47,8 @@ WORK_ROOT = Path("/var/lib/ptflow-tests")
 CELL = ("ptflow--tiny-llama-h64", "add")
 # The supervised site's internal timeout: 4-minute train jobs x internal_timeout_fraction 0.25
 INTERNAL_TIMEOUT = 60
-# The TRL trainings' lengths (over resume.yaml's): only long enough that the test's requeue, warning or suspension
-# lands mid-run. Each 100 steps are ~3 CPU-s; a job's start-up (two Snakemake starts, torch/TRL imports) ~13 CPU-s.
-# The trainer logs every steps/10 steps; the test acts at a logged step, one poll (1 s) and one scontrol call later:
-# ~30 steps on an idle machine (27 steps/s), fewer under load. What is left after the test acts is the margin.
-# - sft-long: requeued at its logged step 60 (a periodic checkpoint there too: save_freq 60), warned at its first
-#   logged step after the resume (~90-150): ~150 steps left (800 before, when it was warned 80-160 steps after it)
-# - sft-pyx: suspended at its first logged step (15): 135 steps left; its resubmission resumes the rest
-# - sft-adopt: suspended at its first logged step (15) while its driver is killed and the next ones adopt it, so
-#   it needs no length of its own to outlive them (800 steps and an evaluation before, for that)
-STEPS = {"sft-long": {"steps": 300, "save_freq": 60}, "sft-pyx": {"steps": 150}, "sft-adopt": {"steps": 150}}
+# The TRL trainings' lengths and the points where the test acts on them: resume.yaml says why each is as long as it is.
+STEPS = {a["id"]: a["params"] for a in yaml.safe_load(OVERLAY.read_text())["agents"] if "params" in a}
 LONG_REQUEUE_AT = 60
 PYX_FIRST_LOG = STEPS["sft-pyx"]["steps"] // 10
 
@@ -96,11 +88,7 @@ def work(tmp_path_factory):
     path = WorkDir(WORK_ROOT / f"resume-{uuid.uuid4().hex[:8]}")
     path.mkdir()
     sites = tmp_path_factory.mktemp("sites")
-    overlay = yaml.safe_load(OVERLAY.read_text())
-    for agent in overlay["agents"]:
-        agent.get("params", {}).update(STEPS.get(agent["id"], {}))
-    path.overlay = sites / "resume.yaml"
-    path.overlay.write_text(yaml.safe_dump(overlay))
+    path.overlay = OVERLAY
     # warn_seconds: the plugin asks Slurm for the warning (its delivery is simulated with scancel --signal)
     path.plugin_site = write_site(sites / "warned.yaml", train={"warn_seconds": 600})
     # pyxis-style: supervised, 4-minute train jobs stopping themselves after INTERNAL_TIMEOUT (60 s,
