@@ -1,10 +1,12 @@
 """ptflow status / cancel / logs on the real two-node Slurm test cluster, each state caused for real.
 
-A reduced matrix (h64 x add x {baseline, sft, bad}) where `bad` trains 100000 steps under a 1-minute time
-limit: Slurm ends it with TIMEOUT (a real limit hit). Two workflow runs through the plugin (minutes).
-Run 1 gives Done and Error; run 2 (evaluations redone) is held behind a blocker that takes every GPU of the gpu
-partition (Pending), then runs (Running), then one cell is cancelled with `ptflow cancel` (Canceled) while the
-other keeps running.
+One workflow run through the plugin over a reduced matrix, h64 x add x {baseline, bad, stop}. It is held behind a
+blocker that takes every GPU of the gpu partition (Pending), then runs (Running); `stop` is cancelled with `ptflow
+cancel` (Canceled) while `baseline` keeps running and ends Done; `bad` runs past its job's time limit, which Slurm
+ends with TIMEOUT (a real limit hit: Error). `bad` and `stop` are cli-agent cells whose agent is `sleep`: their train
+jobs wait on Slurm without burning a core (the states are under test here, not what a job computes).
+The first test watches the run live; the second (and the first's last checks) read one `ptflow status` taken once
+the run has ended.
 """
 
 from __future__ import annotations
@@ -21,15 +23,36 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.smk import REPO, command, default_agents
+from tests.e2e.smk import REPO, command
 
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
 WORK_ROOT = Path("/var/lib/ptflow-tests")
 PTFLOW = str(Path(sys.executable).with_name("ptflow"))
-pytestmark = pytest.mark.timeout(2400)  # two workflow runs on a shared 2-core machine
+pytestmark = pytest.mark.timeout(1800)  # one workflow run on a shared 2-core machine, queued behind other modules
 MODEL = "ptflow--tiny-llama-h64"
-# `bad` trains far longer than its 1-minute time limit (site agent_resources): Slurm ends it with TIMEOUT.
-BAD = {"id": "bad", "kind": "trl-sft", "params": {"steps": 100000, "batch_size": 8, "learning_rate": 1e-3, "seed": 0}}
+CELLS = ("baseline", "bad", "stop")
+
+
+def sleeping_agent(agent_id: str, hours: float) -> dict:
+    """A cli-agent cell whose agent only sleeps: a real train job (task dir, HF view, the agent under its budget's
+    timeout) that takes no CPU while Slurm decides its fate."""
+    return {"id": agent_id, "kind": "cli-agent", "cli": "scripted", "model": "sleeper",
+            "command": ["sleep", "3600"], "hours": hours, "grace_minutes": 0.1}  # fmt: skip
+
+
+# `bad`: a 15-minute budget (the preflight wants a train request that outlives it: the site's 30 minutes); the
+# fixture lowers its job's time limit to 1 minute (`scontrol update TimeLimit`, a limit Slurm enforces as any other),
+# so Slurm ends it with TIMEOUT long before the agent's own timeout. `stop`: cancelled by the test seconds after it
+# starts; its 3-minute budget only bounds a run where nobody cancels it (the Done/Error test run alone).
+AGENTS = [{"id": "baseline", "kind": "baseline"}, sleeping_agent("bad", 0.25), sleeping_agent("stop", 0.05)]
+
+
+def add_eval() -> dict:
+    """The default's `add`, evaluated on 8 of its 64 problems, as the only eval: the baseline's eval.json is valid
+    all the same (Done), and without `sub` its dataset is not cached (a local tiny model's tokenizer is built from
+    the config's local datasets)."""
+    evals = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["evals"]
+    return {**next(e for e in evals if e["id"] == "add"), "limit": 8}
 
 
 def smk_args(work: Path) -> list[str]:
@@ -58,13 +81,40 @@ def squeue_state(cluster, job_id: str) -> str:
     return cluster.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], check=True).stdout.strip()
 
 
-def wait_for(what: str, check, timeout: float = 300, every: float = 1.0):
+def queued(cluster, work: Path) -> dict[str, tuple[str, str]]:
+    """This directory's jobs that slurmctld holds, by the plugin's comment (``rule_<rule>_wildcards_<...>``): the
+    newest job id and its state. One squeue call (no Snakemake start, unlike `ptflow status`): the cheap way to wait
+    for a state, which `ptflow status` is then asked to show once."""
+    out = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%k|%Z"], check=True).stdout
+    jobs: dict[str, tuple[str, str]] = {}
+    for line in out.splitlines():
+        job_id, state, comment, workdir = line.strip().split("|", 3)
+        if workdir == str(work) and (comment not in jobs or int(job_id) > int(jobs[comment][0])):
+            jobs[comment] = (job_id, state)
+    return jobs
+
+
+ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "DEADLINE"}
+
+
+def end_state(cluster, job_id: str, timeout: float) -> str:
+    """The state a job ended in (squeue every 2 s: waiting costs next to no CPU)."""
+    return wait_for(f"job {job_id} to end", lambda: (s := squeue_state(cluster, job_id)) in ENDED and s, timeout, 2)
+
+
+def cell_job(rule: str, agent: str) -> str:
+    return f"rule_{rule}_wildcards_{MODEL}_add_{agent}"
+
+
+def wait_for(what: str, check, timeout: float = 300, every: float = 1.0, proc: subprocess.Popen | None = None):
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         last = check()
         if last:
             return last
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run ended (exit {proc.returncode}) before {what}")
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}; last: {last}")
 
@@ -75,33 +125,128 @@ def work(slurm_cluster):
     path = WORK_ROOT / f"cli-{uuid.uuid4().hex[:8]}"
     path.mkdir()
     matrix = {
-        "agents": default_agents(sft_steps=20) + [BAD],  # the cells' states are under test, not the model
-        "matrix": {"models": ["ptflow/tiny-llama-h64"], "evals": ["add"], "agents": ["baseline", "sft", "bad"]},
+        "evals": [add_eval()],
+        "agents": AGENTS,
+        "matrix": {"models": ["ptflow/tiny-llama-h64"], "evals": ["add"], "agents": list(CELLS)},
     }
     (path / "matrix.yaml").write_text(yaml.safe_dump(matrix))
-    site = yaml.safe_load(SITE.read_text())
-    site.setdefault("agent_resources", {})["bad"] = {"runtime": 1}
-    (path / "site.yaml").write_text(yaml.safe_dump(site))
+    shutil.copy(SITE, path / "site.yaml")
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
 
+class Run:
+    def __init__(self, proc: subprocess.Popen, blocker: str):
+        self.proc, self.blocker = proc, blocker
+
+
 @pytest.fixture(scope="module")
-def first_run(slurm_cluster, work):
-    proc = subprocess.run(
-        command(work, *smk_args(work), profile="profiles/slurm"),
+def run(slurm_cluster, work):
+    """The run, started; its GPU jobs queued behind the blocker, `bad`'s with its 1-minute limit."""
+    driver_log = open(work / "run.log", "w")  # a file, not a pipe: an unread pipe fills up and blocks snakemake
+    # The cells only (no hf_cache job, no aggregate: nothing here reads them).
+    targets = [f"results/cells/{MODEL}/add/{agent}/eval.json" for agent in CELLS]
+    proc = subprocess.Popen(
+        command(work, *smk_args(work), *targets, profile="profiles/slurm"),
         cwd=work,
-        capture_output=True,
+        stdout=driver_log,
+        stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **slurm_cluster.env},
     )
-    assert proc.returncode != 0, "the bad cell must fail"
-    return proc
+    blocker = ""
+    try:
+        # A blocker that takes every GPU of both nodes of the gpu partition, so our GPU jobs queue behind it. It
+        # goes in once the dataset is cached: every GPU job of ours needs the model, whose cache job (a Slurm job of
+        # its own) is submitted only after that; and the other modules' GPU jobs are not held up meanwhile.
+        dataset = work / "results" / "cache" / "datasets" / "ptflow--arith-add.json"
+        wait_for("the dataset's cache job", dataset.is_file, 600, proc=proc)
+        blocker = slurm_cluster.run(
+            ["sbatch", "--parsable", "-p", "gpu", "-N2", "--ntasks-per-node=1", "-c1", "--mem=100M",
+             "--gres=gpu:h100:4", "-t", "6", "-J", "ptflow-test-blocker", "-o", "/dev/null", "--wrap", "sleep 350"],
+            check=True,
+        ).stdout.strip()  # fmt: skip
+        bad = cell_job("train", "bad")
+        bad_job = wait_for("bad's train job", lambda: queued(slurm_cluster, work).get(bad), 600, 2, proc=proc)[0]
+        # A time limit shorter than the agent's budget: Slurm, not the agent's timeout, ends the job (TIMEOUT)
+        slurm_cluster.run(["scontrol", "update", f"JobId={bad_job}", "TimeLimit=1"], check=True)
+        limit = slurm_cluster.run(["squeue", "-h", "-j", bad_job, "-o", "%l"], check=True).stdout.strip()
+        assert limit == "1:00", f"job {bad_job}: time limit {limit}"
+        yield Run(proc, blocker)
+    finally:
+        if blocker:
+            slurm_cluster.run(["scancel", blocker])
+        if proc.poll() is None:
+            ptflow(slurm_cluster, work, "cancel", "--all", check=False)  # whatever of ours is still queued
+            proc.terminate()
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        driver_log.close()
 
 
-def test_done_and_error_after_a_run(slurm_cluster, work, first_run):
-    cells = status(slurm_cluster, work)
-    assert cells["baseline"]["state"] == "Done" and cells["sft"]["state"] == "Done", cells
+def test_pending_running_cancel_one_cell_leaves_others(slurm_cluster, work, run, request):
+    # Pending: status says so, and Slurm agrees for the same job
+    base = cell_job("evaluate", "baseline")
+    base_job = wait_for("baseline's evaluate job", lambda: queued(slurm_cluster, work).get(base), 600, proc=run.proc)[0]
+    cell = wait_for(
+        "baseline Pending", lambda: (c := status(slurm_cluster, work)["baseline"])["state"] == "Pending" and c, every=3
+    )
+    assert cell["job_id"] == base_job and squeue_state(slurm_cluster, base_job) in ("PENDING", "RUNNING"), cell
+    slurm_cluster.run(["scancel", run.blocker], check=True)
+
+    # Running, with node and elapsed
+    def both_running_in_slurm():
+        jobs = queued(slurm_cluster, work)
+        return all(
+            jobs.get(cell_job(r, a), ("", ""))[1] == "RUNNING" for r, a in (("evaluate", "baseline"), ("train", "stop"))
+        )
+
+    wait_for("baseline's and stop's jobs RUNNING", both_running_in_slurm, timeout=300, every=2, proc=run.proc)
+
+    def both_running():
+        cells = status(slurm_cluster, work)
+        return cells if all(cells[a]["state"] == "Running" for a in ("baseline", "stop")) else None
+
+    cells = wait_for("baseline and stop Running", both_running, timeout=120, every=3)
+    for a in ("baseline", "stop"):
+        assert cells[a]["node"] in slurm_cluster.hostnames and cells[a]["elapsed"], cells[a]
+    stop_job = cells["stop"]["job_id"]
+    assert cells["baseline"]["job_id"] == base_job
+
+    out = ptflow(slurm_cluster, work, "cancel", "--cell", "ptflow/tiny-llama-h64/add/stop").stdout
+    assert f"cancelled 1 job(s): {stop_job}" in out, out
+    assert end_state(slurm_cluster, stop_job, timeout=60) == "CANCELLED"
+    assert squeue_state(slurm_cluster, base_job) in ("RUNNING", "COMPLETING", "COMPLETED"), "other cell stopped"
+
+    # A second cancel of the same cell: its job has ended, which counts as done.
+    again = ptflow(slurm_cluster, work, "cancel", "--cell", f"{MODEL}/add/stop").stdout
+    assert "cancelled 0 job(s)" in again and stop_job in again
+
+    # The other cell finishes on its own; the cancelled one stays Canceled (read once the run has ended: the same
+    # `ptflow status` the next test reads).
+    assert end_state(slurm_cluster, base_job, timeout=600) == "COMPLETED"
+    _, cells = request.getfixturevalue("ended")
+    assert cells["baseline"]["state"] == "Done" and cells["baseline"]["job_id"] == base_job, cells["baseline"]
+    assert cells["stop"]["state"] == "Canceled" and cells["stop"]["job_id"] == stop_job, cells["stop"]
+
+
+@pytest.fixture(scope="module")
+def ended(slurm_cluster, work, run) -> tuple[int, dict[str, dict]]:
+    """The run's exit status and `ptflow status` once it has ended."""
+    slurm_cluster.run(["scancel", run.blocker])  # already gone unless the Done/Error test runs alone
+    rc = run.proc.wait(timeout=1200)
+    return rc, status(slurm_cluster, work)
+
+
+def test_done_and_error_after_a_run(slurm_cluster, work, ended):
+    rc, cells = ended
+    assert rc != 0, "the bad cell must fail"
+    # Done is decided by the cell's eval.json whichever of its jobs came last (ptflow.ops.status.cell_state), so a
+    # baseline cell shows it as a trained one would.
+    assert cells["baseline"]["state"] == "Done", cells
     bad = cells["bad"]
     assert bad["state"] == "Error", bad
     assert bad["slurm_state"] == "TIMEOUT" and bad["exit_code"], bad
@@ -118,91 +263,3 @@ def test_done_and_error_after_a_run(slurm_cluster, work, first_run):
     assert f"==> {bad['log']} <==" in logs and f"==> {bad['slurm_log']} <==" in logs
     slurm_tail = Path(bad["slurm_log"]).read_text().splitlines()[-1]
     assert slurm_tail in logs
-
-
-def test_pending_running_cancel_one_cell_leaves_others(slurm_cluster, work, first_run):
-    for agent in ("baseline", "sft"):
-        (work / "results" / "cells" / MODEL / "add" / agent / "eval.json").unlink()
-    # A blocker that takes every GPU of both nodes of the gpu partition: our GPU jobs queue behind it.
-    blocker = slurm_cluster.run(
-        [
-            "sbatch",
-            "--parsable",
-            "-p",
-            "gpu",
-            "-N2",
-            "--ntasks-per-node=1",
-            "-c1",
-            "--mem=100M",
-            "--gres=gpu:h100:4",
-            "-t",
-            "3",
-            "-J",
-            "ptflow-test-blocker",
-            "-o",
-            "/dev/null",
-            "--wrap",
-            "sleep 170",
-        ],
-        check=True,
-    ).stdout.strip()
-    driver_log = open(work / "run2.log", "w")  # a file, not a pipe: an unread pipe fills up and blocks snakemake
-    # Only the two cells under test: `bad` would train again for its whole minute, a core's worth of CPU that the
-    # rest of the suite needs.
-    targets = [f"results/cells/{MODEL}/add/{agent}/eval.json" for agent in ("baseline", "sft")]
-    proc = subprocess.Popen(
-        command(work, *smk_args(work), *targets, profile="profiles/slurm"),
-        cwd=work,
-        stdout=driver_log,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **slurm_cluster.env},
-    )
-    try:
-        # Pending: status says so, and Slurm agrees for the same job
-        def pending():
-            c = status(slurm_cluster, work)["baseline"]
-            return c if c["state"] == "Pending" and c["job_id"] else None
-
-        cell = wait_for("baseline Pending", pending, timeout=180)
-        assert squeue_state(slurm_cluster, cell["job_id"]) in ("PENDING", "RUNNING")
-        slurm_cluster.run(["scancel", blocker], check=True)
-
-        # Running, with node and elapsed
-        def both_running():
-            cells = status(slurm_cluster, work)
-            ok = all(cells[a]["state"] == "Running" for a in ("baseline", "sft"))
-            return cells if ok else None
-
-        cells = wait_for("baseline and sft Running", both_running, timeout=300)
-        for a in ("baseline", "sft"):
-            assert cells[a]["node"] in slurm_cluster.hostnames and cells[a]["elapsed"], cells[a]
-        sft_job, base_job = cells["sft"]["job_id"], cells["baseline"]["job_id"]
-
-        out = ptflow(slurm_cluster, work, "cancel", "--cell", "ptflow/tiny-llama-h64/add/sft").stdout
-        assert f"cancelled 1 job(s): {sft_job}" in out, out
-        assert slurm_cluster.wait_job(sft_job, timeout=60) == "CANCELLED"
-        assert squeue_state(slurm_cluster, base_job) in ("RUNNING", "COMPLETING", "COMPLETED"), "other cell stopped"
-        cells = status(slurm_cluster, work)
-        assert cells["sft"]["state"] == "Canceled" and cells["sft"]["job_id"] == sft_job, cells["sft"]
-
-        # A second cancel of the same cell: its job has ended, which counts as done.
-        again = ptflow(slurm_cluster, work, "cancel", "--cell", f"{MODEL}/add/sft").stdout
-        assert "cancelled 0 job(s)" in again and sft_job in again
-
-        # The other cell finishes on its own.
-        cells = wait_for(
-            "baseline Done", lambda: (c := status(slurm_cluster, work))["baseline"]["state"] == "Done" and c
-        )
-        assert cells["sft"]["state"] == "Canceled"
-    finally:
-        slurm_cluster.run(["scancel", blocker])
-        if proc.poll() is None:
-            ptflow(slurm_cluster, work, "cancel", "--all", check=False)  # whatever of ours is still queued
-            proc.terminate()
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        driver_log.close()
