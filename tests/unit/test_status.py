@@ -260,3 +260,28 @@ def test_an_agent_cells_api_spend_is_read_from_its_manifest(tmp_path):
     assert got["coder"].to_dict()["api_usage"] == spend  # ptflow status --json
     line = "API spend of 1 agent cells, as their CLIs reported it: 1,200 in / 0 cached / 120 out, $0.00"
     assert line in status.table(snap)
+
+
+def test_a_trained_cell_is_done_after_its_train_and_evaluate_jobs_completed(cfg, tmp_path):
+    """A trained cell has two jobs (train, then evaluate); once both COMPLETED and its eval.json is valid it is Done.
+    (On Slurm, tests/slurm/test_cli_status.py shows a baseline cell Done; this is the trained cell's case.)"""
+    sft = Cell("ptflow--tiny-llama-h64", "add", "sft")
+    p = tmp_path / LAYOUT.eval_json(sft.model, sft.eval, sft.agent)
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps(eval_json(sft)))
+    wc = status.wildcard_str(sft)
+    write_run_log(tmp_path, {"21": ("train", wc), "22": ("evaluate", wc)})
+    records = [
+        slurm.JobRecord(
+            "21", RUN_ID, "COMPLETED", exit_code="0:0", nodes="node1", comment=status.comment("train", sft)
+        ),
+        slurm.JobRecord(
+            "22", RUN_ID, "COMPLETED", exit_code="0:0", nodes="node2", comment=status.comment("evaluate", sft)
+        ),
+    ]
+    got = cells_by_agent(status.snapshot(cfg, LAYOUT, tmp_path, query=fake_query(records)))
+    assert got["sft"].state == "Done", got["sft"]
+    # the train job alone, its evaluation still to come: not Done yet
+    p.unlink()
+    got = cells_by_agent(status.snapshot(cfg, LAYOUT, tmp_path, query=fake_query(records[:1])))
+    assert got["sft"].state != "Done", got["sft"]
