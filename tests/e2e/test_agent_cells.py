@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from ptflow.stages.evaluate.run import validate_eval_json
 from tests.e2e.smk import REPO, snakemake
@@ -41,18 +40,6 @@ def cell(work: Path, agent: str) -> Path:
 
 def load(work, agent, name):
     return json.loads((cell(work, agent) / name).read_text())
-
-
-def cold_site(work: Path) -> tuple[str, str]:
-    """``--config site=<file>``: the local site (the same name and requests, so no job's params change) without
-    warm_start. A run of one job gains nothing from a warm start: the broker's zygotes import torch, TRL, inspect-ai and
-    more for every kind of job of the run, ~23 CPU-s before a job that fails at its first check (2.7 cold), ~27 for
-    one evaluation (16 cold). Warm starts are under test where a run has many jobs (this module's own run, the
-    default matrix) and in tests/unit/test_warmstart.py."""
-    site = yaml.safe_load((REPO / "config" / "sites" / "local.yaml").read_text())
-    path = work / "local_cold.yaml"
-    path.write_text(yaml.safe_dump({**site, "warm_start": False}))
-    return "--config", f"site={path}"
 
 
 def test_scripted_agent_beats_baseline(done):
@@ -93,8 +80,8 @@ def test_evaluated_in_the_train_job_and_deleting_eval_json_evaluates_alone(done)
     manifest = load(work, "scripted", "checkpoint.json")
     weights = Path(manifest["checkpoint"]) / manifest["weights"][0]["path"]
     weights.rename(weights.with_name("moved-away"))
-    cold = cold_site(work)
-    failed = snakemake(work, "--configfile", OVERLAY, *cold, env={"PTFLOW_FAKE_KEY": FAKE_KEY}, check=False)
+    # each rerun has one job that imports the heavy libraries: it starts cold (ptflow.ops.run_hooks.warm_start_pays)
+    failed = snakemake(work, "--configfile", OVERLAY, env={"PTFLOW_FAKE_KEY": FAKE_KEY}, check=False)
     assert failed.returncode != 0 and "rule train:" not in failed.stdout + failed.stderr
     weights.with_name("moved-away").rename(weights)
     # The second run targets the cell's eval.json (named before --configfile, which takes every word after it): what
@@ -102,7 +89,7 @@ def test_evaluated_in_the_train_job_and_deleting_eval_json_evaluates_alone(done)
     # it, which the module's own run made and the other tests read (that a deleted eval.json replans the aggregate:
     # tests/e2e/test_default_matrix.py, its rerun test)
     target = str((cell(work, "scripted") / "eval.json").relative_to(work))
-    proc = snakemake(work, target, "--configfile", OVERLAY, *cold, env={"PTFLOW_FAKE_KEY": FAKE_KEY})
+    proc = snakemake(work, target, "--configfile", OVERLAY, env={"PTFLOW_FAKE_KEY": FAKE_KEY})
     again = load(work, "scripted", "eval.json")
     assert "evaluated_in" not in again and again["metrics"]["value"] == agent["metrics"]["value"]
     assert (cell(work, "scripted") / "checkpoint.json").stat().st_mtime_ns == trained

@@ -80,9 +80,6 @@ def done(tmp_path_factory):
     return work, env, proc
 
 
-CONFIGS = ("--configfile", OVERLAY, "sft_on_one_eval.yaml")
-
-
 def call_of(ev: str) -> dict:
     """The eval's call as the workflow builds it from the config (its headline metric's spec, its settings)."""
     entry = next(e for e in yaml.safe_load(Path(OVERLAY).read_text())["evals"] if e["id"] == ev)

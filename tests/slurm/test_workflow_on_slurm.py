@@ -177,9 +177,8 @@ def test_every_rule_is_a_slurm_job_and_results_match_local_shape(matrix_done):
     work, jobs, cancelled = matrix_done.work, matrix_done.jobs, matrix_done.cancelled
     done = [j for j in jobs if j["JobId"] != cancelled]
     assert sorted(rule_of(j) for j in done) == sorted(RULE_STAGE), "every rule once, each a Slurm job"
-    assert len(jobs) == 8, "1 dataset (and its cancelled first job), 1 model, 1 marker, 1 preprocess, 1 train, " + (
-        "1 evaluate, 1 aggregate"
-    )
+    # 1 dataset (and its cancelled first job), 1 model, 1 marker, 1 preprocess, 1 train, 1 evaluate, 1 aggregate
+    assert len(jobs) == 8, [(rule_of(j), j["JobState"]) for j in jobs]
     assert all(j["JobState"] == "COMPLETED" for j in done), [(j["JobId"], j["JobState"]) for j in done]
     df = pd.read_csv(work / "results" / "summary.csv")
     assert list(df.columns) == SUMMARY_COLUMNS and len(df) == 1

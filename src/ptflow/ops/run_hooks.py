@@ -22,8 +22,8 @@ from ptflow.jobs.build import Jobs
 SLURM_STATE_DIR = Path(".snakemake", "ptflow", "slurm")
 # The rules whose jobs import torch, transformers, TRL or inspect-ai (seconds each): what a warm start saves on. Its
 # zygotes import all of WARM_IMPORTS up front (about 10 CPU-s for the scripts' and as much for the evaluation kit's),
-# so it pays from the second such job on; for one (a rerun of one cell) it costs more than it saves: 25 against 3
-# CPU-s for a one-evaluation rerun, measured (tests/e2e/test_agent_cells.py).
+# so it pays from the second such job on; for one (a rerun of one cell) it costs more than it saves (bench/RESULTS.md,
+# "the second cut").
 WARM_RULES = frozenset({"cache_model", "train", "evaluate", "judge"})
 
 
@@ -119,7 +119,8 @@ class RunHooks:
             if warm_start_pays(planned):
                 self._start_broker()
             else:
-                self.log(f"ptflow: jobs start cold: {len(planned)} job(s) to run, too few to gain from a warm start")
+                heavy = sum(rule in WARM_RULES for rule in planned)
+                self.log(f"ptflow: jobs start cold: {heavy} job(s) import torch/inspect-ai, too few for a warm start")
 
     def _start_broker(self) -> None:
         from ptflow import warmstart

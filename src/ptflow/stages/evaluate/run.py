@@ -36,6 +36,7 @@ from ptflow import warmstart
 from ptflow.config import tasks
 from ptflow.config.model import SCHEMA_DIR
 from ptflow.files import write_json_atomic, write_text_atomic
+from ptflow.jobenv import thread_env
 from ptflow.keys import Masker
 from ptflow.specs import EvaluateSpec
 from ptflow.stages.evaluate.kit import evaluate as kit
@@ -203,7 +204,7 @@ def kit_env_changes(hf_home, evals_cache, threads: int | None = None) -> dict:
     first on PATH (sandboxed scorers such as HumanEval's local sandbox run "python"), the job's threads."""
     values = data_env(hf_home, evals_cache, offline=True)
     if threads:
-        values["OMP_NUM_THREADS"] = values["MKL_NUM_THREADS"] = str(threads)
+        values.update(thread_env(threads))
     return {"set": values, "prepend": {"PATH": str(Path(sys.executable).parent)}}
 
 

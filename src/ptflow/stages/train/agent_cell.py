@@ -54,7 +54,7 @@ from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
 from ptflow.config.clis.base import CONTAINER_HOME as AGENT_HOME
 from ptflow.config.model import DEFAULT_GRACE_MINUTES, DEFAULT_SYNC_MINUTES, ON_RESTART_MODES
 from ptflow.files import staged_dir
-from ptflow.jobenv import WARNING_SIGNAL
+from ptflow.jobenv import WARNING_SIGNAL, thread_env
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump
 from ptflow.specs import AgentCliSpec, CellRef
 from ptflow.stages.checkpoint import has_weights
@@ -962,11 +962,10 @@ def _environment(
     }
     if ctx.job.threads:
         # The agent's torch (its training, its evaluate.py) as many threads as the job has CPUs, as ptflow's own
-        # trainings and evaluations are (torch.set_num_threads, the kit's OMP_NUM_THREADS): by default OpenMP takes
-        # every core it sees, and threads past the job's CPUs spin against each other (100 SFT steps of the tiny
-        # model: 68 CPU-s on two threads sharing one core, 10 on one). A value the job's environment sets wins.
-        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            child_env.setdefault(name, job_env.get(name) or str(ctx.job.threads))
+        # trainings and evaluations are (bench/RESULTS.md, "the second cut"); a value the job's environment sets (in
+        # child_env already, from cell_environment) wins.
+        for name, value in thread_env(ctx.job.threads).items():
+            child_env.setdefault(name, value)
     if agent.evals_cache and agent.hf_home:  # evaluate.py reads offline from the evaluation's caches
         child_env.update(data_env(agent.hf_home, agent.evals_cache))
     if hf_home:
