@@ -158,12 +158,14 @@ def run(slurm_cluster, work):
     try:
         # A blocker that takes every GPU of both nodes of the gpu partition, so our GPU jobs queue behind it. It
         # goes in once the dataset is cached: every GPU job of ours needs the model, whose cache job (a Slurm job of
-        # its own) is submitted only after that; and the other modules' GPU jobs are not held up meanwhile.
+        # its own) is submitted only after that; and the other modules' GPU jobs are not held up meanwhile. It holds
+        # until the test cancels it (here, in `ended` or in the first test once Pending is seen): a blocker that ends
+        # by itself after a fixed sleep was outlived on a slow CI machine, and baseline never showed Pending.
         dataset = work / "results" / "cache" / "datasets" / "ptflow--arith-add.json"
         wait_for("the dataset's cache job", dataset.is_file, 600, proc=proc)
         blocker = slurm_cluster.run(
             ["sbatch", "--parsable", "-p", "gpu", "-N2", "--ntasks-per-node=1", "-c1", "--mem=100M",
-             "--gres=gpu:h100:4", "-t", "6", "-J", "ptflow-test-blocker", "-o", "/dev/null", "--wrap", "sleep 350"],
+             "--gres=gpu:h100:4", "-t", "40", "-J", "ptflow-test-blocker", "-o", "/dev/null", "--wrap", "sleep 2400"],
             check=True,
         ).stdout.strip()  # fmt: skip
         bad = cell_job("train", "bad")
