@@ -86,6 +86,14 @@ def test_uncurable_failure_ends_after_one_attempt(tiny_model, data_dirs, tmp_pat
     assert len(messages) == 1
 
 
+def test_the_model_is_loaded_once(tiny_model, data_dirs, tmp_path):
+    """inspect looks up every model event's model in its model-info database and, for a local path it lacks, builds
+    the provider again (an hf model loaded twice, both copies kept); the kit registers the model's facts first
+    (evaluate.register_model_info). Each sample is scored by the copies alive once it is generated."""
+    out, _ = run(tiny_model, data_dirs, tmp_path, "model_copies", {})
+    assert out.headline["n"] == 2 and out.headline["value"] == 1.0, out.headline
+
+
 def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, data_dirs, tmp_path, monkeypatch):
     """Context overflow at every budget: one try per budget (the rest are skipped); the cell's eval.json then says
     eval_failed with every attempt's error, and the matrix goes on (no exception)."""

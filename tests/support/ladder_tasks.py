@@ -5,7 +5,8 @@ fails when a request's token budget does not fit the context window: ``openai.Ba
 ``context_length_exceeded``, raised here for budgets above ``context_tokens``. ``out_of_memory_once``: the first
 attempt fails with torch's (CUDA) ``OutOfMemoryError``, as a first try can when memory is fragmented, later ones
 answer. ``crashing``: fails with an error no budget cures. All use a two-sample in-memory dataset scored by exact
-match.
+match, except ``model_copies``: it answers with the real model and scores each sample by the number of copies of
+the hf model alive in the process once the sample is generated (an observation for the test, not a benchmark).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 from inspect_ai.model import get_model
-from inspect_ai.scorer import match
+from inspect_ai.scorer import Score, Target, match, mean, scorer
 from inspect_ai.solver import Generate, TaskState, solver
 
 SAMPLES = [Sample(input="What is 1+1?", target="2"), Sample(input="What is 2+2?", target="4")]
@@ -78,3 +79,20 @@ def out_of_memory_once(marker: str) -> Task:
 @task
 def crashing() -> Task:
     return Task(dataset=list(SAMPLES), solver=crash(), scorer=match())
+
+
+@scorer(metrics=[mean()])
+def hf_model_copies():
+    async def score(state: TaskState, target: Target) -> Score:
+        import gc
+
+        from inspect_ai.model._providers.hf import HuggingFaceAPI
+
+        return Score(value=sum(isinstance(o, HuggingFaceAPI) for o in gc.get_objects()))
+
+    return score
+
+
+@task
+def model_copies() -> Task:
+    return Task(dataset=list(SAMPLES), scorer=hf_model_copies())

@@ -224,6 +224,21 @@ def model_spec(call: dict, model_path: str | Path) -> tuple[str, dict]:
     raise ValueError(f"provider {call['provider']!r} must be hf or vllm")
 
 
+def register_model_info(model: str, model_path: str | Path) -> None:
+    """Give inspect the facts it would otherwise load the model a second time for. inspect looks up the model of
+    every model event in its model-info database (for its ACP usage update); a name the database lacks, as a local
+    path is, makes it build the provider to find a canonical name (inspect_ai.model._model_info
+    ._resolve_model_info). For hf that loads the weights again, and get_model keeps that copy: two copies of the
+    model in (GPU) memory for the rest of the eval. A model registered with ``set_model_info`` is found first. The
+    context length is the model's own (config.json), None where it names none."""
+    from inspect_ai.model import ModelInfo, set_model_info
+
+    cfg = Path(model_path) / "config.json"
+    config = json.loads(cfg.read_text()) if cfg.is_file() else {}
+    context = config.get("max_position_embeddings")
+    set_model_info(model, ModelInfo(context_length=context if isinstance(context, int) else None))
+
+
 def generate_config(call: dict, max_tokens: int) -> dict:
     sampling = call.get("sampling") or {}
     out: dict[str, Any] = {"max_tokens": int(max_tokens)}
@@ -406,6 +421,7 @@ def run_attempt(call: dict, model_path: str | Path, max_tokens: int, log_dir: st
     check_keys(call)
     task = resolve_task(call["task"], task_args_with_grader(call))
     kwargs = eval_kwargs(call, model_path, max_tokens, log_dir)
+    register_model_info(kwargs["model"], model_path)
     if call["task"] == "ptflow" and call.get("max_connections") is None:
         # The hf provider batches up to max_connections requests and otherwise waits 2 s for more to arrive: one
         # batch holding every sample of the (small) toy test split avoids that idle wait.
