@@ -32,10 +32,10 @@ pytestmark = pytest.mark.timeout(2400)
 SITE = REPO / "tests" / "slurm" / "localtest.yaml"
 # Not under /tmp: preflight refuses node-local paths for Slurm sites, as it should on a real cluster.
 WORK_ROOT = Path("/var/lib/ptflow-tests")
+# The rules the plugin submits (hf_cache, the whole cache's marker, runs on the login node: LOGIN_NODE_RULES)
 RULE_STAGE = {
     "cache_dataset": "cache",
     "cache_model": "cache",
-    "hf_cache": "cache",
     "preprocess": "preprocess",
     "train": "train",
     "evaluate": "evaluate",
@@ -56,11 +56,11 @@ BASE_SCORES = {"zeroshot": {"tiny-llama-h64": {"add": 0.0}}}
 
 
 def write_matrix_overlay(work: Path) -> None:
-    """The module's matrix: one cell, the default's first model, its first eval (`add`) and `sft`. Every rule is a
-    Slurm job, each once (7 jobs): a baseline cell (an evaluation, 20 CPU-s) or a grpo cell (a training and an
-    evaluation, 35 CPU-s) would only add more of the same jobs; the failed-cell run trains grpo agents, and its test
-    checks their request (agent_resources). The eval list itself is cut to `add`, not only the matrix's selection:
-    corrupt_checkpoint_config's overlay selects `evals: all`."""
+    """The module's matrix: one cell, the default's first model, its first eval (`add`) and `sft`. Every rule but
+    hf_cache (login node) is a Slurm job, each once (6 jobs): a baseline cell (an evaluation, 20 CPU-s) or a grpo cell
+    (a training and an evaluation, 35 CPU-s) would only add more of the same jobs; the failed-cell run trains grpo
+    agents, and its test checks their request (agent_resources). The eval list itself is cut to `add`, not only the
+    matrix's selection: corrupt_checkpoint_config's overlay selects `evals: all`."""
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     evals = [e for e in default["evals"] if e["id"] == "add"]
     overlay = {
@@ -177,8 +177,11 @@ def test_every_rule_is_a_slurm_job_and_results_match_local_shape(matrix_done):
     work, jobs, cancelled = matrix_done.work, matrix_done.jobs, matrix_done.cancelled
     done = [j for j in jobs if j["JobId"] != cancelled]
     assert sorted(rule_of(j) for j in done) == sorted(RULE_STAGE), "every rule once, each a Slurm job"
-    # 1 dataset (and its cancelled first job), 1 model, 1 marker, 1 preprocess, 1 train, 1 evaluate, 1 aggregate
-    assert len(jobs) == 8, [(rule_of(j), j["JobState"]) for j in jobs]
+    # 1 dataset (and its cancelled first job), 1 model, 1 preprocess, 1 train, 1 evaluate, 1 aggregate
+    assert len(jobs) == 7, [(rule_of(j), j["JobState"]) for j in jobs]
+    # the whole cache's marker: made by the driver on the login node, no Slurm job
+    assert re.search(r"localrule hf_cache:", matrix_done.out), matrix_done.out[-3000:]
+    assert json.loads((work / "results" / "cache" / "hf_cache.json").read_text())["repos"]
     assert all(j["JobState"] == "COMPLETED" for j in done), [(j["JobId"], j["JobState"]) for j in done]
     df = pd.read_csv(work / "results" / "summary.csv")
     assert list(df.columns) == SUMMARY_COLUMNS and len(df) == 1

@@ -41,7 +41,7 @@ RULE_STAGE = {
     "aggregate": "aggregate",
     "judge": "judge",
 }
-NOT_SUBMITTED = ("all", "edf")
+NOT_SUBMITTED = ("all", "edf", "hf_cache")  # run on the login node: no Slurm job to price
 
 NO_CLUSTER = str(Path(__file__).parent / "data" / "no-cluster-slurm.conf")  # a plan needs no cluster
 
@@ -436,7 +436,8 @@ def test_an_agents_expected_runtime_is_checked_against_its_own_runtime(tmp_path)
 
 def test_the_estimate_without_caps_is_the_longest_chain_and_its_latency(fresh):
     """Off a cluster (no Slurm answers) and with no stated limits only the profile's 250 jobs caps the run, above
-    its 28 jobs: the estimate is the longest chain with each of its jobs' latency, and counts every Slurm job."""
+    its 27 jobs (hf_cache and all run on the login node): the estimate is the longest chain with each of its jobs'
+    latency, and counts every Slurm job."""
     _, out = fresh
     assert out["limits"]["note"].startswith("not read from Slurm: ")
     assert [out["limits"][k] for k in ("max_submit_jobs", "max_jobs", "max_gpus", "max_cpus")] == [None] * 4
@@ -444,7 +445,7 @@ def test_the_estimate_without_caps_is_the_longest_chain_and_its_latency(fresh):
                            "cpus_by": ""}  # fmt: skip
     chain = out["longest_chain"]
     assert out["estimate"]["minutes"] == chain["minutes"] + len(chain["jobs"]) * OVERHEAD_MIN == 170 + 1.5
-    assert out["estimate"]["jobs"] == out["totals"]["jobs"] == sum(w["jobs"] for w in out["waves"]) == 28
+    assert out["estimate"]["jobs"] == out["totals"]["jobs"] == sum(w["jobs"] for w in out["waves"]) == 27
     assert {w["waves"] for w in out["waves"]} == {1}
 
 
@@ -464,7 +465,7 @@ def test_plan_prints_the_caps_it_plans_under(tmp_path):
         in text
     )
     m = re.search(
-        r"\nWall-clock estimate under the caps: (\d+) h (\d+) min \(28 jobs, at most \d+ at once, 2 GPUs", text
+        r"\nWall-clock estimate under the caps: (\d+) h (\d+) min \(27 jobs, at most \d+ at once, 2 GPUs", text
     )
     assert m, text
     # at least the GPU work spread over 2 GPUs: 4 x 30 (SFT) + 4 x 2 x 40 (GRPO) + 12 x 10 (evaluations), halved

@@ -83,6 +83,7 @@ rule hf_cache:
         LAYOUT.cache_marker(),
     log:
         LAYOUT.log("cache", "hf_cache"),
+    localrule: is_local("hf_cache")
     conda:
         CONDA_ENV
     threads: threads_of("hf_cache")

@@ -69,10 +69,12 @@ TRAIN_RULES = frozenset({"train", "train_supervised"})
 SUPERVISOR_RULES = frozenset({"train_supervised"})
 
 # On the login node, never submitted by the plugin (their request only sizes Snakemake's local scheduling,
-# or, for supervisors, the job they submit): an EDF file is a few lines of TOML. (The judge is a CPU job: its agent
-# CLI runs in the site's agent image, which the login node may not have; compute nodes reach the agents' APIs, as
-# the agent cells themselves need.)
-LOGIN_NODE_RULES = frozenset({"edf"}) | SUPERVISOR_RULES
+# or, for supervisors, the job they submit): an EDF file is a few lines of TOML; the whole cache's marker (hf_cache)
+# merges the per-repo markers into one JSON file, and a Slurm job for it would put a queue wait (and two Snakemake
+# starts) between the last download and the run's end. (The judge is a CPU job: its agent CLI runs in the site's
+# agent image, which the login node may not have; compute nodes reach the agents' APIs, as the agent cells
+# themselves need.)
+LOGIN_NODE_RULES = frozenset({"edf", "hf_cache"}) | SUPERVISOR_RULES
 
 
 def request_of(rule: str) -> str:
