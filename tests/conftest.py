@@ -94,6 +94,11 @@ LONG_FIRST = (
     # 160 s after the other three workers had finished)
     "tests/slurm/test_cluster_limits_on_slurm.py",
     "tests/integration/test_agent_cli_faults.py",
+    # each real CLI's stalled stream waits out its 60-s timeout at next to no CPU: in the tail, the three of them left
+    # the CPUs 50-87 % busy for the run's last two minutes
+    "tests/integration/test_real_cli_claude.py",
+    "tests/integration/test_real_cli_codex.py",
+    "tests/integration/test_real_cli_gemini.py",
     "tests/slurm/test_documents_on_slurm.py",
     # the unit modules that are one scope each (UNIT_MODULE_SCOPES, 30-60 s on one worker): first among the unit
     # tests, or `make check`'s other worker idles while one of them ends the run
