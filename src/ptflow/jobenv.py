@@ -79,13 +79,13 @@ def home_dir() -> str:
         return os.environ.get("HOME") or os.getcwd()
 
 
-# Files a non-interactive shell reads at start (bash: $BASH_ENV; sh/dash: $ENV for interactive ones only).
 def thread_env(threads: int) -> dict[str, str]:
     """The variables that hold a process's OpenMP/MKL threads (torch's CPU threads among them) to the job's CPUs:
     by default OpenMP takes every core it sees, and threads past the job's CPUs spin against each other."""
     return dict.fromkeys(("OMP_NUM_THREADS", "MKL_NUM_THREADS"), str(threads))
 
 
+# Files a non-interactive shell reads at start (bash: $BASH_ENV; sh/dash: $ENV for interactive ones only).
 SHELL_STARTUP_VARS = ("BASH_ENV", "ENV")
 CLEAN_BASH = ("bash", "--noprofile", "--norc")
 
