@@ -11,7 +11,8 @@ each protocol accepts only its own fake key (another gets 401), and no key value
 
 What is under test is the path through the real CLIs, not what SFT learns (tests/e2e/test_agent_cells.py::
 test_scripted_agent_beats_baseline: the same scripted agent's SFT beats the baseline by 0.3). So no baseline cell
-(an evaluation, ~20 CPU-s), a short training, a short test split and one judge: 10 Slurm jobs, was 13.
+(an evaluation, ~20 CPU-s), a short training, a short test split and one judge, the upstream outputs made by a local
+run: 7 Slurm jobs, was 13.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ TRAIN_STEPS = 10
 # The cell's evaluation (in its train job): 16 test samples instead of the default's 64 (~2.7 CPU-s a cell); only
 # that it is scored, on the model the CLI saved, is asserted here.
 N_TEST = 16
+# Made by a local run before the Slurm run (the fixture says why)
+UPSTREAM = ("results/data/add/train.parquet", "results/cache/models/ptflow--tiny-llama-h64.json")
 # What every CLI is made to do, in its shell tool (its evaluate.py run is the scripted agent's measurement)
 TRAJECTORY = default_trajectory(TRAIN_STEPS)
 
@@ -102,9 +105,13 @@ def done(slurm_cluster):
         targets = [str(CELLS / a / "eval.json") for a in AGENTS] + [str(CELLS / JUDGED / "judge.json")]
         env = {**slurm_cluster.env, **KEYS}
         env["PATH"] = ":".join([*bins, env.get("PATH") or os.environ["PATH"]])
+        # The upstream outputs (the model, the dataset, the eval's split) from a local run of the same workflow first,
+        # as test_resume_on_slurm makes them: nothing here reads how they were made (test_workflow_on_slurm runs
+        # those rules as Slurm jobs), and as three Slurm jobs they cost ~22 CPU-s and two status waits.
+        args = ("--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}")
+        snakemake(work, *args, "--", *UPSTREAM, env=env)
         proc = snakemake(
-            work, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}", "--", *targets,
-            env=env, profile="profiles/slurm", check=False,
+            work, *args, "--", *targets, env=env, profile="profiles/slurm", check=False,
         )  # fmt: skip
         (work / "snakemake.out").write_text(proc.stdout + proc.stderr)  # kept with PTFLOW_KEEP_TEST_WORK=1
         assert proc.returncode == 0, f"snakemake failed ({proc.returncode}): {proc.stderr[-3000:]}"

@@ -304,9 +304,9 @@ def test_a_default_is_written_once_and_quoted_alike(key, module, name):
 
     value = float(getattr(importlib.import_module(f"ptflow.config.{module}"), name))
     if module == "model":
-        prop = _schema_property("config.schema.yaml", "properties", "agents", "items", "properties", key)
+        prop = _schema_property("config.schema.json", "properties", "agents", "items", "properties", key)
     else:
-        prop = _schema_property("site.schema.yaml", "properties", key)
+        prop = _schema_property("site.schema.json", "properties", key)
     assert "default" not in prop, f"{key}: the schema's `default:` would be written into the config"
     stated = [float(v) for v in re.findall(r"\bdefault:? ([0-9][0-9.]*)\b", prop["description"])]
     assert stated == [value], f"the schema's description of {key} says default {stated}, {module}.{name} is {value:g}"
@@ -319,7 +319,7 @@ def test_a_default_is_written_once_and_quoted_alike(key, module, name):
 def test_on_restart_modes_and_default_are_the_models():
     from ptflow.config.model import DEFAULT_ON_RESTART, ON_RESTART_MODES
 
-    prop = _schema_property("config.schema.yaml", "properties", "agents", "items", "properties", "on_restart")
+    prop = _schema_property("config.schema.json", "properties", "agents", "items", "properties", "on_restart")
     assert tuple(prop["enum"]) == ON_RESTART_MODES and "default" not in prop
     assert f"({DEFAULT_ON_RESTART}, default)" in prop["description"]
     # the record a train job writes (the evaluation's schema of train records) takes the same modes

@@ -20,7 +20,9 @@ from ptflow.config.kinds import KINDS, AgentKind
 from ptflow.keys import looks_like_secret
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
-CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
+# The schemas are JSON, not YAML: snakemake.utils.validate reads the schema file each time (every Snakemake start, two
+# per Slurm job), trying JSON first; a YAML schema went through yte's pure-Python parse (~0.05 CPU-s a start).
+CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.json"
 
 
 class ConfigError(ValueError):

@@ -33,7 +33,7 @@ from ptflow.jobenv import WARNING_SIGNAL, user_name
 
 # Requests whose wall time a site's `time_hours` sets (TAO: the GPU job's SLURM_TIME_HOURS).
 TIMED_REQUESTS = ("train", "evaluate")
-SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
+SITE_SCHEMA = SCHEMA_DIR / "site.schema.json"
 
 # What a retry asks more of (site retry_growth), each capped by the partition's limit of that name.
 CONTROLLER_WAIT_MINUTES = 30  # site controller_wait_minutes' default (ptflow.cluster.patience)
