@@ -43,12 +43,12 @@ def ladder_env(data_dirs: Path) -> dict:
     return env
 
 
-def run(tiny_model, data_dirs, tmp_path, task: str, task_args: dict, retry=(8,)):
+def run(tiny_model, data_dirs, tmp_path, task: str, task_args: dict, retry=(8,), env: dict | None = None):
     ev = eval_from_entry(
         {"id": "ladder", "task": f"{LADDER_TASKS}@{task}", "task_args": task_args, "max_new_tokens": 16,
          "retry_max_new_tokens": list(retry), "limit": 2, "sampling": "greedy", "max_connections": 2}
     )  # fmt: skip
-    env = ladder_env(data_dirs)
+    env = {**ladder_env(data_dirs), **(env or {})}
     messages: list[str] = []
     try:
         return evaluate(build_call(ev, Provider()), tiny_model, tmp_path / "logs", hf_home=data_dirs / "hf",
@@ -92,6 +92,16 @@ def test_the_model_is_loaded_once(tiny_model, data_dirs, tmp_path):
     (evaluate.register_model_info). Each sample is scored by the copies alive once it is generated."""
     out, _ = run(tiny_model, data_dirs, tmp_path, "model_copies", {})
     assert out.headline["n"] == 2 and out.headline["value"] == 1.0, out.headline
+
+
+def test_inspects_control_server_is_off_unless_its_variable_says_on(tiny_model, data_dirs, tmp_path):
+    """An attempt is a batch job: inspect's control server (default on: FastAPI on a socket in inspect's data dir,
+    ~1 CPU-s an attempt) is off, and INSPECT_EVAL_CTL_SERVER, inspect's own switch, still turns it on. Each sample
+    scores whether the attempt's control server had published itself."""
+    off, _ = run(tiny_model, data_dirs, tmp_path / "off", "control_channel", {})
+    assert off.headline["n"] == 2 and off.headline["value"] == 0.0, off.headline
+    on, _ = run(tiny_model, data_dirs, tmp_path / "on", "control_channel", {}, env={"INSPECT_EVAL_CTL_SERVER": "true"})
+    assert on.headline["n"] == 2 and on.headline["value"] == 1.0, on.headline
 
 
 def test_ladder_exhausted_on_curable_errors_writes_eval_failed(tiny_model, data_dirs, tmp_path, monkeypatch):

@@ -6,7 +6,9 @@ fails when a request's token budget does not fit the context window: ``openai.Ba
 attempt fails with torch's (CUDA) ``OutOfMemoryError``, as a first try can when memory is fragmented, later ones
 answer. ``crashing``: fails with an error no budget cures. All use a two-sample in-memory dataset scored by exact
 match, except ``model_copies``: it answers with the real model and scores each sample by the number of copies of
-the hf model alive in the process once the sample is generated (an observation for the test, not a benchmark).
+the hf model alive in the process once the sample is generated (an observation for the test, not a benchmark), and
+``control_channel``: each sample scores 1 when inspect's control server of this process has published itself (its
+discovery file ``<inspect data dir>/control/<pid>.json``), else 0.
 """
 
 from __future__ import annotations
@@ -96,3 +98,20 @@ def hf_model_copies():
 @task
 def model_copies() -> Task:
     return Task(dataset=list(SAMPLES), scorer=hf_model_copies())
+
+
+@scorer(metrics=[mean()])
+def control_server_published():
+    async def score(state: TaskState, target: Target) -> Score:
+        import os
+
+        from inspect_ai._control.discovery import discovery_file_path
+
+        return Score(value=float(discovery_file_path(os.getpid()).is_file()))
+
+    return score
+
+
+@task
+def control_channel() -> Task:
+    return Task(dataset=list(SAMPLES), scorer=control_server_published())

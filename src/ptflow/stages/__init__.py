@@ -36,13 +36,12 @@ WARM_IMPORTS = (
     "inspect_ai.agent._acp.server",
     "inspect_ai.log",
     "inspect_evals._registry",
-    # what an evaluation imports only once it runs (sample start, hooks, inspect's control server): ~1 s each time
+    # what an evaluation imports only once it runs (sample start, hooks): ~1 s each time. (Not FastAPI and uvicorn:
+    # inspect's control server, which imports them, is off in the kit's attempts; kit.control_server_off)
     "inspect_ai.model._openai_responses",
     "inspect_ai.hooks._startup",
-    "fastapi",
     "aiohttp",
     "markdown_it",
-    "uvicorn",
     "jsonschema",
     "snakemake.script",
     "ptflow.stages.cache",

@@ -412,6 +412,19 @@ def headline_metric(log, headline: dict) -> dict:
     }
 
 
+CTL_SERVER_ENV = "INSPECT_EVAL_CTL_SERVER"
+
+
+def control_server_off(env=None) -> dict:
+    """inspect's control channel off, unless ``INSPECT_EVAL_CTL_SERVER`` (inspect's own switch) says otherwise.
+
+    inspect starts it for every eval by default: a FastAPI server on a UNIX socket, with a discovery file, in inspect's
+    data directory ($XDG_DATA_HOME or ~/.local/share: a shared home on a cluster), for ``inspect ctl`` clients of a
+    live eval. An attempt here is a batch job nobody attaches to, and the server cost ~1 CPU-s of each attempt's ~13
+    (importing FastAPI and uvicorn, starting them). A user who wants to attach sets the variable (``true``)."""
+    return {} if CTL_SERVER_ENV in (os.environ if env is None else env) else {"ctl_server": False}
+
+
 def run_attempt(call: dict, model_path: str | Path, max_tokens: int, log_dir: str | Path) -> dict:
     """One inspect eval of the call at ``max_tokens``; returns {"log", "headline"} or raises the eval's error.
 
@@ -427,7 +440,7 @@ def run_attempt(call: dict, model_path: str | Path, max_tokens: int, log_dir: st
         # batch holding every sample of the (small) toy test split avoids that idle wait.
         n = len(task.dataset) if call.get("limit") is None else min(call["limit"], len(task.dataset))
         kwargs["max_connections"] = kwargs["max_samples"] = max(n, 1)
-    logs = inspect_ai.eval(task, debug_errors=True, fail_on_error=True, **kwargs)
+    logs = inspect_ai.eval(task, debug_errors=True, fail_on_error=True, **kwargs, **control_server_off())
     if len(logs) != 1:
         raise RuntimeError(f"expected one inspect log, got {len(logs)}")
     log = logs[0]
