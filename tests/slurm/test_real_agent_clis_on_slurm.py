@@ -131,7 +131,10 @@ def test_real_cli_cell_is_trained_evaluated_and_judged(done, agent):
     cli, model, _, protocol = AGENTS[agent]
     data = json.loads((work / CELLS / agent / "eval.json").read_text())
     validate_eval_json(data)
-    assert data["status"] == "scored" and data["agent_run"]["exit_code"] == 0, data["agent_run"]
+    # (on failure: what the CLI's shell steps printed, e.g. why its training left no final_model/)
+    trace = work / CELLS / agent / "agent" / "stdout.log"
+    tail = trace.read_text()[-4000:] if trace.is_file() else "(no agent/stdout.log)"
+    assert data["status"] == "scored" and data["agent_run"]["exit_code"] == 0, f"{data['agent_run']}\n{tail}"
     assert data["metrics"]["name"] == "accuracy" and data["metrics"]["n"] == N_TEST, data["metrics"]
     manifest = json.loads((work / CELLS / agent / "checkpoint.json").read_text())
     # the model evaluated is the final_model/ the CLI's training saved (copied and hashed by the train job), and its
