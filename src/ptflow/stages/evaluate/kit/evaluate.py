@@ -415,14 +415,14 @@ def headline_metric(log, headline: dict) -> dict:
 CTL_SERVER_ENV = "INSPECT_EVAL_CTL_SERVER"
 
 
-def control_server_off(env=None) -> dict:
+def control_server_off() -> dict:
     """inspect's control channel off, unless ``INSPECT_EVAL_CTL_SERVER`` (inspect's own switch) says otherwise.
 
     inspect starts it for every eval by default: a FastAPI server on a UNIX socket, with a discovery file, in inspect's
     data directory ($XDG_DATA_HOME or ~/.local/share: a shared home on a cluster), for ``inspect ctl`` clients of a
     live eval. An attempt here is a batch job nobody attaches to, and the server cost ~1 CPU-s of each attempt's ~13
     (importing FastAPI and uvicorn, starting them). A user who wants to attach sets the variable (``true``)."""
-    return {} if CTL_SERVER_ENV in (os.environ if env is None else env) else {"ctl_server": False}
+    return {} if CTL_SERVER_ENV in os.environ else {"ctl_server": False}
 
 
 def run_attempt(call: dict, model_path: str | Path, max_tokens: int, log_dir: str | Path) -> dict:
