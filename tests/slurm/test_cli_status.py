@@ -1,10 +1,11 @@
 """ptflow status / cancel / logs on the real two-node Slurm test cluster, each state caused for real.
 
-One workflow run through the plugin over a reduced matrix, h64 x add x {baseline, bad, stop}. It is held behind a
-blocker that takes every GPU of the gpu partition (Pending), then runs (Running); `stop` is cancelled with `ptflow
-cancel` (Canceled) while `baseline` keeps running and ends Done; `bad` runs past its job's time limit, which Slurm
-ends with TIMEOUT (a real limit hit: Error). `bad` and `stop` are cli-agent cells whose agent is `sleep`: their train
-jobs wait on Slurm without burning a core (the states are under test here, not what a job computes).
+One workflow run through the plugin over a reduced matrix, h64 x add x {baseline, bad, stop}. Its cell jobs are
+submitted held (`sbatch --hold`, through the site's `extra` flags), so each stays Pending, for a reason Slurm gives,
+until the test releases it (Pending); released, they run (Running); `stop` is cancelled with `ptflow cancel`
+(Canceled) while `baseline` keeps running and ends Done; `bad` runs past its job's time limit, which Slurm ends with
+TIMEOUT (a real limit hit: Error). `bad` and `stop` are cli-agent cells whose agent is `sleep`: their train jobs wait
+on Slurm without burning a core (the states are under test here, not what a job computes).
 The first test watches the run live; the second (and the first's last checks) read one `ptflow status` taken once
 the run has ended.
 """
@@ -102,6 +103,17 @@ def end_state(cluster, job_id: str, timeout: float) -> str:
     return wait_for(f"job {job_id} to end", lambda: (s := squeue_state(cluster, job_id)) in ENDED and s, timeout, 2)
 
 
+def held(cluster, work: Path) -> list[str]:
+    """This directory's jobs that Slurm holds (reason JobHeldUser or JobHeldAdmin: who submitted them decides)."""
+    out = cluster.run(["squeue", "-h", "-t", "PENDING", "-o", "%i|%r|%Z"], check=True).stdout
+    rows = [line.strip().split("|", 2) for line in out.splitlines()]
+    return [job_id for job_id, reason, workdir in rows if workdir == str(work) and reason.startswith("JobHeld")]
+
+
+def release(cluster, *job_ids: str) -> None:
+    cluster.run(["scontrol", "release", ",".join(job_ids)], check=True)
+
+
 def cell_job(rule: str, agent: str) -> str:
     return f"rule_{rule}_wildcards_{MODEL}_add_{agent}"
 
@@ -130,19 +142,20 @@ def work(slurm_cluster):
         "matrix": {"models": ["ptflow/tiny-llama-h64"], "evals": ["add"], "agents": list(CELLS)},
     }
     (path / "matrix.yaml").write_text(yaml.safe_dump(matrix))
-    shutil.copy(SITE, path / "site.yaml")
+    # The cells' jobs are submitted held: Pending until the test releases them, whatever GPUs are free. (A job that
+    # held every GPU raced them: on a busy cluster it queued behind other modules' jobs, and Slurm's backfill
+    # started baseline's evaluate job first, which never showed Pending.)
+    site = yaml.safe_load(SITE.read_text())
+    for stage in ("train", "evaluate"):
+        site["resources"][stage]["extra"] = "--hold"
+    (path / "site.yaml").write_text(yaml.safe_dump(site))
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
 
-class Run:
-    def __init__(self, proc: subprocess.Popen, blocker: str):
-        self.proc, self.blocker = proc, blocker
-
-
 @pytest.fixture(scope="module")
 def run(slurm_cluster, work):
-    """The run, started; its GPU jobs queued behind the blocker, `bad`'s with its 1-minute limit."""
+    """The run, started; `bad`'s train job given its 1-minute limit and released; the other cells' jobs held."""
     driver_log = open(work / "run.log", "w")  # a file, not a pipe: an unread pipe fills up and blocks snakemake
     # The cells only (no hf_cache job, no aggregate: nothing here reads them).
     targets = [f"results/cells/{MODEL}/add/{agent}/eval.json" for agent in CELLS]
@@ -154,30 +167,17 @@ def run(slurm_cluster, work):
         text=True,
         env={**os.environ, **slurm_cluster.env},
     )
-    blocker = ""
     try:
-        # A blocker that takes every GPU of both nodes of the gpu partition, so our GPU jobs queue behind it. It
-        # goes in once the dataset is cached: every GPU job of ours needs the model, whose cache job (a Slurm job of
-        # its own) is submitted only after that; and the other modules' GPU jobs are not held up meanwhile. It holds
-        # until the test cancels it (here, in `ended` or in the first test once Pending is seen): a blocker that ends
-        # by itself after a fixed sleep was outlived on a slow CI machine, and baseline never showed Pending.
-        dataset = work / "results" / "cache" / "datasets" / "ptflow--arith-add.json"
-        wait_for("the dataset's cache job", dataset.is_file, 600, proc=proc)
-        blocker = slurm_cluster.run(
-            ["sbatch", "--parsable", "-p", "gpu", "-N2", "--ntasks-per-node=1", "-c1", "--mem=100M",
-             "--gres=gpu:h100:4", "-t", "40", "-J", "ptflow-test-blocker", "-o", "/dev/null", "--wrap", "sleep 2400"],
-            check=True,
-        ).stdout.strip()  # fmt: skip
         bad = cell_job("train", "bad")
         bad_job = wait_for("bad's train job", lambda: queued(slurm_cluster, work).get(bad), 600, 2, proc=proc)[0]
-        # A time limit shorter than the agent's budget: Slurm, not the agent's timeout, ends the job (TIMEOUT)
+        # A time limit shorter than the agent's budget: Slurm, not the agent's timeout, ends the job (TIMEOUT). Set
+        # while the job is held, so it holds from the job's first second.
         slurm_cluster.run(["scontrol", "update", f"JobId={bad_job}", "TimeLimit=1"], check=True)
         limit = slurm_cluster.run(["squeue", "-h", "-j", bad_job, "-o", "%l"], check=True).stdout.strip()
         assert limit == "1:00", f"job {bad_job}: time limit {limit}"
-        yield Run(proc, blocker)
+        release(slurm_cluster, bad_job)
+        yield proc
     finally:
-        if blocker:
-            slurm_cluster.run(["scancel", blocker])
         if proc.poll() is None:
             ptflow(slurm_cluster, work, "cancel", "--all", check=False)  # whatever of ours is still queued
             proc.terminate()
@@ -192,12 +192,14 @@ def run(slurm_cluster, work):
 def test_pending_running_cancel_one_cell_leaves_others(slurm_cluster, work, run, request):
     # Pending: status says so, and Slurm agrees for the same job
     base = cell_job("evaluate", "baseline")
-    base_job = wait_for("baseline's evaluate job", lambda: queued(slurm_cluster, work).get(base), 600, proc=run.proc)[0]
-    cell = wait_for(
-        "baseline Pending", lambda: (c := status(slurm_cluster, work)["baseline"])["state"] == "Pending" and c, every=3
-    )
-    assert cell["job_id"] == base_job and squeue_state(slurm_cluster, base_job) in ("PENDING", "RUNNING"), cell
-    slurm_cluster.run(["scancel", run.blocker], check=True)
+    base_job = wait_for("baseline's evaluate job", lambda: queued(slurm_cluster, work).get(base), 600, proc=run)[0]
+    assert base_job in held(slurm_cluster, work), f"job {base_job} was not submitted held"
+    cell = status(slurm_cluster, work)["baseline"]
+    assert cell["state"] == "Pending" and cell["job_id"] == base_job, cell
+    assert "JobHeld" in cell["detail"], cell  # the reason Slurm gives, shown
+    stop = cell_job("train", "stop")
+    stop_job = wait_for("stop's train job", lambda: queued(slurm_cluster, work).get(stop), 600, 2, proc=run)[0]
+    release(slurm_cluster, base_job, stop_job)
 
     # Running, with node and elapsed
     def both_running_in_slurm():
@@ -206,7 +208,7 @@ def test_pending_running_cancel_one_cell_leaves_others(slurm_cluster, work, run,
             jobs.get(cell_job(r, a), ("", ""))[1] == "RUNNING" for r, a in (("evaluate", "baseline"), ("train", "stop"))
         )
 
-    wait_for("baseline's and stop's jobs RUNNING", both_running_in_slurm, timeout=300, every=2, proc=run.proc)
+    wait_for("baseline's and stop's jobs RUNNING", both_running_in_slurm, timeout=300, every=2, proc=run)
 
     def both_running():
         cells = status(slurm_cluster, work)
@@ -215,8 +217,7 @@ def test_pending_running_cancel_one_cell_leaves_others(slurm_cluster, work, run,
     cells = wait_for("baseline and stop Running", both_running, timeout=120, every=3)
     for a in ("baseline", "stop"):
         assert cells[a]["node"] in slurm_cluster.hostnames and cells[a]["elapsed"], cells[a]
-    stop_job = cells["stop"]["job_id"]
-    assert cells["baseline"]["job_id"] == base_job
+    assert cells["baseline"]["job_id"] == base_job and cells["stop"]["job_id"] == stop_job, cells
 
     out = ptflow(slurm_cluster, work, "cancel", "--cell", "ptflow/tiny-llama-h64/add/stop").stdout
     assert f"cancelled 1 job(s): {stop_job}" in out, out
@@ -237,10 +238,16 @@ def test_pending_running_cancel_one_cell_leaves_others(slurm_cluster, work, run,
 
 @pytest.fixture(scope="module")
 def ended(slurm_cluster, work, run) -> tuple[int, dict[str, dict]]:
-    """The run's exit status and `ptflow status` once it has ended."""
-    slurm_cluster.run(["scancel", run.blocker])  # already gone unless the Done/Error test runs alone
-    rc = run.proc.wait(timeout=1200)
-    return rc, status(slurm_cluster, work)
+    """The run's exit status and `ptflow status` once it has ended. Any job of the run still held is released
+    meanwhile (all of them when the Done/Error test runs alone; none after the first test)."""
+    deadline = time.monotonic() + 1200
+    while run.poll() is None:
+        if time.monotonic() > deadline:
+            raise AssertionError("the run did not end in 1200 s")
+        if jobs := held(slurm_cluster, work):
+            release(slurm_cluster, *jobs)
+        time.sleep(2)
+    return run.returncode, status(slurm_cluster, work)
 
 
 def test_done_and_error_after_a_run(slurm_cluster, work, ended):
