@@ -82,16 +82,16 @@ def squeue_state(cluster, job_id: str) -> str:
     return cluster.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], check=True).stdout.strip()
 
 
-def queued(cluster, work: Path) -> dict[str, tuple[str, str]]:
+def queued(cluster, work: Path) -> dict[str, tuple[str, str, str]]:
     """This directory's jobs that slurmctld holds, by the plugin's comment (``rule_<rule>_wildcards_<...>``): the
-    newest job id and its state. One squeue call (no Snakemake start, unlike `ptflow status`): the cheap way to wait
-    for a state, which `ptflow status` is then asked to show once."""
-    out = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%k|%Z"], check=True).stdout
-    jobs: dict[str, tuple[str, str]] = {}
+    newest job id, its state and squeue's reason code. One squeue call (no Snakemake start, unlike `ptflow status`):
+    the cheap way to wait for a state, which `ptflow status` is then asked to show once."""
+    out = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%r|%k|%Z"], check=True).stdout
+    jobs: dict[str, tuple[str, str, str]] = {}
     for line in out.splitlines():
-        job_id, state, comment, workdir = line.strip().split("|", 3)
+        job_id, state, reason, comment, workdir = line.strip().split("|", 4)
         if workdir == str(work) and (comment not in jobs or int(job_id) > int(jobs[comment][0])):
-            jobs[comment] = (job_id, state)
+            jobs[comment] = (job_id, state, reason)
     return jobs
 
 
@@ -104,10 +104,12 @@ def end_state(cluster, job_id: str, timeout: float) -> str:
 
 
 def held(cluster, work: Path) -> list[str]:
-    """This directory's jobs that Slurm holds (reason JobHeldUser or JobHeldAdmin: who submitted them decides)."""
-    out = cluster.run(["squeue", "-h", "-t", "PENDING", "-o", "%i|%r|%Z"], check=True).stdout
-    rows = [line.strip().split("|", 2) for line in out.splitlines()]
-    return [job_id for job_id, reason, workdir in rows if workdir == str(work) and reason.startswith("JobHeld")]
+    """This directory's jobs that Slurm holds (reason code JobHeldUser or JobHeldAdmin: who submitted them decides)."""
+    return [
+        job_id
+        for job_id, state, reason in queued(cluster, work).values()
+        if state == "PENDING" and reason.startswith("JobHeld")
+    ]
 
 
 def release(cluster, *job_ids: str) -> None:
@@ -205,7 +207,8 @@ def test_pending_running_cancel_one_cell_leaves_others(slurm_cluster, work, run,
     def both_running_in_slurm():
         jobs = queued(slurm_cluster, work)
         return all(
-            jobs.get(cell_job(r, a), ("", ""))[1] == "RUNNING" for r, a in (("evaluate", "baseline"), ("train", "stop"))
+            jobs.get(cell_job(r, a), ("", "", ""))[1] == "RUNNING"
+            for r, a in (("evaluate", "baseline"), ("train", "stop"))
         )
 
     wait_for("baseline's and stop's jobs RUNNING", both_running_in_slurm, timeout=300, every=2, proc=run)
