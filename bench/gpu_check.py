@@ -1,11 +1,11 @@
-"""The CUDA paths of ptflow that run on one GPU with no network, each timed: TRL SFT of a tiny random-init Llama on
-the toy task's train split (ptflow.stages.train.sft), the ``hf`` provider's evaluation of the trained model
-(inspect-ai through ptflow.stages.evaluate.run.evaluate_cell), and an agent cell's staging in its allocation (a
-copied HF view of one model, and the workspace sync of a 1 GiB task dir after 10 MiB changed).
+"""The CUDA paths of ptflow that run on one GPU with no network, each timed: TRL SFT of a tiny random-init Llama on the
+toy task's train split (ptflow.stages.train.sft), a short TRL GRPO from it (ptflow.stages.train.grpo), the ``hf``
+provider's evaluation of the trained model (inspect-ai through ptflow.stages.evaluate.run.evaluate_cell), and an agent
+cell's staging in its allocation (a copied HF view of one model, and the workspace sync of a 1 GiB task dir after 10 MiB
+changed).
 
 Run by ``bench/gpu_check.sh`` on the device machine; ``--device cpu`` runs the same here (a smoke run: CUDA hidden).
-Prints one line per step and a JSON summary; exits 1 when a step fails or CUDA was asked for and not used.
-"""
+Prints one line per step and a JSON summary; exits 1 when a step fails or CUDA was asked for and not used."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--steps", type=int, default=300, help="SFT steps (the embedded default's)")
+    ap.add_argument("--grpo-steps", type=int, default=20, help="GRPO steps from the SFT model")
     ap.add_argument("--limit", type=int, default=64, help="test samples evaluated")
     ap.add_argument("--workspace-mib", type=int, default=1024, help="task dir size for the sync figure")
     args = ap.parse_args(argv)
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from ptflow.stages.evaluate.settings import Provider, build_call
     from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
     from ptflow.stages.train.agent_cell import sync_workspace
+    from ptflow.stages.train.grpo import GrpoSettings, train_grpo
     from ptflow.stages.train.sft import SftSettings, train_sft
 
     results: dict = {}
@@ -88,6 +90,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.device == "cuda" and not peak:
             raise RuntimeError("the trainer allocated nothing on the GPU: it did not train there")
         return {"step": out["step"], "train_loss": round(out["train_loss"], 4), "gpu_peak_mib": peak // 2**20}
+
+    @step("grpo_" + args.device, results)
+    def grpo():
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        start = root / "sft" if (root / "sft" / "config.json").exists() else base
+        hp = GrpoSettings(steps=args.grpo_steps, batch_size=4, num_generations=4, learning_rate=1e-4,
+                          max_completion_length=16, seed=0, gradient_checkpointing=False)  # fmt: skip
+        out = train_grpo(start, train, root / "grpo", hp, log=lambda _m: None)
+        peak = torch.cuda.max_memory_allocated() if cuda else 0
+        if args.device == "cuda" and not peak:
+            raise RuntimeError("the GRPO trainer allocated nothing on the GPU: it did not train there")
+        return {"step": out["step"], "reward_mean": round(out["reward_mean"], 3), "gpu_peak_mib": peak // 2**20}
 
     @step("evaluate_hf_" + args.device, results)
     def evaluated():
@@ -137,9 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         return {"hf_view_copy_s": round(view_s, 3), "hf_view_mib": round(view.bytes / 2**20, 1),
                 "sync_first_s": round(first, 3), "sync_10mib_changed_s": round(again, 3), **counts}  # fmt: skip
 
-    del trained, evaluated, staged
+    del trained, grpo, evaluated, staged
     ok = all(v.get("ok", True) for v in results.values())
     print("summary: " + json.dumps(results), flush=True)
+    if not ok:  # the evaluation's subprocess output says why; the temp dir goes below
+        for out in sorted(root.glob("inspect/attempts/*/output.txt")):
+            print(f"--- {out.relative_to(root)} (last 40 lines)\n" + "\n".join(out.read_text().splitlines()[-40:]))
     shutil.rmtree(root, ignore_errors=True)
     return 0 if ok else 1
 

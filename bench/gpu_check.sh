@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ptflow's CUDA paths on a machine with one GPU and no network, in one call of under 10 minutes
 # (bench/gpu_check.py: TRL SFT of a tiny random-init model, the hf provider's evaluation, an agent cell's staging).
-# The packages that machine's image lacks travel as wheels in .whl/ (git-ignored; 46 MB, under the 64 MiB a device
+# The packages that machine's image lacks travel as wheels in .whl/ (git-ignored; 35 MB, under the 64 MiB a device
 # call may carry: name .whl in its carry):
 #   here (the repo's venv, the network): bench/gpu_check.sh --fetch-wheels
 #   there:                               bash bench/gpu_check.sh [--device cpu] [gpu_check.py options]
@@ -15,6 +15,7 @@ if [[ ${1:-} == --fetch-wheels ]]; then
   "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$WHEELS" -r "$WHEELS/requirements.txt"
+  "$python" bench/gpu_wheels.py --trim "$WHEELS"
   du -sh "$WHEELS"
   exit 0
 fi

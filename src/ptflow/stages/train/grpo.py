@@ -1,4 +1,5 @@
-"""GRPO with TRL's GRPOTrainer on a verl parquet (CPU); reward = the GSM8K strict rule."""
+"""GRPO with TRL's GRPOTrainer on a verl parquet (the job's GPUs, or the CPU where it has none); reward = the GSM8K
+strict rule."""
 
 from __future__ import annotations
 

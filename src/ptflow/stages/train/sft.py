@@ -1,4 +1,4 @@
-"""Supervised fine-tuning with TRL's SFTTrainer on a verl parquet (CPU)."""
+"""Supervised fine-tuning with TRL's SFTTrainer on a verl parquet (the job's GPUs, or the CPU where it has none)."""
 
 from __future__ import annotations
 

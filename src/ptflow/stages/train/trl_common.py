@@ -55,10 +55,11 @@ def common_args(
     save_freq: int | None = None,
     gradient_checkpointing: bool = True,
 ) -> dict:
-    """TrainingArguments shared by SFT and GRPO: CPU, fp32, a full checkpoint (optimizer, scheduler, RNG) every
-    ``save_freq`` steps into ``output_dir`` (this attempt's staging dir; None: by time, see :func:`resume_callback`),
-    no reporting. ``gradient_checkpointing`` (TRL's default, True) recomputes activations in the backward pass:
-    less memory for large models, about a fifth more time per step for tiny ones (the same weights either way)."""
+    """TrainingArguments shared by SFT and GRPO: the job's GPUs or the CPU (:func:`device_args`), a full checkpoint
+    (optimizer, scheduler, RNG) every ``save_freq`` steps into ``output_dir`` (this attempt's staging dir; None: by
+    time, see :func:`resume_callback`), no reporting. ``gradient_checkpointing`` (TRL's default, True) recomputes
+    activations in the backward pass: less memory for large models, about a fifth more time per step for tiny ones (the
+    same weights either way)."""
     return dict(
         output_dir=output_dir,
         max_steps=steps,
@@ -71,9 +72,7 @@ def common_args(
         seed=seed,
         data_seed=seed,
         gradient_checkpointing=gradient_checkpointing,
-        use_cpu=True,
-        bf16=False,  # TRL defaults bf16=True; on CPU that is slower and lossy for tiny models
-        fp16=False,
+        **device_args(),
         save_strategy="steps",
         save_steps=save_freq or steps + 1,  # None: never by step count, the callback saves by time
         save_only_model=False,  # optimizer, scheduler and RNG state too: a resumed run continues, not restarts
@@ -83,6 +82,16 @@ def common_args(
         dataloader_num_workers=0,
         dataloader_pin_memory=False,
     )
+
+
+def device_args() -> dict:
+    """Where the Trainer trains: the job's GPUs when torch sees one (bf16 autocast over fp32 master weights where the
+    card supports it, TRL's own default), else the CPU in fp32 (bf16 there is slower and lossy for tiny models).
+    The first GPU check found ``use_cpu=True`` fixed here: a GPU job trained on its CPUs and left the GPUs idle."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return dict(use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(), fp16=False)
 
 
 @contextlib.contextmanager
