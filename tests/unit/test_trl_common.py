@@ -10,8 +10,8 @@ import torch
 from ptflow.stages.train.trl_common import common_args, device_args
 
 
-def test_without_a_gpu_the_trainer_runs_on_the_cpu_in_fp32():
-    assert not torch.cuda.is_available()  # this machine and CI have none
+def test_without_a_gpu_the_trainer_runs_on_the_cpu_in_fp32(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this machine and CI
     assert device_args() == {"use_cpu": True, "bf16": False, "fp16": False}
     args = common_args("/tmp/x", steps=10, batch_size=2, learning_rate=1e-3, seed=0)
     assert (args["use_cpu"], args["bf16"]) == (True, False)
