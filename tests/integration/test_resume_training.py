@@ -157,6 +157,7 @@ def test_without_save_freq_checkpoints_come_by_training_time(data, tmp_path):
     every = ResumeDir(tmp_path / "every")
     train_sft(base, train, tmp_path / "b", replace(hp, save_minutes=1e-6), resume=every, log=lines.append)
     assert sum("checkpoint step" in ln for ln in lines) == 11  # each step but the last (the final model is saved)
+    assert "training on cpu (fp32)" in lines  # the job's log says where it trained (a GPU job: cuda:0, bf16 autocast)
 
 
 def test_sft_without_gradient_checkpointing_trains_the_same_weights(data, tmp_path, monkeypatch):

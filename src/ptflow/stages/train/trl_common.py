@@ -188,6 +188,7 @@ def train_and_save(
     from ptflow.cluster.preempt import SaveOnWarning, StoppedToResume
 
     quiet_trainer(trainer)
+    log(f"training on {trainer.args.device} ({'bf16 autocast' if trainer.args.bf16 else 'fp32'})")
     found = resume.newest() if resume is not None else None
     if found:
         log(f"resuming from {found[1]} (step {found[0]}): weights, optimizer, scheduler and RNG state")
