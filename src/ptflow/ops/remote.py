@@ -262,12 +262,17 @@ echo "PID $!"
         }
 
     def driver(self) -> dict:
-        """The remote driver: pid, alive, exit code (when it ended)."""
+        """The remote driver: pid, alive, exit code (when it ended). Ended: its exit code written, or its process gone
+        or a zombie (``kill -0`` succeeds on a zombie, which lasts until its new parent reaps it: on a login node whose
+        init is slow to, a finished run read as alive)."""
         wd = shlex.quote(self.workdir)
         script = f"""
 cd {wd} 2>/dev/null || {{ echo "NODIR"; exit 0; }}
 pid=$(cat .ptflow/driver.pid 2>/dev/null || true)
-if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then alive=1; else alive=0; fi
+alive=0
+if [ -n "$pid" ] && [ ! -s .ptflow/driver.rc ] && kill -0 "$pid" 2>/dev/null; then
+  case "$(ps -o stat= -p "$pid" 2>/dev/null)" in Z*) ;; *) alive=1 ;; esac
+fi
 echo "PID=${{pid:-}} ALIVE=$alive RC=$(cat .ptflow/driver.rc 2>/dev/null || true)"
 """
         _, out, _ = self.ssh(script)
