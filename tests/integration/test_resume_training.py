@@ -181,3 +181,17 @@ def test_sft_without_gradient_checkpointing_trains_the_same_weights(data, tmp_pa
     assert seen == [True, False]
     wa, wb = load_file(tmp_path / "default" / "model.safetensors"), load_file(tmp_path / "off" / "model.safetensors")
     assert wa.keys() == wb.keys() and max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-5
+
+
+def test_a_gpu_job_whose_torch_sees_no_gpu_says_so_and_trains_on_its_cpus(data, tmp_path, monkeypatch):
+    """The trainer as the train job calls it (TrainRun.gpus: the site's request) where torch sees no GPU (this
+    machine; hidden on a GPU machine), as on the test cluster's placeholder GPUs: the job's log says why it trains
+    on the CPUs, before the model loads."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    base, train = data
+    lines: list[str] = []
+    hp = SftSettings(steps=2, batch_size=4, learning_rate=3e-3, seed=0)
+    train_sft(base, train, tmp_path / "sft", hp, gpus=1, log=lines.append)
+    assert lines[0].startswith("warning: this train job asked the site for 1 GPU(s) (resources.train)"), lines
+    assert "sees no CUDA device" in lines[0] and "training on the CPUs" in lines[0]
+    assert "training on cpu (fp32)" in lines and (tmp_path / "sft" / "config.json").is_file()

@@ -225,6 +225,11 @@ def test_recorded_request_equals_site(matrix_done):
     comment = next((j["Comment"] for j in jobs if j["JobId"] == cancelled), None)
     retried = {j["JobId"] for j in jobs if j["Comment"] == comment and j["JobId"] != cancelled}
     assert_requests_equal_site(jobs, cfg, retried)
+    # the train job trained on what it asked the site for (trl_common.device_args): 1 GPU, a placeholder GPU here
+    # that CUDA does not see, so its CPUs, and its log says why
+    (log,) = (matrix_done.work / "results" / "logs" / "train").rglob("*.log")
+    text = log.read_text()
+    assert "asked the site for 1 GPU(s) (resources.train)" in text and "training on cpu (fp32)" in text, text[-3000:]
 
 
 def test_scancelled_job_is_retried_and_completes(slurm_cluster, matrix_done):

@@ -54,6 +54,7 @@ with rule_log(snakemake.log[0]) as log:
         parent_manifest=parent,
         checkout_marker=snakemake.input.get("checkout"),
         threads=train_job.threads(job, snakemake.threads),
+        gpus=train_job.requested_gpus(job, snakemake.resources),
         warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),
         log=log,
     )

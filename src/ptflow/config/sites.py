@@ -149,6 +149,8 @@ class Request:
         req = self.scaled(attempt).values
         out: dict = {k: req[k] for k in ("mem_mb", "runtime", "constraint", "nodes", "qos") if k in req}
         if self.scheduler != "slurm":
+            if req.get("gpus"):  # as on Slurm (below): a cap of `--resources gpus_total=N`, and the trainer's device
+                out["gpus_total"] = int(req["gpus"]) * int(req.get("nodes", 1))
             return out
         if "partition" in req:
             out["slurm_partition"] = req["partition"]
@@ -184,7 +186,8 @@ class Request:
                 out["tasks_per_gpu"] = 0
         # What the job holds while it runs, as integers Snakemake sums over its running jobs against the caps it is
         # given (ptflow.cluster.limits registers gpus_total/cpus_total from the QOS and association limits, as
-        # `--resources` would). The plugin reads neither name.
+        # `--resources` would). The plugin reads neither name; a train job reads gpus_total: its trainer trains on
+        # GPUs exactly when the job asked for some (ptflow.stages.train.trl_common.device_args).
         out["cpus_total"] = int(req.get("threads", 1)) * int(out.get("tasks", 1))
         if req.get("gpus"):
             out["gpus_total"] = int(req["gpus"]) * int(req.get("nodes", 1))

@@ -50,6 +50,15 @@ def threads(spec: TrainSpec, rule_threads: int) -> int:
     return Request.from_dict(spec.supervise.request).threads if spec.supervise else rule_threads
 
 
+def requested_gpus(spec: TrainSpec, rule_resources) -> int:
+    """The GPUs this training's job asked its site for, which its trainer trains on (``trl_common.device_args``): a
+    supervised job's from its request (the login-node rule's resources are what it holds for the job), a plugin
+    job's from its resources (``gpus_total``: all nodes' of a multi-node job; absent: none)."""
+    if spec.supervise:
+        return Request.from_dict(spec.supervise.request).gpus
+    return int(rule_resources.get("gpus_total") or 0)
+
+
 def supervise_train(spec: TrainSpec, rule: RuleJob, log=print) -> None:
     """Login node: submit the rule's script as the GPU job (resubmitted after infrastructure failures and saved
     stops), with its helper job first where the kind has one (SkyRL's runtime server), and wait for it."""

@@ -35,8 +35,9 @@ from ptflow.stages.checkpoint import describe_checkpoint, verify_checkpoint
 class TrainRun:
     """This job's files and context, what the rule's inputs, outputs and resources give (the spec has the rest): the
     model it starts from, the train split, where the manifest goes, the parent cell's manifest (a chained cell),
-    the checkout marker (a PostTrainBench cell), the CPU threads, the time-limit warning's lead (ptflow.cluster.
-    preempt, for trainers that save before the end) and the log."""
+    the checkout marker (a PostTrainBench cell), the CPU threads, the GPUs the job asked for (None: what torch sees;
+    see trl_common.device_args), the time-limit warning's lead (ptflow.cluster.preempt, for trainers that save
+    before the end) and the log."""
 
     start_model: str
     train_parquet: str | None
@@ -44,6 +45,7 @@ class TrainRun:
     parent_manifest: str | None = None
     checkout_marker: str | None = None
     threads: int = 1
+    gpus: int | None = None
     warn_seconds: int | None = None
     log: Callable[[str], None] = print
 

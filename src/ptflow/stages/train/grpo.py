@@ -46,10 +46,17 @@ class GrpoSettings:
 
 
 def train_grpo(
-    model_path, train_parquet, output_dir, hp: GrpoSettings, *, resume=None, log: Callable[[str], None] = print
+    model_path,
+    train_parquet,
+    output_dir,
+    hp: GrpoSettings,
+    *,
+    resume=None,
+    log: Callable[[str], None] = print,
+    gpus: int | None = None,
 ) -> dict:
     """GRPO-train ``model_path`` with the settings ``hp``; save the final model to ``output_dir`` (checkpoints and
-    resuming as in ``ptflow.stages.train.sft.train_sft``).
+    resuming, and ``gpus``, as in ``ptflow.stages.train.sft.train_sft``).
 
     ``hp.batch_size`` counts prompts per optimizer step; each prompt gets ``num_generations``
     sampled completions (TRL's per-device batch is ``batch_size * num_generations`` completions).
@@ -63,6 +70,7 @@ def train_grpo(
 
     from ptflow.stages.train.trl_common import (
         common_args,
+        device_args,
         log_callback,
         read_verl_rows,
         train_and_save,
@@ -71,6 +79,7 @@ def train_grpo(
 
     if hp.num_generations < 2:
         raise ValueError("GRPO needs num_generations >= 2 (advantages are relative within a group)")
+    device = device_args(gpus, log)
     rows = read_verl_rows(train_parquet)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in rows])
     tokenizer = AutoTokenizer.from_pretrained(os.fspath(model_path))
@@ -95,6 +104,7 @@ def train_grpo(
             seed=hp.seed,
             save_freq=hp.save_freq,
             gradient_checkpointing=hp.gradient_checkpointing,
+            device=device,
         )
         config = GRPOConfig(
             **args,
@@ -126,4 +136,6 @@ def train_grpo(
 def run(job) -> dict:
     """Kind ``trl-grpo`` (a ``ptflow.stages.train.cell.TrainJob``)."""
     hp = GrpoSettings(**job.params)
-    return train_grpo(job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log)
+    return train_grpo(
+        job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log, gpus=job.run.gpus
+    )

@@ -22,7 +22,14 @@ class SftSettings:
 
 
 def train_sft(
-    model_path, train_parquet, output_dir, hp: SftSettings, *, resume=None, log: Callable[[str], None] = print
+    model_path,
+    train_parquet,
+    output_dir,
+    hp: SftSettings,
+    *,
+    resume=None,
+    log: Callable[[str], None] = print,
+    gpus: int | None = None,
 ) -> dict:
     """Fine-tune ``model_path`` on prompt -> extra_info answer with the settings ``hp``; save the final model to
     ``output_dir``.
@@ -30,7 +37,8 @@ def train_sft(
     Prompt-completion format with conversational messages, so TRL applies the chat template and
     computes the loss on the completion tokens only (the assistant turn incl. its EOS). A full checkpoint every
     ``save_freq`` steps (default: every ``save_minutes`` of training, 10) and on the time-limit warning goes to
-    ``resume`` (a ``ptflow.cluster.preempt.ResumeDir``), and the run resumes from its newest one.
+    ``resume`` (a ``ptflow.cluster.preempt.ResumeDir``), and the run resumes from its newest one. ``gpus``: what the
+    job asked its site for, which decides the device (``trl_common.device_args``; None: what torch sees).
     Returns ``{"step", "train_loss", "seconds", "resumed_from"}``.
     """
     t0 = time.perf_counter()
@@ -40,12 +48,14 @@ def train_sft(
 
     from ptflow.stages.train.trl_common import (
         common_args,
+        device_args,
         log_callback,
         read_verl_rows,
         train_and_save,
         trainer_output_dir,
     )
 
+    device = device_args(gpus, log)
     rows = read_verl_rows(train_parquet)
     dataset = Dataset.from_list(
         [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": r["answer"]}]} for r in rows]
@@ -63,6 +73,7 @@ def train_sft(
                 warmup_steps=hp.steps // 10,  # tiny models want a high lr; warmup avoids early loss spikes
                 save_freq=hp.save_freq,
                 gradient_checkpointing=hp.gradient_checkpointing,
+                device=device,
             ),
             completion_only_loss=True,
             max_length=256,
@@ -84,4 +95,4 @@ def train_sft(
 def run(job) -> dict:
     """Kind ``trl-sft`` (a ``ptflow.stages.train.cell.TrainJob``)."""
     hp = SftSettings(**job.params)
-    return train_sft(job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log)
+    return train_sft(job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log, gpus=job.run.gpus)

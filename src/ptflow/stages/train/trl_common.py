@@ -54,12 +54,13 @@ def common_args(
     warmup_steps: int = 0,
     save_freq: int | None = None,
     gradient_checkpointing: bool = True,
+    device: dict | None = None,
 ) -> dict:
-    """TrainingArguments shared by SFT and GRPO: the job's GPUs or the CPU (:func:`device_args`), a full checkpoint
-    (optimizer, scheduler, RNG) every ``save_freq`` steps into ``output_dir`` (this attempt's staging dir; None: by
-    time, see :func:`resume_callback`), no reporting. ``gradient_checkpointing`` (TRL's default, True) recomputes
-    activations in the backward pass: less memory for large models, about a fifth more time per step for tiny ones (the
-    same weights either way)."""
+    """TrainingArguments shared by SFT and GRPO: ``device`` (:func:`device_args`; None: what torch sees), a full
+    checkpoint (optimizer, scheduler, RNG) every ``save_freq`` steps into ``output_dir`` (this attempt's staging dir;
+    None: by time, see :func:`resume_callback`), no reporting. ``gradient_checkpointing`` (TRL's default, True)
+    recomputes activations in the backward pass: less memory for large models, about a fifth more time per step for
+    tiny ones (the same weights either way)."""
     return dict(
         output_dir=output_dir,
         max_steps=steps,
@@ -72,7 +73,7 @@ def common_args(
         seed=seed,
         data_seed=seed,
         gradient_checkpointing=gradient_checkpointing,
-        **device_args(),
+        **(device if device is not None else device_args()),
         save_strategy="steps",
         save_steps=save_freq or steps + 1,  # None: never by step count, the callback saves by time
         save_only_model=False,  # optimizer, scheduler and RNG state too: a resumed run continues, not restarts
@@ -84,14 +85,29 @@ def common_args(
     )
 
 
-def device_args() -> dict:
-    """Where the Trainer trains: the job's GPUs when torch sees one (bf16 autocast over fp32 master weights where the
-    card supports it, TRL's own default), else the CPU in fp32 (bf16 there is slower and lossy for tiny models).
+def device_args(gpus: int | None = None, log: Callable[[str], None] = print) -> dict:
+    """Where the Trainer trains. ``gpus`` is what the job asked its site for (``resources.train``): any, the job's
+    GPUs (bf16 autocast over fp32 master weights where the card supports it, TRL's own default); none, the CPUs in
+    fp32 (bf16 there is slower and lossy for tiny models), even where a GPU is visible: on a node without Slurm's
+    device cgroups it may be another job's. ``None`` (a direct call: the scripted agent, tests,
+    bench/gpu_check.py): what torch sees. A GPU job whose torch sees no GPU (a CPU build of torch in the site's
+    runtime, or a test cluster's placeholder GPUs) trains on its CPUs and says so in its log, as the evaluation kit
+    does (``kit/evaluate.py: allocation_device``); ``ptflow doctor`` checks a partition's GPUs before a run.
     The first GPU check found ``use_cpu=True`` fixed here: a GPU job trained on its CPUs and left the GPUs idle."""
     import torch
 
     cuda = torch.cuda.is_available()
-    return dict(use_cpu=not cuda, bf16=cuda and torch.cuda.is_bf16_supported(), fp16=False)
+    on_gpu = cuda if gpus is None else gpus > 0
+    if on_gpu and not cuda:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        log(
+            f"warning: this train job asked the site for {gpus} GPU(s) (resources.train) but torch "
+            f"{torch.__version__} sees no CUDA device (torch.version.cuda {torch.version.cuda}, CUDA_VISIBLE_DEVICES "
+            f"{'unset' if visible is None else repr(visible)}): training on the CPUs; a CUDA build of torch in the "
+            "site's runtime trains on the GPUs"
+        )
+        on_gpu = False
+    return dict(use_cpu=not on_gpu, bf16=on_gpu and torch.cuda.is_bf16_supported(), fp16=False)
 
 
 @contextlib.contextmanager
