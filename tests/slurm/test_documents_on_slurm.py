@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -323,6 +324,10 @@ def test_doctor_reports_the_test_cluster_as_it_is(slurm_cluster, work):
     assert {w for w, _ in by if w.startswith("partition ")} == {"partition cpu", "partition debug", "partition gpu"}
     gpus = by[("partition gpu", "GPUs")]
     assert gpus["status"] == "warn" and "no nvidia-smi" in gpus["detail"] and "CUDA_VISIBLE_DEVICES=" in gpus["detail"]
+    # the jobs' own torch, asked in the job: a CPU build (this machine's) beside placeholder GPUs is a warning; beside
+    # a GPU driver, a FAIL (tests/unit/test_documents.py renders the container variants)
+    torch_view = by[("partition gpu", "torch sees GPUs")]
+    assert torch_view["status"] == "warn" and f"torch {version('torch')} is a CPU build" in torch_view["detail"]
     assert by[("partition gpu", "container runtime")]["detail"].startswith("none: the site runs a venv")
     assert (
         by[("partition gpu", "node-local disk")]["status"] == "ok"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -280,6 +281,9 @@ def test_doctor_probe_renders_for_every_runtime(tmp_path, site_name, default_raw
     path = doctor.render_probe(tmp_path / "probe.sh", cfg, site, "p", "evaluate", req)
     text = path.read_text()
     assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    # the jobs' torch is asked too, in the image the GPU jobs run in (run for real on the test cluster's venv:
+    # tests/slurm/test_documents_on_slurm.py)
+    assert '"torch sees GPUs"' in text and shlex.quote(doctor.TORCH_PROBE) in text
     if site_name == "generic":
         assert "apptainer --version" in text and "1.1" in text
         assert (

@@ -5,9 +5,10 @@ credentials, Slurm's accounting and the user's account/QoS associations, the QOS
 under), then one short job per partition the matrix uses, with that partition's largest request of the matrix (its
 GPUs, ``--constraint``, ``--tmp``) and a five-minute limit, running ``templates/doctor_probe.sh.j2``: container
 runtime and version (apptainer >= 1.1, enroot/pyxis, EDF), GPUs visible inside the container (``nvidia-smi -L``
-through the site's runtime), /dev/fuse and fuse-overlayfs, uuidgen, free node-local disk against ``tmp_mb``,
-outbound HTTPS to the API hosts of the matrix's agent CLIs. One table of findings; what it finds is reported as found
-(on the test cluster: no container, GPUs that Slurm hands out but no driver sees).
+through the site's runtime) and to the jobs' torch (a CPU build of torch trains on the CPUs), /dev/fuse and
+fuse-overlayfs, uuidgen, free node-local disk against ``tmp_mb``, outbound HTTPS to the API hosts of the matrix's
+agent CLIs. One table of findings; what it finds is reported as found (on the test cluster: no container, GPUs that
+Slurm hands out but no driver sees, a CPU build of torch).
 
 smoke: one cell of the matrix with a short budget (PostTrainBench's "NUM_HOURS=1 on gsm8k + Qwen3-1.7B" step), as
 an agent ``<id>-smoke`` of its own, so the real matrix's cells are untouched.
@@ -138,16 +139,25 @@ def cli_checks(cfg, site: Site, partition: str) -> list[dict]:
     return checks
 
 
+# What the jobs' torch makes of the GPUs: a CPU build of torch in a GPU site's runtime trains and evaluates on the
+# CPUs for the whole allocation (ptflow.stages.train.trl_common.device_args only says so in the job's log).
+TORCH_PROBE = "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.device_count())"
+
+
 def render_probe(path: Path, cfg, site: Site, partition: str, label: str, req: Request) -> Path:
     rt = site.runtime
     stage = label.split("[")[0]
     agent = cfg.agents[label[6:-1]] if label.startswith("train[") else None
     image = images.image_for(rt, stage, agent) if req.gpus else None
-    gpu_argv, image_file = None, None
+    gpu_argv, image_file, torch_argv = None, None, None
     if image:
         handle = images.runtime_handle(rt, image)
         image_file = images.image_path(rt, image)
         gpu_argv = runtime_argv(rt, ["nvidia-smi", "-L"], image=handle, gpus=req.gpus)
+        torch_argv = runtime_argv(rt, [rt.python, "-c", TORCH_PROBE], image=handle, gpus=req.gpus)
+    elif req.gpus and not rt.is_container:
+        # the python the jobs re-run in (ptflow.cluster.runtime.reexec_in_runtime): the site's venv, else ptflow's
+        torch_argv = [f"{rt.venv}/bin/python" if rt.venv else sys.executable, "-c", TORCH_PROBE]
     checks = cli_checks(cfg, site, partition)  # agent cells run on this partition (whatever request is largest)
     text = templates.render(
         "doctor_probe.sh.j2",
@@ -160,6 +170,7 @@ def render_probe(path: Path, cfg, site: Site, partition: str, label: str, req: R
         srun_flag=SRUN_FLAG.get(rt.kind, ""),
         gpus=req.gpus,
         gpu_argv=gpu_argv,
+        torch_argv=torch_argv,
         image_file=image_file,
         tmp_mb=req.get("tmp_mb"),
         api_hosts=api_hosts(cfg) if stage == "train" or checks else [],
