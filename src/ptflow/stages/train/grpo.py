@@ -104,10 +104,10 @@ def train_grpo(
             seed=hp.seed,
             save_freq=hp.save_freq,
             gradient_checkpointing=hp.gradient_checkpointing,
-            device=device,
         )
         config = GRPOConfig(
             **args,
+            **device,
             num_generations=hp.num_generations,
             max_completion_length=hp.max_completion_length,
             temperature=1.0,

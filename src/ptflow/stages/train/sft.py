@@ -73,8 +73,8 @@ def train_sft(
                 warmup_steps=hp.steps // 10,  # tiny models want a high lr; warmup avoids early loss spikes
                 save_freq=hp.save_freq,
                 gradient_checkpointing=hp.gradient_checkpointing,
-                device=device,
             ),
+            **device,
             completion_only_loss=True,
             max_length=256,
             dataset_num_proc=None,

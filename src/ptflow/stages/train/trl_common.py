@@ -54,9 +54,8 @@ def common_args(
     warmup_steps: int = 0,
     save_freq: int | None = None,
     gradient_checkpointing: bool = True,
-    device: dict | None = None,
 ) -> dict:
-    """TrainingArguments shared by SFT and GRPO: ``device`` (:func:`device_args`; None: what torch sees), a full
+    """TrainingArguments shared by SFT and GRPO (with :func:`device_args`, which the trainers ask first): a full
     checkpoint (optimizer, scheduler, RNG) every ``save_freq`` steps into ``output_dir`` (this attempt's staging dir;
     None: by time, see :func:`resume_callback`), no reporting. ``gradient_checkpointing`` (TRL's default, True)
     recomputes activations in the backward pass: less memory for large models, about a fifth more time per step for
@@ -73,7 +72,6 @@ def common_args(
         seed=seed,
         data_seed=seed,
         gradient_checkpointing=gradient_checkpointing,
-        **(device if device is not None else device_args()),
         save_strategy="steps",
         save_steps=save_freq or steps + 1,  # None: never by step count, the callback saves by time
         save_only_model=False,  # optimizer, scheduler and RNG state too: a resumed run continues, not restarts
@@ -92,7 +90,7 @@ def device_args(gpus: int | None = None, log: Callable[[str], None] = print) -> 
     device cgroups it may be another job's. ``None`` (a direct call: the scripted agent, tests,
     bench/gpu_check.py): what torch sees. A GPU job whose torch sees no GPU (a CPU build of torch in the site's
     runtime, or a test cluster's placeholder GPUs) trains on its CPUs and says so in its log, as the evaluation kit
-    does (``kit/evaluate.py: allocation_device``); ``ptflow doctor`` checks a partition's GPUs before a run.
+    does (``kit/evaluate.py: allocation_device``); ``ptflow doctor`` asks the jobs' torch before a run.
     The first GPU check found ``use_cpu=True`` fixed here: a GPU job trained on its CPUs and left the GPUs idle."""
     import torch
 
