@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print("FAIL cuda: torch sees no GPU", flush=True)
         return 1
     base, train, test = root / "base", root / "train.parquet", root / "test.parquet"
+    gpus = int(args.device == "cuda")  # as a train job that asked its site for one GPU (TrainRun.gpus), or for none
 
     @step("data_and_tiny_model", results)
     def _():
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         hp = SftSettings(steps=args.steps, batch_size=32, learning_rate=3e-3, seed=0, gradient_checkpointing=False)
-        out = train_sft(base, train, root / "sft", hp, log=lambda _m: None)
+        out = train_sft(base, train, root / "sft", hp, log=lambda _m: None, gpus=gpus)
         peak = torch.cuda.max_memory_allocated() if cuda else 0
         if args.device == "cuda" and not peak:
             raise RuntimeError("the trainer allocated nothing on the GPU: it did not train there")
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         start = root / "sft" if (root / "sft" / "config.json").exists() else base
         hp = GrpoSettings(steps=args.grpo_steps, batch_size=4, num_generations=4, learning_rate=1e-4,
                           max_completion_length=16, seed=0, gradient_checkpointing=False)  # fmt: skip
-        out = train_grpo(start, train, root / "grpo", hp, log=lambda _m: None)
+        out = train_grpo(start, train, root / "grpo", hp, log=lambda _m: None, gpus=gpus)
         peak = torch.cuda.max_memory_allocated() if cuda else 0
         if args.device == "cuda" and not peak:
             raise RuntimeError("the GRPO trainer allocated nothing on the GPU: it did not train there")
