@@ -149,8 +149,8 @@ class Request:
         req = self.scaled(attempt).values
         out: dict = {k: req[k] for k in ("mem_mb", "runtime", "constraint", "nodes", "qos") if k in req}
         if self.scheduler != "slurm":
-            if req.get("gpus"):  # as on Slurm (below): a cap of `--resources gpus_total=N`, and the trainer's device
-                out["gpus_total"] = int(req["gpus"]) * int(req.get("nodes", 1))
+            if self.gpus_total:  # as on Slurm (below): a cap of `--resources gpus_total=N`, and the trainer's device
+                out["gpus_total"] = self.gpus_total
             return out
         if "partition" in req:
             out["slurm_partition"] = req["partition"]
@@ -189,8 +189,8 @@ class Request:
         # `--resources` would). The plugin reads neither name; a train job reads gpus_total: its trainer trains on
         # GPUs exactly when the job asked for some (ptflow.stages.train.trl_common.device_args).
         out["cpus_total"] = int(req.get("threads", 1)) * int(out.get("tasks", 1))
-        if req.get("gpus"):
-            out["gpus_total"] = int(req["gpus"]) * int(req.get("nodes", 1))
+        if self.gpus_total:
+            out["gpus_total"] = self.gpus_total
         return out
 
     def sbatch_options(self, *, job_name: str, output: str, attempt: int = 1, extra: tuple[str, ...] = ()) -> list[str]:
