@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -44,8 +45,8 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
-def _checkout(root: Path, **kw) -> dict:
-    commit = make_fixture_checkout(root / "PostTrainBench", evals=EVALS, agents=("codex",), **kw)
+def _checkout(root: Path, evals=EVALS, **kw) -> dict:
+    commit = make_fixture_checkout(root / "PostTrainBench", evals=evals, agents=("codex",), **kw)
     return {"path": str(root / "PostTrainBench"), "commit": commit}
 
 
@@ -112,8 +113,13 @@ def test_the_cache_job_fetches_resources_json_and_evaluations_then_load_offline(
     for entry in marker["repos"]:  # each repo, and the commit its default branch resolved to
         assert entry["revision"] == "main" and entry["commit"] == commits[(entry["repo_type"], entry["repo"])]
     assert marker["fetched_by"] == "ptflow" and marker["object"] == "f" * 40
-    assert marker["evals"]["gsm8k"] == [{"repo": "openai/gsm8k", "config": "main", "splits": ["test", "train"],
-                                          "commit": commits[("dataset", "openai/gsm8k")]}]  # fmt: skip
+    # each evaluation's loads as its evaluate.py makes them (the data probe), all loadable offline: gsm8k's in the
+    # form inspect_evals asks (data_dir, not the config name; its pinned revision), the few-shot train split first
+    pin = commits[("dataset", "openai/gsm8k")]
+    assert marker["evals"]["gsm8k"] == [
+        {"path": "openai/gsm8k", "name": None, "data_dir": "main", "data_files": None, "split": split,
+         "revision": pin, "ok": True} for split in ("train", "test")
+    ]  # fmt: skip
     # the list's gsm8k "default" config (two configs, none the default: an online load refuses it) is served offline
     # by datasets from the prepared "main": nothing failed
     assert marker["failed"] == []
@@ -166,7 +172,7 @@ def test_the_checkouts_download_script_runs_in_the_standard_image_and_ptflow_fil
     # the checkout's script fetched the models, then stopped at the list's broken gsm8k entry, as the real one would,
     # and still exited 0 (its last command is an echo, as the real one's): ptflow checks and fetches what is missing
     assert "model Qwen/Qwen3-4B-Base: downloaded" in text and "Config name is missing" in text
-    assert "FIXTURE download finished" in text and "exited" not in text
+    assert "FIXTURE download finished" in text and f"{ptb.DOWNLOAD_SCRIPT} exited" not in text
     assert (
         marker["fetched_by"].startswith(f"{ptb.DOWNLOAD_SCRIPT} in {image}") and "then ptflow" in marker["fetched_by"]
     )
@@ -177,8 +183,12 @@ def test_a_dataset_an_evaluation_loads_that_the_hub_lacks_fails_the_job_naming_e
     checkout = _checkout(tmp_path)
     with HubStandIn(hub_repos(EVALS, leave_out=("openai/openai_humaneval",))) as hub:
         clean_env.setenv("HF_ENDPOINT", hub.url)
-        with pytest.raises(MissingReposError, match=r"evals humaneval: dataset openai/openai_humaneval config "):
+        with pytest.raises(MissingReposError) as err:
             cache_checkout_resources(checkout, _spec(tmp_path), tmp_path / "m.json", log=lambda _: None)
+    # one line for the miss: the eval, the dataset and the arguments its evaluate.py loads it with, and why
+    (line,) = [p for p in str(err.value).split(" | ") if "humaneval" in p]
+    assert re.search(r"evals humaneval: dataset openai/openai_humaneval \(split='test', revision='[0-9a-f]{40}'\) "
+                     r"could not be fetched \(DatasetNotFoundError", line), line  # fmt: skip
     assert not (tmp_path / "m.json").exists()
 
 
@@ -238,7 +248,10 @@ def test_jobs_give_the_cache_rule_the_checkouts_list_and_the_evaluations_data(de
     jobs = Jobs(loaded.cfg, loaded.site, loaded.layout)
     spec = jobs.checkout_cache_spec(lambda paths: {p: "0" * 40 for p in paths})
     assert spec["image"] is None  # the generic site runs no apptainer standard image: ptflow's fetch
-    assert spec["objects"] == {ptb.RESOURCES_DIR: "0" * 40}
+    # resources.json's dir, and each eval's dir (the job runs its evaluate.py to warm the cache in its forms)
+    assert spec["objects"] == dict.fromkeys(
+        [ptb.RESOURCES_DIR, *(ptb.EVAL_DIR.format(eval=e) for e in EVALS)], "0" * 40
+    )
     assert set(spec["evals"]) == set(EVALS) and spec["evals"]["gsm8k"][0]["repo"] == "openai/gsm8k"
     assert ptb.RESOURCES_DIR in jobs.checkout_spec()["paths"]
     assert loaded.layout.posttrainbench_cache_marker() in jobs.data_markers()
@@ -250,25 +263,76 @@ def test_jobs_give_the_cache_rule_the_checkouts_list_and_the_evaluations_data(de
     assert spec["image"].endswith("/standard.sif")
 
 
-def test_every_fixture_evals_dataset_loads_offline_as_its_evaluate_py_loads_it(tmp_path, clean_env):
-    """The five evals that load from the hub (ptb.EVAL_HUB_DATA, the fixture's HUB_DATA under the same ids, configs
-    and splits), fetched from the STAND-IN as the cache job fetches them, then loaded offline."""
-    from tests.support.ptb_checkout import HUB_DATA, fill_hf_cache, questions
+# The real evaluate.py scripts' task calls at 9082063, read from the checkout (PostTrainBench's code is not copied:
+# these are the calls, with the arguments that decide what is loaded): inspect_evals' tasks by name or function, and
+# gpqamain's own hf_dataset call. The data probe records what each loads with the installed inspect_evals.
+REAL_TASK_CALLS = {
+    "gsm8k": "import inspect_evals.gsm8k\nTASK = 'inspect_evals/gsm8k'",
+    "aime2025": "import inspect_evals.aime2025\nTASK = 'inspect_evals/aime2025'",
+    "humaneval": "import inspect_evals.humaneval\nTASK = inspect_evals.humaneval.humaneval(sandbox='local')",
+    "gpqamain": (
+        "from inspect_ai import Task\nfrom inspect_ai.dataset import Sample, hf_dataset\n"
+        "TASK = Task(dataset=hf_dataset(path='Idavidrein/gpqa', name='gpqa_main', split='train', shuffle_choices=True,"
+        " sample_fields=lambda r: Sample(input=r['Question'], target='A', choices=['x'])))"
+    ),
+}
+CALL_SCRIPT = "from inspect_ai import eval as inspect_eval\n{call}\ninspect_eval(TASK, model='vllm/final_model')\n"
 
-    assert {e for e, data in ptb.EVAL_HUB_DATA.items() if data} == set(HUB_DATA)
-    for eval_id, hub in HUB_DATA.items():
-        (real,) = ptb.hub_data(eval_id)
-        assert (real.repo, real.config) == (hub["repo"], hub["config"]) and hub["split"] in real.splits
-    fill_hf_cache(tmp_path, list(HUB_DATA))
-    code = (
-        "import json, sys, datasets\n"
-        "for h in json.loads(sys.argv[1]):\n"
-        "    rows = datasets.load_dataset(h['repo'], h['config'], split=h['split'])\n"
-        "    print(json.dumps([str(r[h['answer']]).split('#### ')[-1] for r in rows]))\n"
-    )
-    env = {**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(list(HUB_DATA.values()))], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    answers = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert answers == [[q["answer"] for q in questions(e)] for e in HUB_DATA]
+
+def test_the_fixture_evaluate_scripts_load_as_the_real_ones_do(tmp_path, clean_env):
+    """The fixture checkout's evaluate.py scripts make the loads the real ones make (the data probe's record of each,
+    with the installed inspect_evals): same repos, arguments, order. bfcl is left out: the pinned checkout's
+    inspect_evals loads a hub dataset (the fixture's), the installed one clones BFCL's GitHub data."""
+    from ptflow.stages.posttrainbench.data_probe import probe
+
+    evals = tuple(REAL_TASK_CALLS)
+    checkout = _checkout(tmp_path, evals=evals)
+    real = tmp_path / "real-calls"
+    for e, call in REAL_TASK_CALLS.items():
+        (real / e).mkdir(parents=True)
+        (real / e / "evaluate.py").write_text(CALL_SCRIPT.format(call=call))
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_TOKEN": "hf-fixture-token"}
+    root = Path(checkout["path"])
+    with HubStandIn(hub_repos(evals, models=())) as hub:
+        env["HF_ENDPOINT"] = hub.url
+        fixture = probe({e: root / ptb.EVAL_DIR.format(eval=e) for e in evals}, root / ptb.TEMPLATES_DIR, "warm", env)
+        reference = probe({e: real / e for e in evals}, root / ptb.TEMPLATES_DIR, "warm", env)
+    for e in evals:
+        assert [ld.args for ld in fixture[e].loads] == [ld.args for ld in reference[e].loads], e
+        assert fixture[e].loads and all(ld.ok for ld in fixture[e].loads), fixture[e]
+    assert [ld.args["data_dir"] for ld in reference["gsm8k"].loads] == ["main", "main"]  # the form of the issue
+
+
+def test_a_cache_of_the_listed_config_only_is_refused_offline_with_what_it_holds(tmp_path, default_raw, clean_env):
+    """The cache as resources.json's entry fills it (gsm8k's config "main"), not as inspect_evals asks (data_dir
+    "main", its pinned revision): the evaluation would fail offline after the agent's hours. Preflight, offline,
+    asks the checkout's evaluate.py (the data probe) and refuses it, one line naming the form and what the cache
+    holds; the cache job with the hub unreachable fails with that line too, before any evaluation."""
+    from ptflow.config.tasks import HFDataset
+    from ptflow.stages.evaluate.sources import fetch_each_hf
+
+    checkout = _checkout(tmp_path, evals=("gsm8k",))
+    hf_home = tmp_path / "hf_home"
+    listed = HFDataset("openai/gsm8k", None, ("test", "train"), name="main")
+    with HubStandIn(hub_repos(("gsm8k",), models=())) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url}
+        assert fetch_each_hf([listed], hf_home, tmp_path / "inspect_evals", env=env) == {}
+    layout = Layout(str(tmp_path / "results"), str(tmp_path / "scratch"), str(hf_home))
+    cfg = _cfg(default_raw, checkout, evals=("gsm8k",))
+    problems = checkout_data_problems(cfg, layout, env={"HF_HUB_OFFLINE": "1"}, reachable=lambda: False)
+    assert len(problems) == 1, problems
+    line = problems[0]
+    assert line.startswith("evals[gsm8k]: its evaluate.py loads dataset openai/gsm8k (config main), which does not")
+    assert "data_dir='main'" in line and "the cache holds main" in line and "HF_HUB_OFFLINE is set" in line
+    # the cache job, where the hub has gsm8k at its default branch only (not the revision inspect_evals pins)
+    spec = {**_spec(tmp_path), "evals": {"gsm8k": _spec(tmp_path)["evals"]["gsm8k"]}}
+    repos = hub_repos(("gsm8k",))
+    for repo in repos:
+        repo.commit = "0" * 40 if repo.repo_id == "openai/gsm8k" else repo.commit
+    with HubStandIn(repos) as hub:
+        clean_env.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(MissingReposError) as err:
+            cache_checkout_resources(checkout, spec, tmp_path / "m.json", log=lambda _: None)
+    assert "evals gsm8k: dataset openai/gsm8k (data_dir='main', split='train', revision=" in str(err.value)
+    assert "could not be fetched" in str(err.value)
+    assert not (tmp_path / "m.json").exists()

@@ -88,19 +88,41 @@ EVAL_CLIS = {
         "extra": (("--judge-workers", "int", 64), ("--store-outputs", "flag", None)),
     },
 }
-N_QUESTIONS = 16
-# The hub dataset each fixture evaluate.py loads, under the real evaluation's repo id, config and split, and the
-# columns holding the question and the answer in the real dataset's format (arenahardwriting and healthbench read
-# files of the checkout, as the real ones do).
+N_QUESTIONS = 16  # inspect_evals' GSM8K samples 10 few-shot rows from the train split
+
+
+def _pinned(repo: str) -> str:
+    """The revision inspect_evals pins for a dataset its task loads (ptflow's catalog holds the installed pins)."""
+    from ptflow.config import tasks as catalog
+
+    pins = dict([catalog.GSM8K, catalog.AIME2025, catalog.HUMANEVAL])
+    return pins[repo]
+
+
+# The hub dataset each fixture evaluate.py loads, under the real evaluation's repo id, and the loads themselves:
+# ``datasets.load_dataset(**load)`` with the arguments the real evaluation gives (its inspect_evals task's, or its
+# own ``hf_dataset`` call for gpqamain), in its order (GSM8K's few-shot train split first); ``questions``: the load
+# whose rows are asked; the columns holding the question and the answer in the real dataset's format.
+# tests/integration/test_posttrainbench_cache.py holds these loads against the real tasks' (the data probe's record).
+# bfcl: the pinned checkout's inspect_evals loads this hub dataset; the installed one clones BFCL's GitHub data
+# (the cache job's probe fetches it where GitHub is reachable).
 HUB_DATA = {
-    "gsm8k": {"repo": "openai/gsm8k", "config": "main", "split": "test", "question": "question", "answer": "answer"},
-    "aime2025": {"repo": "math-ai/aime25", "config": None, "split": "test", "question": "problem", "answer": "answer"},
-    "humaneval": {"repo": "openai/openai_humaneval", "config": "openai_humaneval", "split": "test",
-                  "question": "prompt", "answer": "canonical_solution"},
-    "gpqamain": {"repo": "Idavidrein/gpqa", "config": "gpqa_main", "split": "train", "question": "Question",
-                 "answer": "Correct Answer"},
-    "bfcl": {"repo": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "config": "exec_simple", "split": "train",
-             "question": "question", "answer": "ground_truth"},
+    "gsm8k": {"repo": "openai/gsm8k", "config": "main", "questions": 1, "question": "question", "answer": "answer",
+              "loads": [{"path": "openai/gsm8k", "data_dir": "main", "split": s, "revision": _pinned("openai/gsm8k")}
+                        for s in ("train", "test")]},
+    "aime2025": {"repo": "math-ai/aime25", "config": None, "questions": 0, "question": "problem", "answer": "answer",
+                 "loads": [{"path": "math-ai/aime25", "split": "test", "revision": _pinned("math-ai/aime25")}]},
+    "humaneval": {"repo": "openai/openai_humaneval", "config": "openai_humaneval", "questions": 0,
+                  "question": "prompt", "answer": "canonical_solution",
+                  "loads": [{"path": "openai/openai_humaneval", "split": "test",
+                             "revision": _pinned("openai/openai_humaneval")}]},
+    "gpqamain": {"repo": "Idavidrein/gpqa", "config": "gpqa_main", "questions": 0, "question": "Question",
+                 "answer": "Correct Answer",
+                 "loads": [{"path": "Idavidrein/gpqa", "name": "gpqa_main", "split": "train"}]},
+    "bfcl": {"repo": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "config": "exec_simple", "questions": 0,
+             "question": "question", "answer": "ground_truth",
+             "loads": [{"path": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "name": "exec_simple",
+                        "split": "train"}]},
 }  # fmt: skip
 # resources.json: PostTrainBench's four base models, and each eval's dataset as the real list gives it (gsm8k's
 # "default" config included, which datasets 5 cannot load from a repo of two configs: a flaw of the real list).
@@ -197,14 +219,16 @@ def model_family(model_path):
 
 
 def load_questions():
-    """The questions, loaded as the real evaluations load theirs: datasets.load_dataset(repo, config, split=...),
-    which honours HF_HOME, HF_ENDPOINT and HF_HUB_OFFLINE (offline with an empty cache it fails: OfflineModeIsEnabled
-    or "Couldn't reach"). An answer column may hold a worked answer ending in "#### <n>" (GSM8K's format)."""
+    """The questions, loaded as the real evaluations load theirs: datasets.load_dataset with the real loads'
+    arguments (data_dir, name, split, revision), which honours HF_HOME, HF_ENDPOINT and HF_HUB_OFFLINE (offline
+    with an empty cache it fails: OfflineModeIsEnabled or "Couldn't reach"). An answer column may hold a worked
+    answer ending in "#### <n>" (GSM8K's format)."""
     if HUB is None:
         return json.loads((HERE / "evaluation_code" / "questions.json").read_text())
     import datasets
 
-    rows = datasets.load_dataset(HUB["repo"], HUB["config"], split=HUB["split"])
+    loaded = [datasets.load_dataset(**load) for load in HUB["loads"]]  # the real evaluation's loads, in its order
+    rows = loaded[HUB["questions"]]
     return [{"question": r[HUB["question"]], "answer": str(r[HUB["answer"]]).split("#### ")[-1]} for r in rows]
 
 
@@ -247,6 +271,9 @@ def main():
         print(f"torch.OutOfMemoryError: CUDA out of memory (fixture: {budget})", file=sys.stderr)
         return 1
     questions = load_questions()
+    if not Path(args.model_path, "config.json").is_file():  # the data first, then the model (vLLM's order)
+        print(f"evaluate.py: no model at {args.model_path}", file=sys.stderr)
+        return 1
     if args.limit is not None and args.limit != -1:
         questions = questions[: args.limit]
     budget = CLI["budget"][1] if args.budget is None else args.budget
@@ -1093,8 +1120,10 @@ def hub_repos(evals, models=RESOURCE_MODELS, leave_out=()):
         pd.DataFrame(rows).to_parquet(buf, index=False)
         return buf.getvalue()
 
-    def commit(repo):
-        return hashlib.sha1(f"ptb-fixture:{repo}".encode()).hexdigest()
+    def commit(repo):  # the revision the real evaluation pins (it asks for that commit), else a fixture's own
+        pinned = {ld.get("revision") for hub in HUB_DATA.values() if hub["repo"] == repo for ld in hub["loads"]}
+        pinned.discard(None)
+        return pinned.pop() if pinned else hashlib.sha1(f"ptb-fixture:{repo}".encode()).hexdigest()
 
     def card(configs):
         lines = ["---", "configs:"]
@@ -1109,7 +1138,7 @@ def hub_repos(evals, models=RESOURCE_MODELS, leave_out=()):
         if hub["repo"] in leave_out:
             continue
         data = parquet(dataset_rows(eval_id))
-        configs = {hub["config"]: ("test", "train") if eval_id == "gsm8k" else (hub["split"],)}
+        configs = {hub["config"]: tuple(sorted({ld["split"] for ld in hub["loads"]}))}
         if eval_id == "gsm8k":
             configs["socratic"] = ("test", "train")
         if eval_id == "gpqamain":
@@ -1128,14 +1157,17 @@ def hub_repos(evals, models=RESOURCE_MODELS, leave_out=()):
 
 
 def fill_hf_cache(hf_home: Path, evals, env: dict | None = None) -> None:
-    """Put the fixture evals' datasets into ``hf_home`` as the cache stage does: ptflow's fetch from a hub STAND-IN
-    (for tests that evaluate without running the cache rule)."""
-    from ptflow.config import posttrainbench as ptb
+    """Put the fixture evals' datasets into ``hf_home`` in the form their evaluate.py loads them (its loads'
+    arguments, as the cache job's probe warms them): ptflow's fetch from a hub STAND-IN (for tests that evaluate
+    without running the cache rule)."""
     from ptflow.config.tasks import HFDataset
     from ptflow.stages.evaluate.sources import fetch_each_hf
     from tests.support.hubstandin import HubStandIn
 
-    sources = [HFDataset(d.repo, None, d.splits, name=d.config, gated=d.gated) for e in evals for d in ptb.hub_data(e)]
+    sources = [
+        HFDataset(ld["path"], ld.get("revision"), (ld["split"],), name=ld.get("name"), data_dir=ld.get("data_dir"))
+        for e in evals if e in HUB_DATA for ld in HUB_DATA[e]["loads"]
+    ]  # fmt: skip
     with HubStandIn(hub_repos(evals, models=())) as hub:
         base = {k: v for k, v in (env or os.environ).items() if not k.startswith(("HF_", "TRANSFORMERS_OFFLINE"))}
         errors = fetch_each_hf(sources, hf_home, Path(hf_home) / "inspect_evals",

@@ -187,17 +187,20 @@ class Jobs:
         """What rule posttrainbench_cache fetches: the checkout's resources.json (the object id of its dir, so a new
         list or script reruns it), with the checkout's own download script in the site's standard image where the
         site builds that image from the checkout (apptainer, as download_hf_cache.sh runs it), else ptflow's cache
-        code over the same list; and the datasets each evaluation loads, which it must hold."""
+        code over the same list; and the datasets each evaluation loads, which it must hold. The evals' dirs are in
+        its objects too: the job warms the cache by running their evaluate.py (the data probe), so a script that
+        loads differently warms again."""
         image = self.download_image()
+        evals = self.checkout_evals()
         return {
-            "objects": objects([ptb.RESOURCES_DIR]),
+            "objects": objects([ptb.RESOURCES_DIR, *(ptb.EVAL_DIR.format(eval=e) for e in evals)]),
             "image": str(Path(images.image_path(self.rt, image)).resolve()) if image else None,
             "evals": {
                 e: [
                     {"repo": d.repo, "config": d.config, "splits": list(d.splits), "gated": d.gated}
                     for d in ptb.hub_data(e)
                 ]
-                for e in self.checkout_evals()
+                for e in evals
             },  # fmt: skip
             "hf_home": self.layout.hf_home,
             "evals_cache": self.layout.evals_cache,

@@ -8,6 +8,7 @@ the same cache layout, so later stages cannot tell the two apart.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -198,6 +199,67 @@ def checkout_eval_data(spec: dict) -> dict[str, list]:
     }
 
 
+def _probe_env(hf_home, evals_cache, env, offline: bool) -> dict:
+    from ptflow.stages.evaluate.sources import OFFLINE_ENV, data_env
+
+    base = {k: v for k, v in (os.environ if env is None else env).items() if k not in OFFLINE_ENV}
+    return {**base, **data_env(hf_home, evals_cache, offline=offline)}
+
+
+def _loads_complete(eval_dir: str, found) -> bool:
+    """An offline probe found everything: no load failed, and an eval that loads from the hub loaded something."""
+    from ptflow.config import posttrainbench as ptb
+
+    return not found.failed() and (bool(found.loads) or not ptb.hub_data(eval_dir))
+
+
+def warm_checkout_evals(root: Path, evals: list[str], hf_home, evals_cache, env=None, log=print) -> dict[str, list]:
+    """Each eval's data loaded by its own evaluate.py (the data probe): offline first (a complete cache asks the
+    hub nothing), else online, then again offline; returns each eval's loads; raises :class:`MissingReposError`
+    with one line per miss (the eval, the dataset, the arguments, what the cache holds)."""
+    from ptflow.config import posttrainbench as ptb
+    from ptflow.stages.posttrainbench.data_probe import probe
+
+    dirs = {e: root / ptb.EVAL_DIR.format(eval=e) for e in evals}
+    if not dirs:
+        return {}
+    templates = root / ptb.TEMPLATES_DIR
+    offline_env = _probe_env(hf_home, evals_cache, env, offline=True)
+    check = probe(dirs, templates, "check", offline_env)
+    if all(_loads_complete(e, check[e]) for e in dirs):
+        log(f"the evaluations' data ({', '.join(sorted(dirs))}) loads offline as they ask for it: no network used")
+        return {e: list(check[e].loads) for e in sorted(dirs)}
+    warm = probe(dirs, templates, "warm", _probe_env(hf_home, evals_cache, env, offline=False))
+    check = probe(dirs, templates, "check", offline_env)
+    problems = []
+    for e in sorted(dirs):
+        online, offline = warm[e], check[e]
+        log(f"evals {e}: evaluate.py loads {len(online.loads)} dataset(s) online ({online.stopped}); offline: "
+            f"{sum(ld.ok for ld in offline.loads)} loaded ({offline.stopped})")  # fmt: skip
+        unfetched = [ld.args for ld in online.failed()]
+        problems += [f"evals {e}: {ld.describe()} could not be fetched ({ld.error})" for ld in online.failed()]
+        problems += [
+            f"evals {e}: {ld.describe()} does not load offline ({ld.error}); the cache holds "
+            f"{', '.join(ld.cache_holds) if ld.cache_holds else 'nothing of it'}"
+            for ld in offline.failed()
+            if ld.args not in unfetched  # said once: why it is not there
+        ]
+        if ptb.hub_data(e) and not online.loads:
+            problems.append(f"evals {e}: its evaluate.py loaded nothing from the hub before it stopped "
+                            f"({online.stopped}); its data cannot be warmed from here")  # fmt: skip
+        elif not offline.failed() and online.stopped != offline.stopped:
+            problems.append(f"evals {e}: its evaluate.py gets further online than offline (offline: "
+                            f"{offline.stopped}); data it reads by other means than the hub is missing")  # fmt: skip
+    if problems:
+        raise MissingReposError(
+            f"the evaluations' data does not load offline from {hf_home}: "
+            + " | ".join(problems)
+            + "; check the hub (HF_ENDPOINT) and HF_TOKEN for gated datasets, or let the site's compute nodes "
+            "reach the hub"
+        )
+    return {e: list(check[e].loads) for e in sorted(dirs)}
+
+
 def _fetched_commit(hf_home, repo_id: str, repo_type: str) -> str | None:
     """The commit the default branch resolved to when it was fetched (huggingface_hub's refs/main), or None."""
     ref = hfcache.repo_folder(hf_home, repo_id, repo_type) / "refs" / "main"
@@ -233,11 +295,14 @@ def run_download_script(checkout: Path, image: str, hf_home, log=print) -> int:
 def cache_checkout_resources(checkout: dict, spec: dict, marker_path: str | Path, log=print, env=None) -> dict:
     """PostTrainBench's HF_HOME from its checkout: every model and dataset of ``resources.json``, fetched with the
     checkout's download script where ``spec["image"]`` names the standard image it runs in, else (and for whatever
-    the script left missing) with ptflow's fetch over the same list; then checked offline, as the evaluations will
-    load it. A listed piece that cannot be had is recorded in the marker (``failed``) and does not stop the job
-    (the agents' training data is hundreds of datasets, and an entry can be broken: the real list's gsm8k
-    ``default`` config is ambiguous); a dataset an evaluation loads does: :class:`MissingReposError` names the eval
-    and the repo. The marker names each repo and the commit its default branch resolved to."""
+    the script left missing) with ptflow's fetch over the same list. Then each evaluation's data is warmed by the
+    evaluation's own loading path (its evaluate.py run up to its model, :mod:`ptflow.stages.posttrainbench.
+    data_probe`: the loads in the exact form they will be asked for) and proved loadable offline the same way.
+    A listed piece that cannot be had is recorded in the marker (``failed``) and does not stop the job (the agents'
+    training data is hundreds of datasets, and an entry can be broken: the real list's gsm8k ``default`` config is
+    ambiguous); what an evaluation loads does: :class:`MissingReposError`, one line per miss (the eval, the
+    dataset, the arguments, what the cache holds). The marker names each repo and the commit fetched, and each
+    evaluation's loads."""
     from ptflow.config import posttrainbench as ptb
     from ptflow.config.tasks import HFDataset, HFModel
     from ptflow.stages.evaluate.sources import fetch_each_hf, missing_each_hf, parse_resources_json
@@ -269,13 +334,8 @@ def cache_checkout_resources(checkout: dict, spec: dict, marker_path: str | Path
             how += " (then ptflow for what it left missing)"
     else:
         log(f"all {len(sources)} piece(s) complete in the cache, no network used")
-    still = missing_each_hf(sources + [d for data in needed.values() for d in data], hf_home, evals_cache, env=env)
-    lost = [f"evals {ev}: {d.describe()} ({still[d]})" for ev, data in needed.items() for d in data if d in still]
-    if lost:
-        raise MissingReposError(
-            f"the evaluations' data is not in {hf_home} after the fetch: {' | '.join(lost)}; check the hub "
-            "(HF_ENDPOINT) and HF_TOKEN for gated datasets"
-        )
+    still = missing_each_hf(sources, hf_home, evals_cache, env=env)
+    loads = warm_checkout_evals(root, list(needed), hf_home, evals_cache, env=env, log=log)
     repos: dict[tuple[str, str], dict] = {}
     for src in sources:
         kind = "model" if isinstance(src, HFModel) else "dataset"
@@ -294,18 +354,7 @@ def cache_checkout_resources(checkout: dict, spec: dict, marker_path: str | Path
         "fetched_by": how,
         "hf_home": str(Path(hf_home).resolve()),
         "repos": sorted(repos.values(), key=lambda r: (r["repo_type"], r["repo"])),
-        "evals": {
-            ev: [
-                {
-                    "repo": d.repo,
-                    "config": d.name,
-                    "splits": list(d.splits),
-                    "commit": _fetched_commit(hf_home, d.repo, "dataset"),
-                }
-                for d in data
-            ]
-            for ev, data in needed.items()
-        },  # fmt: skip
+        "evals": {ev: [{**ld.args, "ok": ld.ok} for ld in found] for ev, found in loads.items()},
         "failed": sorted(f"{s.describe()}: {err}" for s, err in still.items()),
     }
     if marker["failed"]:

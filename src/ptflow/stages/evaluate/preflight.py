@@ -16,7 +16,13 @@ from ptflow.config.model import Config
 from ptflow.config.sites import Site
 from ptflow.stages.evaluate.run import EvalConfigError, call_sources, check_call
 from ptflow.stages.evaluate.settings import Provider, build_call
-from ptflow.stages.evaluate.sources import missing_each_hf, missing_sources, resources_from_text
+from ptflow.stages.evaluate.sources import (
+    OFFLINE_ENV,
+    data_env,
+    missing_each_hf,
+    missing_sources,
+    resources_from_text,
+)
 
 
 def evaluation_problems(cfg: Config, site: Site, layout: Layout, env=None, reachable=None) -> list[str]:
@@ -62,12 +68,14 @@ def checkout_resources(cfg: Config, layout: Layout) -> tuple[str, set[tuple[str,
 
 
 def checkout_data_problems(cfg: Config, layout: Layout, env=None, reachable=None) -> list[str]:
-    """The checkout's evaluations load hub datasets at run time, offline (``ptb.EVAL_HUB_DATA``); the rule
-    posttrainbench_cache fetches what the checkout's resources.json lists. One line per (eval, dataset) that is
-    not in the cache and will not be fetched: resources.json does not list it, or nothing can be downloaded from
-    here. Nothing is checked in the cache (a child process loads each dataset offline) when all will be fetched."""
-    from ptflow.config.tasks import HFDataset
-
+    """The checkout's evaluations load hub datasets at run time, offline (``ptb.EVAL_HUB_DATA`` names the repos);
+    the rule posttrainbench_cache fetches what the checkout's resources.json lists and warms each evaluation's
+    loads in their exact form. One line per (eval, dataset) that an offline evaluation will not find and the cache
+    job will not get: resources.json does not list it, or nothing can be downloaded from here, or it is gated and
+    HF_TOKEN is unset. Nothing is read from the cache when the cache job will fetch all. Otherwise the question is
+    the cache job's own: the checkout's evaluate.py scripts are run up to their models, offline (the data probe),
+    so "in the cache" means "loadable offline as the evaluation asks"; only a checkout not yet cloned is checked by
+    the listed configs instead (its cache job then proves the exact forms before any GPU job starts)."""
     needed = []
     for eval_id in sorted({c.eval for c in cfg.cells}):
         ev = cfg.evals[eval_id]
@@ -82,26 +90,62 @@ def checkout_data_problems(cfg: Config, layout: Layout, env=None, reachable=None
     tokenless = {(e, d) for e, d in needed if d.gated and not environ.get("HF_TOKEN")}
     if not unlisted and not why and not tokenless:
         return []
-    sources = {(e, d): HFDataset(d.repo, None, d.splits, name=d.config, gated=d.gated) for e, d in needed}
-    missing = missing_each_hf(list(set(sources.values())), layout.hf_home, layout.evals_cache, env=env)
+    misses = _offline_misses(cfg, layout, needed, env)
     problems = []
-    for (eval_id, d), src in sources.items():
-        if src not in missing:
+    for eval_id, d in needed:
+        if (eval_id, d) not in misses:
             continue
+        what = f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which"
         if (eval_id, d) in unlisted:
             problems.append(
-                f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which is not in {layout.hf_home} and "
+                f"{what} does not load offline from {layout.hf_home} ({misses[(eval_id, d)]}) and "
                 f"{resources[0]} does not list (the cache job fetches only what it lists); copy it into "
                 "paths.hf_home, or use a checkout whose resources.json lists it"
             )
         elif why:
             problems.append(
-                f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which is not in {layout.hf_home}, and "
-                f"{why}; run where the hub is reachable (the cache job fetches it) or copy it into paths.hf_home"
+                f"{what} does not load offline from {layout.hf_home} ({misses[(eval_id, d)]}), and {why}; run "
+                "where the hub is reachable (the cache job fetches it) or copy it into paths.hf_home"
             )
         elif (eval_id, d) in tokenless:
             problems.append(
-                f"evals[{eval_id}]: its evaluate.py loads {d.describe()}, which is gated and not in {layout.hf_home}; "
-                "export HF_TOKEN (a token of an account that accepted its terms) so the cache job can fetch it"
+                f"{what} is gated and does not load offline from {layout.hf_home}; export HF_TOKEN (a token of an "
+                "account that accepted its terms) so the cache job can fetch it"
             )
     return problems
+
+
+def _offline_misses(cfg: Config, layout: Layout, needed: list, env) -> dict:
+    """(eval, HubData) -> why an offline evaluation misses it: asked of the checkout's evaluate.py scripts (the data
+    probe, offline) where the checkout is here at its commit, else of the cache by the listed configs."""
+    from ptflow.config.tasks import HFDataset
+    from ptflow.stages.posttrainbench.data_probe import probe
+
+    checkout = cfg.posttrainbench
+    location = Path(checkout.location(layout.scratch))
+    at_commit = False
+    if location.is_dir():
+        try:
+            at_commit = ptb.git(location, "rev-parse", "HEAD") == checkout.commit
+        except ptb.CheckoutError:
+            at_commit = False
+    if not at_commit:
+        sources = {(e, d): HFDataset(d.repo, None, d.splits, name=d.config, gated=d.gated) for e, d in needed}
+        missing = missing_each_hf(list(set(sources.values())), layout.hf_home, layout.evals_cache, env=env)
+        return {key: f"not in the cache ({missing[src]})" for key, src in sources.items() if src in missing}
+    evals = sorted({ptb.eval_dir_name(cfg.evals[e].task) for e, _ in needed})
+    dirs = {e: location / ptb.EVAL_DIR.format(eval=e) for e in evals}
+    base = {k: v for k, v in (os.environ if env is None else env).items() if k not in OFFLINE_ENV}
+    results = probe(dirs, location / ptb.TEMPLATES_DIR, "check",
+                    {**base, **data_env(layout.hf_home, layout.evals_cache, offline=True)})  # fmt: skip
+    misses = {}
+    for e, d in needed:
+        found = results[ptb.eval_dir_name(cfg.evals[e].task)]
+        mine = [ld for ld in found.loads if ld.args.get("path") == d.repo]
+        failed = [ld for ld in mine if not ld.ok]
+        if failed:
+            held = ", ".join(failed[0].cache_holds) or "nothing of it"
+            misses[(e, d)] = f"{failed[0].describe()}: {failed[0].error}; the cache holds {held}"
+        elif not mine:
+            misses[(e, d)] = f"its evaluate.py stopped before loading it: {found.stopped}"
+    return misses
