@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from ptflow.config.load import merged_config
+from tests.support import skip_guard
 from tests.support.slurm_session import SESSION_ENV, stop_if_ours
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,9 +20,11 @@ def default_raw() -> dict:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The test session's id, for every pytest-xdist worker (they inherit this environment): a Slurm cluster a worker
-    starts belongs to it (tests/slurm/conftest.py)."""
+    starts belongs to it (tests/slurm/conftest.py). A skip for a reason not on the short allowed list fails the
+    session (tests/support/skip_guard.py)."""
     if not hasattr(config, "workerinput"):
         os.environ.setdefault(SESSION_ENV, uuid.uuid4().hex)
+    skip_guard.register(config)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

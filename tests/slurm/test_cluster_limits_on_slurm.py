@@ -58,8 +58,7 @@ def sacctmgr(cluster, *args: str) -> None:
 @pytest.fixture(scope="module")
 def capped(slurm_cluster):
     """QOS ptflowcap (MaxSubmitJobsPerUser=2, GrpTRES=gres/gpu=1), the default QOS of user root in account ptflowcap."""
-    if not slurm_cluster.accounting:
-        pytest.skip("the cluster keeps no accounting: no QOS to cap with")
+    assert slurm_cluster.accounting, "the test cluster keeps no accounting: no QOS to cap with"
     user = slurm_cluster.run(["id", "-un"]).stdout.strip()
     sacctmgr(slurm_cluster, "add", "qos", QOS)
     sacctmgr(slurm_cluster, "modify", "qos", QOS, "set", f"MaxSubmitJobsPerUser={MAX_SUBMIT}",

@@ -6,8 +6,6 @@ import re
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.support.local_slurm import LocalSlurmCluster
 
 
@@ -117,8 +115,7 @@ def test_batch_job_sees_gpus_and_reaches_the_cluster_from_inside(slurm_cluster, 
 
 
 def test_accounts_are_enforced(slurm_cluster):
-    if not slurm_cluster.accounting:
-        pytest.skip("cluster runs without accounting")
+    assert slurm_cluster.accounting, "the test cluster runs without accounting (local_slurm starts it with)"
     rejected = slurm_cluster.run(["sbatch", "-A", slurm_cluster.other_account, "--wrap", "true"])
     assert rejected.returncode != 0
     assert "Invalid account" in rejected.stderr

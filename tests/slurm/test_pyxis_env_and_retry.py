@@ -142,8 +142,9 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
     """REAL slurmd kill on the spare node while attempt 1 runs there. SlurmdTimeout is 300 s, so after the kill we
     mark the node DOWN ourselves (what slurmctld does when the timeout passes); then slurmd is restarted with its
     original argv and the node resumed. Attempt 2 excludes it and runs on node2 (partition nodefail)."""
-    if SPARE_NODE not in slurm_cluster.all_nodes:
-        pytest.skip(f"this cluster has no spare node {SPARE_NODE} (started by an older tests/support/local_slurm)")
+    assert SPARE_NODE in slurm_cluster.all_nodes, (
+        f"this cluster has no spare node {SPARE_NODE} (started by an older tests/support/local_slurm: restart it)"
+    )
     d = BASE / f"nodefail-{uuid.uuid4().hex[:8]}"
     d.mkdir(parents=True)
     body = 'echo "started on $SLURMD_NODENAME"\nif [[ "$PTFLOW_ATTEMPT" == 1 ]]; then sleep 300; fi\n'

@@ -243,8 +243,8 @@ def test_juwels_nemo_env_is_uv_sync_with_the_plans_extras(tmp_path):
 
 def test_user_name_without_a_passwd_entry(tmp_path):
     """The "I have no name!" case: a uid with no passwd entry and no USER."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to run as a uid without a passwd entry")
+    # the suite runs as root; setpriv is util-linux's (essential on Debian)
+    assert os.geteuid() == 0 and shutil.which("setpriv"), "needs root and setpriv to run as a uid without passwd entry"
     code = "from ptflow.jobenv import user_name, home_dir; print(user_name(), home_dir())"
     env = {k: v for k, v in os.environ.items() if k not in ("USER", "HOME")}
     env["PYTHONPATH"] = str(REPO / "src")
