@@ -6,8 +6,10 @@ the shape: the paths, the command-line interfaces (arguments, defaults, working 
 the output files and their formats, the benchmark names and the published weights in ``scripts/factors.json``.
 
 - ``src/eval/tasks/<eval>/evaluate.py`` evaluates for real, on CPU with transformers: greedy answers to 2-digit
-  addition questions, loaded through the hub API from the real evaluation's dataset repo (``HUB_DATA``; served by
-  the hub STAND-IN from ``hub_repos``, so an empty cache fails offline as on a cluster), or from
+  addition questions, loaded through the hub API from the real evaluation's dataset repo with the real loads'
+  arguments (``HUB_DATA``: gsm8k by ``data_dir`` at inspect_evals' pinned revision, its few-shot train split first;
+  served by the hub STAND-IN from ``hub_repos`` under those revisions, so an empty cache fails offline as on a
+  cluster, and a cache filled in another form does too), or from
   ``evaluation_code/questions.json`` for arenahardwriting and healthbench, which read files of the checkout;
   asked the way ptflow's toy task asks them (the question plus verl's GSM8K instruction, as one user turn) and
   scored with verl's strict ``#### <n>`` rule, so

@@ -301,3 +301,27 @@ def test_each_rule_names_itself_and_its_request_lives_only_in_rule_requests():
             named = set(getters.findall(block))
             assert named <= {name}, f"{smk.name}: rule {name} is sized by another rule's name: {sorted(named)}"
     assert set(rules) == set(RULE_REQUESTS), "every rule has exactly one request in RULE_REQUESTS"
+
+
+def test_a_site_whose_compute_nodes_reach_the_hub_has_its_checkout_evaluations_run_online(tmp_path):
+    """``evaluation.hub: online``: every job of the site gets PTFLOW_EVAL_HUB=online (Site.process_env, which the
+    workflow applies in the driver and in each job), and a checkout evaluation's environment then carries no offline
+    switch, not even one the job inherited; the default keeps them offline. A misspelt value names the key."""
+    from ptflow.config.sites import EVAL_HUB_ENV
+    from ptflow.stages.evaluate.sources import OFFLINE_ENV
+    from ptflow.stages.posttrainbench.evaluate import eval_environment
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nscheduler: slurm\nevaluation: {hub: online}\nresources:\n  default: {threads: 1}\n")
+    online = load_site(str(path), SITES)
+    assert online.evaluation.hub == "online" and online.process_env[EVAL_HUB_ENV] == "online"
+    local = load_site("local", SITES)
+    assert local.evaluation.hub == "offline" and EVAL_HUB_ENV not in local.process_env
+    inherited = {"HF_HUB_OFFLINE": "1", "PATH": "/bin", "OPENAI_API_KEY": "sk-x"}
+    env = eval_environment({**inherited, **online.process_env}, ())
+    assert not set(OFFLINE_ENV) & set(env) and env["PATH"] == "/bin" and "OPENAI_API_KEY" not in env
+    env = eval_environment({**inherited, **local.process_env}, ())
+    assert all(env[k] == v for k, v in OFFLINE_ENV.items())
+    path.write_text("name: s\nscheduler: slurm\nevaluation: {hub: yes}\nresources:\n  default: {threads: 1}\n")
+    with pytest.raises(ConfigError, match=r"at evaluation.hub"):
+        load_site(str(path), SITES)

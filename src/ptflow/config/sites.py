@@ -246,12 +246,16 @@ class RuntimeSpec:
         return cls(**{**data, "mounts": tuple(data.get("mounts") or ())})
 
 
+EVAL_HUB_ENV = "PTFLOW_EVAL_HUB"  # "online": the site's compute nodes reach the hub (``evaluation.hub``)
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """How a site's evaluations run the model under test (``evaluation:`` in a site file)."""
 
     provider: str = "hf"  # hf (transformers, cpu or the allocation's GPUs) or vllm (GPU sites)
     chat_template: str = "if_missing"  # family template policy: if_missing, always, never
+    hub: str = "offline"  # whether compute nodes reach the Hugging Face Hub (a checkout's evaluations run online then)
 
 
 @dataclass(frozen=True)
@@ -307,6 +311,8 @@ class Site:
         env = self.env
         if self.scheduler == "slurm" and self.account:
             env["SBATCH_ACCOUNT"] = self.account
+        if self.evaluation.hub == "online":  # read by the checkout's evaluations in their jobs (eval_environment)
+            env[EVAL_HUB_ENV] = "online"
         return env
 
     @property

@@ -250,14 +250,23 @@ def warm_checkout_evals(root: Path, evals: list[str], hf_home, evals_cache, env=
         elif not offline.failed() and online.stopped != offline.stopped:
             problems.append(f"evals {e}: its evaluate.py gets further online than offline (offline: "
                             f"{offline.stopped}); data it reads by other means than the hub is missing")  # fmt: skip
-    if problems:
+    if problems and _evaluations_online(env):
+        log(f"{len(problems)} of the evaluations' loads do not load offline; the site's compute nodes reach the hub "
+            f"(evaluation.hub: online), so its evaluations fetch them: " + " | ".join(problems))  # fmt: skip
+    elif problems:
         raise MissingReposError(
-            f"the evaluations' data does not load offline from {hf_home}: "
-            + " | ".join(problems)
-            + "; check the hub (HF_ENDPOINT) and HF_TOKEN for gated datasets, or let the site's compute nodes "
-            "reach the hub"
-        )
+            f"the evaluations' data does not load offline from {hf_home}: " + " | ".join(problems)
+            + "; check the hub (HF_ENDPOINT) and HF_TOKEN for gated datasets, or, where the compute nodes reach "
+            "the hub, say so in the site file (evaluation.hub: online)"
+        )  # fmt: skip
     return {e: list(check[e].loads) for e in sorted(dirs)}
+
+
+def _evaluations_online(env=None) -> bool:
+    """The site's compute nodes reach the hub (``evaluation.hub: online``): its checkout evaluations run online."""
+    from ptflow.config.sites import EVAL_HUB_ENV
+
+    return (os.environ if env is None else env).get(EVAL_HUB_ENV) == "online"
 
 
 def _fetched_commit(hf_home, repo_id: str, repo_type: str) -> str | None:

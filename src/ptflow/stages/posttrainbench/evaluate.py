@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.config import posttrainbench as ptb
+from ptflow.config.sites import EVAL_HUB_ENV
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump, looks_like_secret
 from ptflow.stages.evaluate.sources import OFFLINE_ENV
@@ -143,10 +144,15 @@ def attempt_argv(checkout: Path, eval_dir: str, model_path, budget: int | None, 
 def eval_environment(env: dict, keys) -> dict:
     """run_task.sh's evaluation environment: the job's, minus every secret but the eval's own keys (its grader's),
     plus what it sets (``VLLM_API_KEY=inspectai``, ``PYTHONNOUSERSITE=1``) and, unlike run_task.sh, the hub's
-    offline switches: its datasets come from the cache rule posttrainbench_cache filled (in a CPU job), so an
-    evaluation never downloads on a GPU node, and a cache that lacks its data fails here, as preflight says."""
+    offline switches: its datasets come from the cache rule posttrainbench_cache warmed and proved (in a CPU job),
+    so an evaluation never downloads on a GPU node. On a site whose compute nodes reach the hub (its
+    ``evaluation.hub: online``, :data:`EVAL_HUB_ENV` in the job) it runs online, as run_task.sh runs it: no switch
+    set, any inherited one removed (still from the warmed cache)."""
     keep = set(keys)
     out = {k: v for k, v in env.items() if k in keep or not looks_like_secret(k)}
+    if env.get(EVAL_HUB_ENV) == "online":
+        return {**{k: v for k, v in out.items() if k not in OFFLINE_ENV}, "VLLM_API_KEY": "inspectai",
+                "PYTHONNOUSERSITE": "1"}  # fmt: skip
     return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1", **OFFLINE_ENV}
 
 
