@@ -113,6 +113,11 @@ def test_the_cache_job_fetches_resources_json_and_evaluations_then_load_offline(
     for entry in marker["repos"]:  # each repo, and the commit its default branch resolved to
         assert entry["revision"] == "main" and entry["commit"] == commits[(entry["repo_type"], entry["repo"])]
     assert marker["fetched_by"] == "ptflow" and marker["object"] == "f" * 40
+    # the eval dirs whose evaluate.py warmed it, by their git objects at the checkout's commit
+    root = Path(cached["checkout"]["path"])
+    dirs = [ptb.EVAL_DIR.format(eval=e) for e in EVALS]
+    ids = ptb.object_ids(root, cached["checkout"]["commit"], dirs)
+    assert marker["probed"] == {e: ids[d] for e, d in zip(EVALS, dirs, strict=True)}
     # each evaluation's loads as its evaluate.py makes them (the data probe), all loadable offline: gsm8k's in the
     # form inspect_evals asks (data_dir, not the config name; its pinned revision), the few-shot train split first
     pin = commits[("dataset", "openai/gsm8k")]
@@ -248,10 +253,8 @@ def test_jobs_give_the_cache_rule_the_checkouts_list_and_the_evaluations_data(de
     jobs = Jobs(loaded.cfg, loaded.site, loaded.layout)
     spec = jobs.checkout_cache_spec(lambda paths: {p: "0" * 40 for p in paths})
     assert spec["image"] is None  # the generic site runs no apptainer standard image: ptflow's fetch
-    # resources.json's dir, and each eval's dir (the job runs its evaluate.py to warm the cache in its forms)
-    assert spec["objects"] == dict.fromkeys(
-        [ptb.RESOURCES_DIR, *(ptb.EVAL_DIR.format(eval=e) for e in EVALS)], "0" * 40
-    )
+    # resources.json's dir only: a changed evaluate.py is preflight's to ask (stale_warm_problems)
+    assert spec["objects"] == {ptb.RESOURCES_DIR: "0" * 40}
     assert set(spec["evals"]) == set(EVALS) and spec["evals"]["gsm8k"][0]["repo"] == "openai/gsm8k"
     assert ptb.RESOURCES_DIR in jobs.checkout_spec()["paths"]
     assert loaded.layout.posttrainbench_cache_marker() in jobs.data_markers()
@@ -353,3 +356,31 @@ def test_a_cache_of_the_listed_config_only_is_refused_offline_with_what_it_holds
         marker = cache_checkout_resources(checkout, spec, tmp_path / "m.json", log=lines.append)
     assert [ld["ok"] for ld in marker["evals"]["gsm8k"]] == [False]  # the few-shot load failed; nothing after it
     assert any("evaluation.hub: online" in line and "evals gsm8k: dataset openai/gsm8k" in line for line in lines)
+
+
+def test_preflight_asks_an_evaluate_py_that_changed_since_the_cache_was_warmed(
+    cached, tmp_path, default_raw, clean_env
+):
+    """The cache job warmed the cache for the evaluate.py scripts of one commit (the marker's ``probed``); a new commit
+    whose gsm8k evaluate.py loads another form is asked offline by preflight (the data probe), which names the form
+    and how to warm it; an unchanged checkout is not asked again."""
+    import shutil
+
+    from ptflow.stages.evaluate.preflight import stale_warm_problems
+    from tests.support.ptb_checkout import commit_change
+
+    checkout = _checkout(tmp_path)  # the same files as the module's checkout: the same commit and objects
+    assert checkout["commit"] == cached["checkout"]["commit"]
+    layout = Layout(str(tmp_path / "results"), str(tmp_path / "scratch"), str(cached["hf_home"]))
+    Path(layout.posttrainbench_cache_marker()).parent.mkdir(parents=True)
+    shutil.copy(cached["root"] / "hf_cache.json", layout.posttrainbench_cache_marker())
+    assert stale_warm_problems(_cfg(default_raw, checkout), layout) == []
+    script = Path(checkout["path"]) / ptb.EVAL_DIR.format(eval="gsm8k") / "evaluate.py"
+    moved = script.read_text().replace("'data_dir': 'main'", "'name': 'socratic'")
+    assert moved != script.read_text()
+    commit = commit_change(Path(checkout["path"]), ptb.EVAL_DIR.format(eval="gsm8k") + "/evaluate.py", moved, "x")
+    problems = stale_warm_problems(_cfg(default_raw, {**checkout, "commit": commit}), layout)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("evals[gsm8k]: its evaluate.py changed since the cache was warmed and loads "
+                                  "dataset openai/gsm8k (name='socratic', split='train'")  # fmt: skip
+    assert "--forcerun posttrainbench_cache" in problems[0]

@@ -187,13 +187,14 @@ class Jobs:
         """What rule posttrainbench_cache fetches: the checkout's resources.json (the object id of its dir, so a new
         list or script reruns it), with the checkout's own download script in the site's standard image where the
         site builds that image from the checkout (apptainer, as download_hf_cache.sh runs it), else ptflow's cache
-        code over the same list; and the datasets each evaluation loads, which it must hold. The evals' dirs are in
-        its objects too: the job warms the cache by running their evaluate.py (the data probe), so a script that
-        loads differently warms again."""
+        code over the same list; and the datasets each evaluation loads, which it must hold. The evals' dirs are not
+        in its objects: a job re-made after the checkout checkpoint in the same run loses its consumers (Snakemake
+        9.27 drops the jobs that take it as ``ancient``), so a changed evaluate.py is preflight's to check
+        (``stale_warm_problems``)."""
         image = self.download_image()
         evals = self.checkout_evals()
         return {
-            "objects": objects([ptb.RESOURCES_DIR, *(ptb.EVAL_DIR.format(eval=e) for e in evals)]),
+            "objects": objects([ptb.RESOURCES_DIR]),
             "image": str(Path(images.image_path(self.rt, image)).resolve()) if image else None,
             "evals": {
                 e: [

@@ -245,8 +245,8 @@ def warm_checkout_evals(root: Path, evals: list[str], hf_home, evals_cache, env=
             if ld.args not in unfetched  # said once: why it is not there
         ]
         if ptb.hub_data(e) and not online.loads:
-            problems.append(f"evals {e}: its evaluate.py loaded nothing from the hub before it stopped "
-                            f"({online.stopped}); its data cannot be warmed from here")  # fmt: skip
+            problems.append(f"evals {e}: its evaluate.py stopped before it loaded any dataset ({online.stopped}); "
+                            "its data cannot be warmed from here")  # fmt: skip
         elif not offline.failed() and online.stopped != offline.stopped:
             problems.append(f"evals {e}: its evaluate.py gets further online than offline (offline: "
                             f"{offline.stopped}); data it reads by other means than the hub is missing")  # fmt: skip
@@ -267,6 +267,16 @@ def _evaluations_online(env=None) -> bool:
     from ptflow.config.sites import EVAL_HUB_ENV
 
     return (os.environ if env is None else env).get(EVAL_HUB_ENV) == "online"
+
+
+def probed_objects(root: Path, commit: str | None, evals: list[str]) -> dict[str, str]:
+    """eval dir -> the git object id of ``src/eval/tasks/<eval>`` at ``commit`` (what the probe ran)."""
+    from ptflow.config import posttrainbench as ptb
+
+    if not commit or not evals:
+        return {}
+    ids = ptb.object_ids(root, commit, [ptb.EVAL_DIR.format(eval=e) for e in evals])
+    return {e: ids[ptb.EVAL_DIR.format(eval=e)] for e in evals}
 
 
 def _fetched_commit(hf_home, repo_id: str, repo_type: str) -> str | None:
@@ -364,6 +374,8 @@ def cache_checkout_resources(checkout: dict, spec: dict, marker_path: str | Path
         "hf_home": str(Path(hf_home).resolve()),
         "repos": sorted(repos.values(), key=lambda r: (r["repo_type"], r["repo"])),
         "evals": {ev: [{**ld.args, "ok": ld.ok} for ld in found] for ev, found in loads.items()},
+        # the git object of each eval dir whose evaluate.py warmed the cache: preflight asks a changed one again
+        "probed": probed_objects(root, checkout.get("commit"), list(loads)),
         "failed": sorted(f"{s.describe()}: {err}" for s, err in still.items()),
     }
     if marker["failed"]:

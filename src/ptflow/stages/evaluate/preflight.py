@@ -45,7 +45,9 @@ def evaluation_problems(cfg: Config, site: Site, layout: Layout, env=None, reach
         for eval_id, call in calls.items():
             for line in missing_sources(call_sources(call), layout.hf_home, layout.evals_cache, env=env):
                 problems.append(f"evals[{eval_id}]: {line} ({why})")
-    return problems + checkout_data_problems(cfg, layout, env, reachable)
+    checkout_lines = checkout_data_problems(cfg, layout, env, reachable)
+    # a changed evaluate.py is asked only when the cache is not refused already (it would be named twice)
+    return problems + (checkout_lines or stale_warm_problems(cfg, layout, env))
 
 
 def checkout_resources(cfg: Config, layout: Layout) -> tuple[str, set[tuple[str, str | None]]] | None:
@@ -149,3 +151,41 @@ def _offline_misses(cfg: Config, layout: Layout, needed: list, env) -> dict:
         elif not mine:
             misses[(e, d)] = f"its evaluate.py stopped before loading it: {found.stopped}"
     return misses
+
+
+def stale_warm_problems(cfg: Config, layout: Layout, env=None) -> list[str]:
+    """A checkout eval whose ``evaluate.py`` changed since the cache job warmed the cache (its dir's object id is not
+    the one the cache marker records) may ask for its data in another form. Where the checkout is here at its
+    commit, those scripts are asked offline (the data probe); one line per load the cache does not hold. The cache
+    job is not rerun for it by the workflow (``Jobs.checkout_cache_spec`` says why), so the line says how."""
+    import json
+
+    from ptflow.stages.posttrainbench.data_probe import probe
+
+    checkout = cfg.posttrainbench
+    marker = Path(layout.posttrainbench_cache_marker())
+    evals = sorted({ptb.eval_dir_name(cfg.evals[c.eval].task) for c in cfg.cells if cfg.evals[c.eval].from_checkout})
+    if not checkout or not evals or not marker.is_file():
+        return []  # no warmed cache yet: the cache job warms and proves each eval's loads before any GPU job
+    location = Path(checkout.location(layout.scratch))
+    try:
+        if ptb.git(location, "rev-parse", "HEAD") != checkout.commit:
+            return []  # the checkout rule moves it; the cache job's check follows the scripts it warmed
+        current = ptb.object_ids(location, checkout.commit, [ptb.EVAL_DIR.format(eval=e) for e in evals])
+        probed = json.loads(marker.read_text()).get("probed") or {}
+    except (ptb.CheckoutError, OSError, ValueError):
+        return []
+    changed = {e: location / ptb.EVAL_DIR.format(eval=e) for e in evals
+               if probed.get(e) != current[ptb.EVAL_DIR.format(eval=e)]}  # fmt: skip
+    if not changed:
+        return []
+    base = {k: v for k, v in (os.environ if env is None else env).items() if k not in OFFLINE_ENV}
+    found = probe(changed, location / ptb.TEMPLATES_DIR, "check",
+                  {**base, **data_env(layout.hf_home, layout.evals_cache, offline=True)})  # fmt: skip
+    remedy = (f"warm it for this commit first: snakemake ... --forcerun posttrainbench_cache {marker} (then run the "
+              "matrix again)")  # fmt: skip
+    return [
+        f"evals[{e}]: its evaluate.py changed since the cache was warmed and loads {ld.describe()}, which the cache "
+        f"does not hold offline ({ld.error}); {remedy}"
+        for e, result in sorted(found.items()) for ld in result.failed()
+    ]  # fmt: skip

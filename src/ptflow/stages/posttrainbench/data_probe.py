@@ -74,7 +74,12 @@ class ProbeResult:
         return self.stopped == STOPPED_AT_EVAL
 
     def failed(self) -> list[Load]:
-        return [ld for ld in self.loads if not ld.ok]
+        """The loads that failed, each once (inspect_evals retries a failed load: the same call again)."""
+        out: list[Load] = []
+        for ld in self.loads:
+            if not ld.ok and ld.args not in [o.args for o in out]:
+                out.append(ld)
+        return out
 
 
 def probe(evals: dict[str, Path], templates: Path, mode: str, env: dict) -> dict[str, ProbeResult]:
@@ -202,16 +207,19 @@ def _run_one(eval_dir: Path, templates: str) -> str:
     finally:
         os.chdir(cwd)
         sys.path.remove(str(eval_dir))
-        for name in set(sys.modules) - before:  # the script's own modules (evaluation_code, ...): not the next's
-            if _lives_in(sys.modules[name], str(eval_dir)):
-                del sys.modules[name]
+        # the script's own modules (evaluation_code, ...) are not the next script's: all found first, then dropped
+        # (a namespace package's path is computed from its parent's, which must still be there)
+        own = [name for name in set(sys.modules) - before if _lives_in(sys.modules[name], str(eval_dir))]
+        for name in own:
+            sys.modules.pop(name, None)
 
 
 def _lives_in(module, directory: str) -> bool:
     places = [getattr(module, "__file__", None) or ""]
-    path = getattr(module, "__path__", None)
-    if isinstance(path, list | tuple) or type(path).__name__ == "_NamespacePath":
-        places += [str(p) for p in path]
+    try:
+        places += [str(p) for p in getattr(module, "__path__", None) or []]
+    except (TypeError, KeyError):  # a __path__ that is not a list of places (a lazy module's namespace object)
+        pass
     return any(str(p).startswith(directory) for p in places)
 
 
