@@ -29,12 +29,17 @@ fresh key value is in no file of the run, of the export or of Snakemake's output
 
 The HF cache is PostTrainBench's: the CPU job of rule posttrainbench_cache fetches what the checkout's
 ``resources.json`` lists from the hub STAND-IN (``tests/support/hubstandin.py``; the fixture's data under the real
-dataset ids), and the checkout's ``evaluate.py`` then loads its dataset offline from it. A checkout whose list lacks
-one eval's dataset is refused at preflight, nothing submitted.
+dataset ids and pinned revisions), warms each eval's data by running its ``evaluate.py`` up to its model (the data
+probe: the loads in the form the real scripts make them, gsm8k's by ``data_dir``), and the checkout's ``evaluate.py``
+then loads its dataset offline from it. The second run's site says its compute nodes reach the hub
+(``evaluation.hub: online``): the evaluation it makes runs online, as run_task.sh's. A checkout whose list lacks one
+eval's dataset is refused at preflight, nothing submitted; a hub without the revision the evaluation asks for fails
+the cache job with its line, and no evaluation or agent job is submitted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -49,6 +54,7 @@ import pytest
 import yaml
 
 from ptflow.stages.evaluate.run import validate_eval_json
+from ptflow.stages.posttrainbench.data_probe import PROBE_MODEL
 from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.hubstandin import HubStandIn
@@ -125,15 +131,30 @@ CELL_TARGETS = [
 AGGREGATE_TARGETS = ["results/summary.csv", "results/leaderboard.md"]
 
 
-def _run(work: Path, env: dict, name: str, targets: list[str]):
+def _run(work: Path, env: dict, name: str, targets: list[str], site: Path = SITE):
     # the targets first: --configfile and --config take every word after them
     proc = snakemake(
-        work, *targets, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
+        work, *targets, "--configfile", str(work / "overlay.yaml"), "--config", f"site={site}",
         env=env, profile="profiles/slurm", check=False,
     )  # fmt: skip
     (work / f"{name}.out").write_text(proc.stdout + proc.stderr)  # kept with PTFLOW_KEEP_TEST_WORK=1
     assert proc.returncode == 0, f"snakemake failed ({proc.returncode}): {proc.stderr[-3000:]}"
     return proc
+
+
+@contextlib.contextmanager
+def _work_dir(prefix: str):
+    """A run's directory on the shared path (Slurm sites' rule: not /tmp), removed afterwards unless
+    PTFLOW_KEEP_TEST_WORK is set."""
+    root = Path("/var/lib/ptflow-tests")
+    root.mkdir(parents=True, exist_ok=True)
+    work = root / f"{prefix}-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    try:
+        yield work
+    finally:
+        if not os.environ.get("PTFLOW_KEEP_TEST_WORK"):
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _mtimes(work: Path) -> dict[Path, int]:
@@ -171,13 +192,18 @@ def done(slurm_cluster):
         second = commit_change(checkout, "src/eval/tasks/humaneval/evaluate.py",
                                script.read_text() + "# a new commit\n", "humaneval: touch")  # fmt: skip
         (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, second, api.url)))
-        proc = _run(work, env, "second", AGGREGATE_TARGETS)
+        # the second run on a site whose compute nodes reach the hub: its evaluations run online, as run_task.sh's
+        first_calls = len(calls.read_text().splitlines())
+        online = yaml.safe_load(SITE.read_text())
+        (work / "online-site.yaml").write_text(yaml.safe_dump({**online, "evaluation": {"hub": "online"}}))
+        proc = _run(work, env, "second", AGGREGATE_TARGETS, site=work / "online-site.yaml")
         after = _mtimes(work)
         records = list(api.records)
         hub_requests = list(hub.requests)
     yield {"work": work, "checkout": checkout, "commits": (first, second), "calls": calls, "before": before,
            "after": after, "second": proc, "records": records, "hub": {(r.repo_type, r.repo_id): r.commit
-           for r in repos}, "hub_requests": hub_requests}  # fmt: skip
+           for r in repos}, "hub_requests": hub_requests,
+           "first_calls": first_calls}  # fmt: skip
     if not os.environ.get("PTFLOW_KEEP_TEST_WORK"):
         shutil.rmtree(work, ignore_errors=True)
 
@@ -195,15 +221,24 @@ def test_the_cache_job_fetched_the_checkouts_resources_from_the_hub(done):
     # every repo of the checkout's resources.json, and the commit fetched: the stand-in's
     assert {(r["repo_type"], r["repo"]): r["commit"] for r in marker["repos"]} == done["hub"]
     assert marker["fetched_by"] == "ptflow" and marker["failed"] == []  # the local site runs no standard image
-    assert marker["evals"]["gsm8k"][0]["repo"] == "openai/gsm8k"
-    assert marker["evals"]["humaneval"][0]["commit"] == done["hub"][("dataset", "openai/openai_humaneval")]
+    # each evaluation's loads, as its evaluate.py makes them, all loadable offline: gsm8k's few-shot and test
+    # splits by data_dir at the revision inspect_evals pins (the form the issue's real run missed)
+    gsm8k = done["hub"][("dataset", "openai/gsm8k")]
+    assert [(ld["path"], ld["data_dir"], ld["split"], ld["revision"], ld["ok"]) for ld in marker["evals"]["gsm8k"]] == [
+        ("openai/gsm8k", "main", "train", gsm8k, True), ("openai/gsm8k", "main", "test", gsm8k, True)
+    ]  # fmt: skip
+    (humaneval,) = marker["evals"]["humaneval"]
+    assert humaneval["revision"] == done["hub"][("dataset", "openai/openai_humaneval")] and humaneval["ok"]
     assert any(r.startswith("GET /datasets/openai/gsm8k/resolve/") for r in done["hub_requests"])
     # it ran as a Slurm job of its own (a CPU job, where the network is)
     first = (work / "first.out").read_text()
     assert "rule posttrainbench_cache" in first
     assert (work / ".snakemake/slurm_logs/rule_posttrainbench_cache").is_dir()
-    # and once: the second run (a new commit, the same resources.json) did not fetch again
+    # and once: the second run (a new commit, the same resources.json) did not fetch again; its humaneval
+    # evaluate.py changed, so preflight asked it offline (the data probe, in the driver) and found its loads
     assert "rule posttrainbench_cache" not in done["second"].stdout + done["second"].stderr
+    calls = [json.loads(line) for line in done["calls"].read_text().splitlines()][done["first_calls"] :]
+    assert [(c["eval"], c["hf_hub_offline"]) for c in calls if PROBE_MODEL in c["argv"]] == [("humaneval", "1")]
 
 
 def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
@@ -227,10 +262,19 @@ def test_every_cell_is_evaluated_by_the_checkouts_evaluate_py(done):
         assert trained > base, (ev, base, trained)
     # run_task.sh's command line, in the eval's dir of the checkout (the agent's own calls ran in its task dir)
     calls = [json.loads(line) for line in done["calls"].read_text().splitlines()]
-    final = [c for c in calls if c["cwd"].startswith(str(checkout)) and c["argv"] != ["--help"]]
+    for n, c in enumerate(calls):
+        c["run"] = "first" if n < done["first_calls"] else "second"
+    # the cache job ran each eval's evaluate.py up to its model (the data probe): online to warm, offline to prove
+    probed = [c for c in calls if PROBE_MODEL in c["argv"]]
+    assert {(c["eval"], c["hf_hub_offline"]) for c in probed if c["run"] == "first"} == {
+        (e, mode) for e in EVALS for mode in ("1", None)
+    }  # fmt: skip
+    final = [c for c in calls if c["cwd"].startswith(str(checkout)) and c["argv"] != ["--help"] and c not in probed]
     assert {c["cwd"] for c in final} == {str(checkout / f"src/eval/tasks/{e}") for e in EVALS}
     for c in final:
-        assert c["hf_hub_offline"] == "1"  # the evaluation loaded its dataset offline, from the cache job's fetch
+        # the first run's site is offline: the evaluation loaded its dataset offline, from what the cache job warmed;
+        # the second's says its compute nodes reach the hub (evaluation.hub: online): online, as run_task.sh runs it
+        assert c["hf_hub_offline"] == ("1" if c["run"] == "first" else None), c
         argv = c["argv"]
         assert argv[argv.index("--templates-dir") + 1] == str(checkout / "src/eval/templates")
         # run_task.sh's -1 (every question) where the eval sets no limit, else the limit set
@@ -405,11 +449,7 @@ def test_a_checkout_whose_list_lacks_an_evaluations_dataset_is_refused_at_prefli
     """The same run, but the checkout's resources.json lacks humaneval's dataset: the cache job would never fetch it
     and the offline evaluation would fail on every try. The driver's preflight refuses it in one line naming the
     eval and the repo, before a single job is submitted."""
-    root = Path("/var/lib/ptflow-tests")
-    root.mkdir(parents=True, exist_ok=True)
-    work = root / f"ptb-refused-{uuid.uuid4().hex[:8]}"
-    work.mkdir()
-    try:
+    with _work_dir("ptb-refused") as work:
         checkout = work / "PostTrainBench"
         commit = make_fixture_checkout(checkout, evals=EVALS, agents=("codex",), leave_out=("openai/openai_humaneval",))
         env = {**slurm_cluster.env, **KEY}
@@ -429,6 +469,39 @@ def test_a_checkout_whose_list_lacks_an_evaluations_dataset_is_refused_at_prefli
         assert "dataset openai/openai_humaneval (config openai_humaneval)" in line and "does not list" in line
         assert "has been submitted with SLURM jobid" not in out
         assert not (work / ".snakemake" / "slurm_logs").exists()
-    finally:
-        if not os.environ.get("PTFLOW_KEEP_TEST_WORK"):
-            shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_cache_missing_the_form_an_evaluation_asks_fails_the_cache_job_and_submits_no_gpu_job(slurm_cluster):
+    """The hub has gsm8k at its default branch only, not at the revision inspect_evals pins (the evaluation's form):
+    the cache job on the cluster warms what it can, loads each evaluation's data offline as its evaluate.py asks,
+    fails with one line naming the eval, the dataset and the arguments, and no evaluation or agent job is submitted
+    (they would have failed offline after the agent's hours)."""
+    with _work_dir("ptb-form") as work:
+        checkout = work / "PostTrainBench"
+        commit = make_fixture_checkout(checkout, evals=("gsm8k",), agents=("codex",))
+        env = {**slurm_cluster.env, **KEY}
+        repos = hub_repos(("gsm8k",))
+        for repo in repos:
+            repo.commit = "0" * 40 if repo.repo_id == "openai/gsm8k" else repo.commit
+        config = _config(checkout, commit, "http://127.0.0.1:9/v1")
+        config["evals"] = [e for e in config["evals"] if e["id"] == "gsm8k"]
+        config["scoring"] = {"weights": {"gsm8k": 1.0}}
+        config["matrix"] = {"models": [MODEL_ID], "evals": ["gsm8k"], "agents": ["baseline", "codex"]}
+        with HubStandIn(repos) as hub:
+            env["HF_ENDPOINT"] = hub.url
+            (work / "overlay.yaml").write_text(yaml.safe_dump(config))
+            targets = [str(CELLS / "gsm8k" / agent / "eval.json") for agent in ("baseline", "codex")]
+            proc = snakemake(
+                work, *targets, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
+                env=env, profile="profiles/slurm", check=False,
+            )  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out[-3000:]
+        log = (work / "results/logs/posttrainbench/hf_cache.log").read_text()
+        line = next(ln for ln in log.splitlines() if "MissingReposError" in ln or "does not load offline" in ln)
+        assert "evals gsm8k: dataset openai/gsm8k (data_dir='main', split='train', revision=" in line, line
+        assert "could not be fetched" in line
+        logs = work / ".snakemake" / "slurm_logs"
+        assert (logs / "rule_posttrainbench_cache").is_dir()  # it ran as a Slurm job of its own
+        submitted = sorted(p.name for p in logs.iterdir())
+        assert not [r for r in submitted if r.startswith(("rule_evaluate", "rule_train", "rule_judge"))], submitted
