@@ -57,6 +57,10 @@ class HubData:
 # for gpqamain), read from the checkout: gsm8k's few-shot examples come from its train split. arenahardwriting and
 # healthbench load nothing from the hub: their questions are files in their evaluation_code/ (their LLM judges
 # are API calls). None of these loads names a revision in resources.json, so the cache holds the default branch.
+# This table is for planning (what resources.json must list, which datasets are gated): the exact form of each load
+# (data_dir or config name, split, revision) is recorded from the evaluate.py itself by the cache job's data probe
+# (ptflow.stages.posttrainbench.data_probe), with the inspect_evals that runs it (ptflow's 0.26 clones bfcl's data
+# from GitHub instead of this hub dataset).
 EVAL_HUB_DATA: dict[str, tuple[HubData, ...]] = {
     "gsm8k": (HubData("openai/gsm8k", "main", ("test", "train")),),
     "aime2025": (HubData("math-ai/aime25", None, ("test",)),),

@@ -91,10 +91,16 @@ def probe(evals: dict[str, Path], templates: Path, mode: str, env: dict) -> dict
         items = [{"eval": e, "dir": str(Path(d).resolve())} for e, d in sorted(evals.items())]
         request.write_text(json.dumps({"mode": mode, "templates": str(Path(templates).resolve()), "evals": items}))
         child_env = {**env, "XDG_CACHE_HOME": str(Path(tmp) / "xdg-cache")}  # inspect's copies: an empty dir
-        proc = subprocess.run(
-            [sys.executable, "-m", "ptflow.stages.posttrainbench.data_probe", str(request), str(result)],
-            env=child_env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-        )  # fmt: skip
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "ptflow.stages.posttrainbench.data_probe", str(request), str(result)],
+                env=child_env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"the data probe ({mode}) of {', '.join(sorted(evals))} took over {PROBE_TIMEOUT_S} s (a hub that "
+                "does not answer: inspect_evals retries its loads for minutes); check HF_ENDPOINT from this node"
+            ) from None
         if not result.exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise RuntimeError(f"the data probe ({mode}) exited {proc.returncode}: {tail[0]}")
