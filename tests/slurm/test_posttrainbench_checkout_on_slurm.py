@@ -491,9 +491,10 @@ def test_a_cache_missing_the_form_an_evaluation_asks_fails_the_cache_job_and_sub
             env["HF_ENDPOINT"] = hub.url
             (work / "overlay.yaml").write_text(yaml.safe_dump(config))
             targets = [str(CELLS / "gsm8k" / agent / "eval.json") for agent in ("baseline", "codex")]
+            # no retries: the profile's two would make the same miss again (the line is the proof, not its repeats)
             proc = snakemake(
-                work, *targets, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
-                env=env, profile="profiles/slurm", check=False,
+                work, *targets, "--retries", "0", "--configfile", str(work / "overlay.yaml"),
+                "--config", f"site={SITE}", env=env, profile="profiles/slurm", check=False,
             )  # fmt: skip
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0, out[-3000:]
