@@ -50,3 +50,22 @@ def test_each_evaluate_py_runs_to_its_model_with_its_own_modules_and_its_loads_r
     assert "rows.jsonl" in load.args["data_files"]
     # each imported its own evaluation_code (the probe runs them in name order: plain, then viainspect)
     assert plain.loads == () and plain.stopped == f"exited 'evaluate.py: no model at {PROBE_MODEL} (plain)'"
+
+
+RETRIED_SCRIPT = """from inspect_evals.utils.huggingface import hf_dataset
+
+hf_dataset(path="openai/gsm8k", data_dir="main", split="test", revision="0" * 40, sample_fields=lambda r: r)
+"""
+
+
+def test_an_offline_miss_is_final_not_retried_by_inspect_evals(tmp_path):
+    """inspect_evals retries a failed load (3 tries, waits of up to a minute; 5 where CI is set): offline a miss is
+    final, so the probe stops at the first one and records it once, with what the cache holds."""
+    d = tmp_path / "tasks" / "gsm8k"
+    d.mkdir(parents=True)
+    (d / "evaluate.py").write_text(RETRIED_SCRIPT)
+    env = {"PATH": "/usr/bin:/bin", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    (found,) = probe({"gsm8k": d}, tmp_path / "templates", "check", env).values()
+    assert [ld.args["data_dir"] for ld in found.loads] == ["main"] and not found.loads[0].ok
+    assert found.stopped.startswith("stopped at a load the cache does not answer: ")
+    assert found.loads[0].cache_holds == ()

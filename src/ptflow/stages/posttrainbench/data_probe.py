@@ -46,6 +46,11 @@ class ProbeStop(BaseException):  # noqa: N818 - a control-flow signal, not an er
     """Raised where the evaluation would start its model."""
 
 
+class ProbeMiss(BaseException):  # noqa: N818 - BaseException: no retry policy (backoff, tenacity) catches it
+    """Raised, in check mode, for a load the cache does not answer: offline a miss is final, and inspect_evals'
+    retries would only sleep (3 tries with waits of up to a minute each, 5 where CI is set)."""
+
+
 @dataclass(frozen=True)
 class Load:
     """One ``datasets.load_dataset`` call an evaluation makes (its arguments as given), and how it went."""
@@ -105,9 +110,11 @@ def probe(evals: dict[str, Path], templates: Path, mode: str, env: dict) -> dict
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             raise RuntimeError(f"the data probe ({mode}) exited {proc.returncode}: {tail[0]}")
         raw = json.loads(result.read_text())
-    return {
-        e: ProbeResult(e, tuple(Load(e, **ld) for ld in r["loads"]), r["stopped"]) for e, r in raw.items()
-    }  # fmt: skip
+    results = {}
+    for e, r in raw.items():
+        loads = tuple(Load(e, **{**ld, "cache_holds": tuple(ld["cache_holds"])}) for ld in r["loads"])
+        results[e] = ProbeResult(e, loads, r["stopped"])
+    return results
 
 
 # --- the child: runs each evaluate.py up to its model --------------------------------------------------------------
@@ -155,6 +162,8 @@ class _Recorder:
             except Exception as exc:
                 entry["error"] = _first_line(exc)
                 entry["cache_holds"] = _cache_holds(str(call["path"]))
+                if self.mode == "check":
+                    raise ProbeMiss(entry["error"]) from exc
                 raise
             entry["ok"] = True
             if self.mode == "warm" and call["data_dir"] and not call["name"]:
@@ -206,6 +215,8 @@ def _run_one(eval_dir: Path, templates: str) -> str:
         return "ended without reaching its model"
     except ProbeStop:
         return STOPPED_AT_EVAL
+    except ProbeMiss as miss:
+        return f"stopped at a load the cache does not answer: {miss}"
     except SystemExit as exc:
         return f"exited {exc.code!r}"
     except Exception as exc:
