@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ptflow.stages.posttrainbench.data_probe import PROBE_MODEL, STOPPED_AT_EVAL, probe
+from ptflow.stages.posttrainbench.data_probe import PROBE_MODEL, STOPPED_AT_EVAL, probe, probe_env
 
 INSPECT_SCRIPT = """import json, sys
 from inspect_ai import Task, eval as inspect_eval
@@ -26,9 +26,10 @@ assert args[args.index("--model-path") + 1].endswith("qwen3-probe") and args[arg
 inspect_eval(build(), model="vllm/" + args[args.index("--model-path") + 1])
 raise SystemExit("reached the model: the probe did not stop it")
 """
-PLAIN_SCRIPT = """import sys
+PLAIN_SCRIPT = """import os, sys
 from evaluation_code.which import NAME
-sys.exit(f"evaluate.py: no model at {sys.argv[sys.argv.index('--model-path') + 1]} ({NAME})")
+keys = sorted(k for k in ("OPENAI_API_KEY", "HF_TOKEN") if k in os.environ)
+sys.exit(f"evaluate.py: no model at {sys.argv[sys.argv.index('--model-path') + 1]} ({NAME}, sees {keys})")
 """
 
 
@@ -41,15 +42,19 @@ def test_each_evaluate_py_runs_to_its_model_with_its_own_modules_and_its_loads_r
         (d / "evaluate.py").write_text(script)
         (d / "rows.jsonl").write_text(json.dumps({"q": "What is 1 + 1?", "a": "2"}) + "\n")
         evals[name] = d
-    env = {"PATH": "/usr/bin:/bin", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
-    found = probe(evals, tmp_path / "templates", "check", env)
+    # the job's environment holds a grader's key: the probe's scripts see HF_TOKEN (gated fetches) and no other
+    job = {"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": "sk-fixture", "HF_TOKEN": "hf-fixture"}
+    found = probe(evals, tmp_path / "templates", "check", probe_env(job, tmp_path / "hf", tmp_path / "ie", True))
     inspect_run, plain = found["viainspect"], found["plain"]
-    assert inspect_run.stopped == STOPPED_AT_EVAL and inspect_run.reached_eval
+    assert inspect_run.stopped == STOPPED_AT_EVAL
     ((load),) = inspect_run.loads
     assert load.ok and load.args["path"] == "json" and load.args["split"] == "test"
     assert "rows.jsonl" in load.args["data_files"]
     # each imported its own evaluation_code (the probe runs them in name order: plain, then viainspect)
-    assert plain.loads == () and plain.stopped == f"exited 'evaluate.py: no model at {PROBE_MODEL} (plain)'"
+    assert (
+        plain.loads == ()
+        and plain.stopped == f"exited \"evaluate.py: no model at {PROBE_MODEL} (plain, sees ['HF_TOKEN'])\""
+    )
 
 
 RETRIED_SCRIPT = """from inspect_evals.utils.huggingface import hf_dataset

@@ -192,7 +192,6 @@ class Jobs:
         9.27 drops the jobs that take it as ``ancient``), so a changed evaluate.py is preflight's to check
         (``stale_warm_problems``)."""
         image = self.download_image()
-        evals = self.checkout_evals()
         return {
             "objects": objects([ptb.RESOURCES_DIR]),
             "image": str(Path(images.image_path(self.rt, image)).resolve()) if image else None,
@@ -201,7 +200,7 @@ class Jobs:
                     {"repo": d.repo, "config": d.config, "splits": list(d.splits), "gated": d.gated}
                     for d in ptb.hub_data(e)
                 ]
-                for e in evals
+                for e in self.checkout_evals()
             },  # fmt: skip
             "hf_home": self.layout.hf_home,
             "evals_cache": self.layout.evals_cache,

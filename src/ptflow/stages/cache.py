@@ -199,13 +199,6 @@ def checkout_eval_data(spec: dict) -> dict[str, list]:
     }
 
 
-def _probe_env(hf_home, evals_cache, env, offline: bool) -> dict:
-    from ptflow.stages.evaluate.sources import OFFLINE_ENV, data_env
-
-    base = {k: v for k, v in (os.environ if env is None else env).items() if k not in OFFLINE_ENV}
-    return {**base, **data_env(hf_home, evals_cache, offline=offline)}
-
-
 def _loads_complete(eval_dir: str, found) -> bool:
     """An offline probe found everything: no load failed, and an eval that loads from the hub loaded something."""
     from ptflow.config import posttrainbench as ptb
@@ -218,18 +211,18 @@ def warm_checkout_evals(root: Path, evals: list[str], hf_home, evals_cache, env=
     hub nothing), else online, then again offline; returns each eval's loads; raises :class:`MissingReposError`
     with one line per miss (the eval, the dataset, the arguments, what the cache holds)."""
     from ptflow.config import posttrainbench as ptb
-    from ptflow.stages.posttrainbench.data_probe import probe
+    from ptflow.stages.posttrainbench.data_probe import probe, probe_env
 
     dirs = {e: root / ptb.EVAL_DIR.format(eval=e) for e in evals}
     if not dirs:
         return {}
     templates = root / ptb.TEMPLATES_DIR
-    offline_env = _probe_env(hf_home, evals_cache, env, offline=True)
+    offline_env = probe_env(env, hf_home, evals_cache, offline=True)
     check = probe(dirs, templates, "check", offline_env)
     if all(_loads_complete(e, check[e]) for e in dirs):
         log(f"the evaluations' data ({', '.join(sorted(dirs))}) loads offline as they ask for it: no network used")
         return {e: list(check[e].loads) for e in sorted(dirs)}
-    warm = probe(dirs, templates, "warm", _probe_env(hf_home, evals_cache, env, offline=False))
+    warm = probe(dirs, templates, "warm", probe_env(env, hf_home, evals_cache, offline=False))
     check = probe(dirs, templates, "check", offline_env)
     problems = []
     for e in sorted(dirs):

@@ -16,13 +16,7 @@ from ptflow.config.model import Config
 from ptflow.config.sites import Site
 from ptflow.stages.evaluate.run import EvalConfigError, call_sources, check_call
 from ptflow.stages.evaluate.settings import Provider, build_call
-from ptflow.stages.evaluate.sources import (
-    OFFLINE_ENV,
-    data_env,
-    missing_each_hf,
-    missing_sources,
-    resources_from_text,
-)
+from ptflow.stages.evaluate.sources import missing_each_hf, missing_sources, resources_from_text
 
 
 def evaluation_problems(cfg: Config, site: Site, layout: Layout, env=None, reachable=None) -> list[str]:
@@ -117,29 +111,38 @@ def checkout_data_problems(cfg: Config, layout: Layout, env=None, reachable=None
     return problems
 
 
+def _checkout_here(cfg: Config, layout: Layout) -> Path | None:
+    """The checkout's directory where it is here at the pinned commit (its evaluate.py scripts can be asked), else
+    None (not cloned yet, or elsewhere: the checkout rule makes or moves it)."""
+    location = Path(cfg.posttrainbench.location(layout.scratch))
+    if not location.is_dir():
+        return None
+    try:
+        return location if ptb.git(location, "rev-parse", "HEAD") == cfg.posttrainbench.commit else None
+    except ptb.CheckoutError:
+        return None
+
+
+def _offline_env(layout: Layout, env) -> dict:
+    from ptflow.stages.posttrainbench.data_probe import probe_env
+
+    return probe_env(env, layout.hf_home, layout.evals_cache, offline=True)
+
+
 def _offline_misses(cfg: Config, layout: Layout, needed: list, env) -> dict:
     """(eval, HubData) -> why an offline evaluation misses it: asked of the checkout's evaluate.py scripts (the data
     probe, offline) where the checkout is here at its commit, else of the cache by the listed configs."""
     from ptflow.config.tasks import HFDataset
     from ptflow.stages.posttrainbench.data_probe import probe
 
-    checkout = cfg.posttrainbench
-    location = Path(checkout.location(layout.scratch))
-    at_commit = False
-    if location.is_dir():
-        try:
-            at_commit = ptb.git(location, "rev-parse", "HEAD") == checkout.commit
-        except ptb.CheckoutError:
-            at_commit = False
-    if not at_commit:
+    location = _checkout_here(cfg, layout)
+    if location is None:
         sources = {(e, d): HFDataset(d.repo, None, d.splits, name=d.config, gated=d.gated) for e, d in needed}
         missing = missing_each_hf(list(set(sources.values())), layout.hf_home, layout.evals_cache, env=env)
         return {key: f"not in the cache ({missing[src]})" for key, src in sources.items() if src in missing}
     evals = sorted({ptb.eval_dir_name(cfg.evals[e].task) for e, _ in needed})
     dirs = {e: location / ptb.EVAL_DIR.format(eval=e) for e in evals}
-    base = {k: v for k, v in (os.environ if env is None else env).items() if k not in OFFLINE_ENV}
-    results = probe(dirs, location / ptb.TEMPLATES_DIR, "check",
-                    {**base, **data_env(layout.hf_home, layout.evals_cache, offline=True)})  # fmt: skip
+    results = probe(dirs, location / ptb.TEMPLATES_DIR, "check", _offline_env(layout, env))
     misses = {}
     for e, d in needed:
         found = results[ptb.eval_dir_name(cfg.evals[e].task)]
@@ -167,10 +170,10 @@ def stale_warm_problems(cfg: Config, layout: Layout, env=None) -> list[str]:
     evals = sorted({ptb.eval_dir_name(cfg.evals[c.eval].task) for c in cfg.cells if cfg.evals[c.eval].from_checkout})
     if not checkout or not evals or not marker.is_file():
         return []  # no warmed cache yet: the cache job warms and proves each eval's loads before any GPU job
-    location = Path(checkout.location(layout.scratch))
+    location = _checkout_here(cfg, layout)
+    if location is None:
+        return []  # the checkout rule makes it; the cache job's check follows the scripts it warmed
     try:
-        if ptb.git(location, "rev-parse", "HEAD") != checkout.commit:
-            return []  # the checkout rule moves it; the cache job's check follows the scripts it warmed
         current = ptb.object_ids(location, checkout.commit, [ptb.EVAL_DIR.format(eval=e) for e in evals])
         probed = json.loads(marker.read_text()).get("probed") or {}
     except (ptb.CheckoutError, OSError, ValueError):
@@ -179,9 +182,7 @@ def stale_warm_problems(cfg: Config, layout: Layout, env=None) -> list[str]:
                if probed.get(e) != current[ptb.EVAL_DIR.format(eval=e)]}  # fmt: skip
     if not changed:
         return []
-    base = {k: v for k, v in (os.environ if env is None else env).items() if k not in OFFLINE_ENV}
-    found = probe(changed, location / ptb.TEMPLATES_DIR, "check",
-                  {**base, **data_env(layout.hf_home, layout.evals_cache, offline=True)})  # fmt: skip
+    found = probe(changed, location / ptb.TEMPLATES_DIR, "check", _offline_env(layout, env))
     remedy = (f"warm it for this commit first: snakemake ... --forcerun posttrainbench_cache {marker} (then run the "
               "matrix again)")  # fmt: skip
     return [

@@ -74,10 +74,6 @@ class ProbeResult:
     loads: tuple[Load, ...]
     stopped: str
 
-    @property
-    def reached_eval(self) -> bool:
-        return self.stopped == STOPPED_AT_EVAL
-
     def failed(self) -> list[Load]:
         """The loads that failed, each once (inspect_evals retries a failed load: the same call again)."""
         out: list[Load] = []
@@ -87,8 +83,24 @@ class ProbeResult:
         return out
 
 
+HUB_TOKEN = "HF_TOKEN"  # the one secret a probe gets: gated datasets need it to be fetched
+
+
+def probe_env(env: dict | None, hf_home, evals_cache, offline: bool) -> dict:
+    """The probe's environment: ``env`` (else this process's) pointed at the caches (``data_env``), online or with
+    the hub's offline switches, and without any secret but HF_TOKEN: the scripts run only up to their models, so
+    their graders' keys are not theirs to see (a script that wants one stops there, as healthbench's does)."""
+    from ptflow.keys import looks_like_secret
+    from ptflow.stages.evaluate.sources import OFFLINE_ENV, data_env
+
+    base = {k: v for k, v in (os.environ if env is None else env).items()
+            if k not in OFFLINE_ENV and (k == HUB_TOKEN or not looks_like_secret(k))}  # fmt: skip
+    return {**base, **data_env(hf_home, evals_cache, offline=offline)}
+
+
 def probe(evals: dict[str, Path], templates: Path, mode: str, env: dict) -> dict[str, ProbeResult]:
-    """Run the probe over ``evals`` (eval id -> its directory in the checkout) in a child process with ``env``."""
+    """Run the probe over ``evals`` (eval id -> its directory in the checkout) in a child process with ``env``
+    (:func:`probe_env`)."""
     if mode not in ("warm", "check"):
         raise ValueError(f"mode must be warm or check, not {mode!r}")
     with tempfile.TemporaryDirectory(prefix="ptflow-data-probe-") as tmp:
@@ -179,7 +191,7 @@ class _Recorder:
 def _stop_at_eval(tasks=None, *args, **kwargs):
     """inspect_ai.eval's stand-in for the probe: build the tasks (their datasets load), then stop."""
     from inspect_ai import Task
-    from inspect_ai._eval.loader import load_tasks
+    from inspect_ai._eval.loader import load_tasks  # inspect's own task creation (private; pinned in requirements)
 
     for task in tasks if isinstance(tasks, list | tuple) else [tasks]:
         if isinstance(task, str):

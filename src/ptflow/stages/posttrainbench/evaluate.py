@@ -149,11 +149,9 @@ def eval_environment(env: dict, keys) -> dict:
     ``evaluation.hub: online``, :data:`EVAL_HUB_ENV` in the job) it runs online, as run_task.sh runs it: no switch
     set, any inherited one removed (still from the warmed cache)."""
     keep = set(keys)
-    out = {k: v for k, v in env.items() if k in keep or not looks_like_secret(k)}
-    if env.get(EVAL_HUB_ENV) == "online":
-        return {**{k: v for k, v in out.items() if k not in OFFLINE_ENV}, "VLLM_API_KEY": "inspectai",
-                "PYTHONNOUSERSITE": "1"}  # fmt: skip
-    return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1", **OFFLINE_ENV}
+    out = {k: v for k, v in env.items() if (k in keep or not looks_like_secret(k)) and k not in OFFLINE_ENV}
+    switches = {} if env.get(EVAL_HUB_ENV) == "online" else OFFLINE_ENV
+    return {**out, "VLLM_API_KEY": "inspectai", "PYTHONNOUSERSITE": "1", **switches}
 
 
 def _run(argv, cwd, env, stdout: Path, timeout: float | None, stderr: Path | None = None) -> int | None:
