@@ -1,12 +1,25 @@
 """GRPO with TRL's GRPOTrainer on a verl parquet (the job's GPUs, or the CPU where it has none); reward = the GSM8K
-strict rule."""
+strict rule.
+
+What it shares with SFT (settings, model loading, arguments, resumable training, the ``run`` adapter) lives in
+``ptflow.stages.train.trl_common``; here: the reward, GRPO's own settings and config, and its reward mean."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from ptflow.stages.train.trl_common import (
+    TrlSettings,
+    device_args,
+    load_start_model,
+    log_callback,
+    read_verl_rows,
+    run_trainer,
+    train_and_save,
+    trainer_output_dir,
+)
 
 
 def completion_text(completion) -> str:
@@ -30,19 +43,12 @@ def gsm8k_reward(prompts, completions, ground_truth, **kwargs) -> list[float]:
     return [gsm8k_score(completion_text(c), gt) for c, gt in zip(completions, ground_truth, strict=True)]
 
 
-@dataclass(frozen=True)
-class GrpoSettings:
-    """Kind ``trl-grpo``'s params (the agent's ``params`` in config, as the train job carries them)."""
+@dataclass(frozen=True, kw_only=True)
+class GrpoSettings(TrlSettings):
+    """Kind ``trl-grpo``'s params: the shared TRL settings and the sampling of each prompt's group."""
 
-    steps: int
-    batch_size: int
     num_generations: int
-    learning_rate: float
     max_completion_length: int
-    seed: int
-    save_freq: int | None = None
-    save_minutes: float | None = None
-    gradient_checkpointing: bool = True
 
 
 def train_grpo(
@@ -65,29 +71,15 @@ def train_grpo(
     """
     t0 = time.perf_counter()
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
-
-    from ptflow.stages.train.trl_common import (
-        common_args,
-        device_args,
-        log_callback,
-        read_verl_rows,
-        train_and_save,
-        trainer_output_dir,
-    )
 
     if hp.num_generations < 2:
         raise ValueError("GRPO needs num_generations >= 2 (advantages are relative within a group)")
     device = device_args(gpus, log)
     rows = read_verl_rows(train_parquet)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in rows])
-    tokenizer = AutoTokenizer.from_pretrained(os.fspath(model_path))
-    model = AutoModelForCausalLM.from_pretrained(os.fspath(model_path), dtype="float32")
+    model, tokenizer = load_start_model(model_path)
     rewards: list[float] = []
-
-    def on_log(line: str) -> None:
-        log(line)
 
     def reward_fn(prompts, completions, ground_truth, **kwargs):
         out = gsm8k_reward(prompts, completions, ground_truth)
@@ -96,17 +88,8 @@ def train_grpo(
 
     reward_fn.__name__ = "gsm8k_strict"
     with trainer_output_dir(resume, "ptflow-grpo-") as scratch:
-        args = common_args(
-            scratch,
-            steps=hp.steps,
-            batch_size=hp.batch_size * hp.num_generations,
-            learning_rate=hp.learning_rate,
-            seed=hp.seed,
-            save_freq=hp.save_freq,
-            gradient_checkpointing=hp.gradient_checkpointing,
-        )
         config = GRPOConfig(
-            **args,
+            **hp.trainer_args(scratch, batch_size=hp.batch_size * hp.num_generations),
             **device,
             num_generations=hp.num_generations,
             max_completion_length=hp.max_completion_length,
@@ -121,7 +104,7 @@ def train_grpo(
             args=config,
             train_dataset=dataset,
             processing_class=tokenizer,
-            callbacks=[log_callback(on_log)],
+            callbacks=[log_callback(log)],
         )
         result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=hp.save_minutes, log=log)
     seconds = time.perf_counter() - t0
@@ -135,7 +118,4 @@ def train_grpo(
 
 def run(job) -> dict:
     """Kind ``trl-grpo`` (a ``ptflow.stages.train.cell.TrainJob``)."""
-    hp = GrpoSettings(**job.params)
-    return train_grpo(
-        job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log, gpus=job.run.gpus
-    )
+    return run_trainer(train_grpo, GrpoSettings, job)

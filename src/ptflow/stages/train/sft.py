@@ -1,24 +1,29 @@
-"""Supervised fine-tuning with TRL's SFTTrainer on a verl parquet (the job's GPUs, or the CPU where it has none)."""
+"""Supervised fine-tuning with TRL's SFTTrainer on a verl parquet (the job's GPUs, or the CPU where it has none).
+
+What it shares with GRPO (settings, model loading, arguments, resumable training, the ``run`` adapter) lives in
+``ptflow.stages.train.trl_common``; here: the prompt -> answer dataset and SFT's own config."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ptflow.stages.train.trl_common import (
+    TrlSettings,
+    device_args,
+    load_start_model,
+    log_callback,
+    read_verl_rows,
+    run_trainer,
+    train_and_save,
+    trainer_output_dir,
+)
 
-@dataclass(frozen=True)
-class SftSettings:
-    """Kind ``trl-sft``'s params (the agent's ``params`` in config, as the train job carries them)."""
 
-    steps: int
-    batch_size: int
-    learning_rate: float
-    seed: int
-    save_freq: int | None = None
-    save_minutes: float | None = None
-    gradient_checkpointing: bool = True
+@dataclass(frozen=True, kw_only=True)
+class SftSettings(TrlSettings):
+    """Kind ``trl-sft``'s params: the shared TRL settings, none of its own."""
 
 
 def train_sft(
@@ -43,37 +48,18 @@ def train_sft(
     """
     t0 = time.perf_counter()
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
-
-    from ptflow.stages.train.trl_common import (
-        common_args,
-        device_args,
-        log_callback,
-        read_verl_rows,
-        train_and_save,
-        trainer_output_dir,
-    )
 
     device = device_args(gpus, log)
     rows = read_verl_rows(train_parquet)
     dataset = Dataset.from_list(
         [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": r["answer"]}]} for r in rows]
     )
-    tokenizer = AutoTokenizer.from_pretrained(os.fspath(model_path))
-    model = AutoModelForCausalLM.from_pretrained(os.fspath(model_path), dtype="float32")
+    model, tokenizer = load_start_model(model_path)
     with trainer_output_dir(resume, "ptflow-sft-") as scratch:
         config = SFTConfig(
-            **common_args(
-                scratch,
-                steps=hp.steps,
-                batch_size=hp.batch_size,
-                learning_rate=hp.learning_rate,
-                seed=hp.seed,
-                warmup_steps=hp.steps // 10,  # tiny models want a high lr; warmup avoids early loss spikes
-                save_freq=hp.save_freq,
-                gradient_checkpointing=hp.gradient_checkpointing,
-            ),
+            # tiny models want a high lr; warmup avoids early loss spikes
+            **hp.trainer_args(scratch, batch_size=hp.batch_size, warmup_steps=hp.steps // 10),
             **device,
             completion_only_loss=True,
             max_length=256,
@@ -94,5 +80,4 @@ def train_sft(
 
 def run(job) -> dict:
     """Kind ``trl-sft`` (a ``ptflow.stages.train.cell.TrainJob``)."""
-    hp = SftSettings(**job.params)
-    return train_sft(job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log, gpus=job.run.gpus)
+    return run_trainer(train_sft, SftSettings, job)

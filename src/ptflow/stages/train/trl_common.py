@@ -1,4 +1,7 @@
-"""Shared helpers for the TRL trainers: dataset loading, logging callback, resumable training, atomic model saving.
+"""What the TRL trainers (``sft``, ``grpo``) share: the settings both kinds take, the model and tokenizer they start
+from, dataset loading, the training arguments and device, logging callback, resumable training, atomic model saving,
+and the ``run(job)`` adapter from a train job to a trainer. Each trainer's module keeps only its own part: its
+dataset's shape, its TRL config and trainer, its own settings and results.
 
 Resuming is transformers' own: ``trainer.train(resume_from_checkpoint=...)`` restores weights, optimizer, scheduler,
 RNG states and the step, and skips the batches already trained. What ptflow adds (:func:`train_and_save`):
@@ -16,7 +19,54 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrlSettings:
+    """The params every TRL kind takes (the agent's ``params`` in config, as the train job carries them); a kind's
+    own settings add its fields to these. Keyword-only, so a kind's required fields may follow these defaults."""
+
+    steps: int
+    batch_size: int
+    learning_rate: float
+    seed: int
+    save_freq: int | None = None
+    save_minutes: float | None = None
+    gradient_checkpointing: bool = True
+
+    def trainer_args(self, output_dir: str, *, batch_size: int, warmup_steps: int = 0) -> dict:
+        """:func:`common_args` for these settings; ``batch_size`` is the per-device batch the kind computes from
+        its own settings (GRPO's counts completions, not prompts)."""
+        return common_args(
+            output_dir,
+            steps=self.steps,
+            batch_size=batch_size,
+            learning_rate=self.learning_rate,
+            seed=self.seed,
+            warmup_steps=warmup_steps,
+            save_freq=self.save_freq,
+            gradient_checkpointing=self.gradient_checkpointing,
+        )
+
+
+def run_trainer(train: Callable[..., dict], settings_type: type[TrlSettings], job) -> dict:
+    """A TRL kind's ``run(job)``: ``job`` (a ``ptflow.stages.train.cell.TrainJob``) params as ``settings_type``,
+    its start model, train split, staging dir, resume state, log and the GPUs it asked for, given to ``train``
+    (``train_sft``, ``train_grpo``)."""
+    hp = settings_type(**job.params)
+    return train(job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log, gpus=job.run.gpus)
+
+
+def load_start_model(model_path):
+    """The model to train (fp32 master weights; the device decides autocast, :func:`device_args`) and its
+    tokenizer, both from ``model_path``. Returns ``(model, tokenizer)``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(os.fspath(model_path))
+    model = AutoModelForCausalLM.from_pretrained(os.fspath(model_path), dtype="float32")
+    return model, tokenizer
 
 
 def read_verl_rows(train_parquet) -> list[dict]:
