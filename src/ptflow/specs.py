@@ -3,8 +3,8 @@
 Each spec has ``to_params()`` - the plain dict Snakemake stores and compares (a job whose params change is run
 again) - and ``from_params()``, the one way scripts and stages read it back. A key whose value is its default is left
 out of the params, so finished cells of configs that never set it keep their params: that rule lives in
-:func:`_unless_default` alone, and the defaults it compares with are the config model's
-(:mod:`ptflow.config.model`). The key order of each dict is part of the contract too (Snakemake compares the params'
+:func:`_unless_default` alone, and the defaults it compares with are the config entries'
+(:mod:`ptflow.config.entries`). The key order of each dict is part of the contract too (Snakemake compares the params'
 ``repr``); tests/unit/test_job_params.py pins every job of every shipped config.
 """
 
@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ptflow.config.entries import DEFAULT_ON_RESTART
 from ptflow.config.kinds import KINDS
-from ptflow.config.model import DEFAULT_ON_RESTART
+from ptflow.config.sites import RuntimeSpec
 
 Params = dict[str, Any]
 
@@ -53,6 +54,72 @@ class CellRef:
     @classmethod
     def from_params(cls, d: Params) -> CellRef:
         return cls(d["model"], d["model_name"], d["eval"], d["agent"], d.get("run", 1))
+
+
+@dataclass(frozen=True)
+class StageRuntime:
+    """The site's runtime (:class:`~ptflow.config.sites.RuntimeSpec`: a container runtime or a venv) as the jobs of
+    one stage use it: which image (the runtime's handle: ``.sif``, ``.sqsh`` or EDF ``.toml``), the job's GPUs, the
+    host paths to bind and the shared HF cache to give it a private view of. ``ptflow.cluster.runtime`` runs
+    commands through it. The params key of the site's runtime is ``runtime``, as it always was."""
+
+    site_runtime: RuntimeSpec
+    image: str | None = None
+    gpus: int = 0
+    binds: tuple[str, ...] = ()
+    hf_home: str | None = None
+    agent_cell: bool = False
+    venv: str | None = None  # an overlay venv over the image (rule env: verl's); its python and ray run the job
+    checkout: str | None = None  # the source checkout installed in that venv (the trainer's working directory)
+
+    @property
+    def kind(self) -> str:
+        return self.site_runtime.kind
+
+    def to_params(self) -> Params:
+        out = {
+            "runtime": self.site_runtime.to_dict(),
+            "image": self.image,
+            "gpus": self.gpus,
+            "binds": list(self.binds),
+            "hf_home": self.hf_home,
+            "agent_cell": self.agent_cell,
+        }
+        # absent unless set: other jobs' params (and outputs) stay as they were
+        return out | _unless_default(venv=(self.venv, None), checkout=(self.checkout, None))
+
+    @classmethod
+    def from_params(cls, d: Params | None) -> StageRuntime | None:
+        if not d:
+            return None
+        rest = {k: v for k, v in d.items() if k not in ("runtime", "binds")}
+        return cls(RuntimeSpec.from_dict(d["runtime"]), binds=tuple(d.get("binds", ())), **rest)
+
+
+def _runtime_params(runtime: StageRuntime | None) -> Params:
+    """``{"runtime": ...}`` for a job with a runtime, else nothing (other jobs' params stay as they were)."""
+    return {"runtime": runtime.to_params()} if runtime else {}
+
+
+@dataclass(frozen=True)
+class CheckoutFiles(_Fields):
+    """A PostTrainBench checkout eval's dir (``src/eval/tasks/<eval_dir>``) and the git object ids of the checkout
+    paths a job reads (a changed file reruns the jobs that read it)."""
+
+    eval_dir: str
+    objects: Params
+
+
+@dataclass(frozen=True)
+class CheckoutAgent(_Fields):
+    """An agent cell of a checkout eval, as run_task.sh runs it: the eval's dir, the checkout's ``agents/<solve>``
+    whose solve.sh the agent runs (None: ptflow's own command), the GPUs its prompt names, and the git object ids
+    of the paths it uses."""
+
+    eval_dir: str
+    solve: str | None
+    num_gpus: int
+    objects: Params
 
 
 @dataclass(frozen=True)
@@ -100,7 +167,7 @@ class AgentCliSpec(_Fields):
     eval_call: Params | None = None
     eval_test_parquet: str | None = None
     # a PostTrainBench checkout eval: run_task.sh's task dir and prompt, the checkout's solve.sh
-    posttrainbench: Params | None = None
+    posttrainbench: CheckoutAgent | None = None
 
     def to_params(self) -> Params:
         head = {
@@ -131,8 +198,13 @@ class AgentCliSpec(_Fields):
             base_url=(self.base_url, None),
             grader_keys=(self.grader_keys, []),
         )
-        tail = {"posttrainbench": self.posttrainbench} if self.posttrainbench is not None else {}
+        tail = {"posttrainbench": self.posttrainbench.to_params()} if self.posttrainbench is not None else {}
         return head | optional | tail
+
+    @classmethod
+    def from_params(cls, d: Params) -> AgentCliSpec:
+        checkout = d.get("posttrainbench")
+        return cls(**{**d, "posttrainbench": CheckoutAgent.from_params(checkout) if checkout else None})
 
 
 @dataclass(frozen=True)
@@ -157,7 +229,7 @@ class TrainSpec:
     checkpoint_dir: str
     config_hash: str
     hf_home: str
-    runtime: Params | None = None
+    runtime: StageRuntime | None = None
     supervise: Supervise | None = None
     multinode: Multinode | None = None
     agent: AgentCliSpec | RuntimeServer | None = None
@@ -173,8 +245,7 @@ class TrainSpec:
             "hf_home": self.hf_home,
         }
         # each only where it applies, so other jobs' params (and outputs) stay as they were
-        if self.runtime:
-            out["runtime"] = self.runtime
+        out |= _runtime_params(self.runtime)
         if self.supervise:
             out["supervise"] = self.supervise.to_params()
         if self.multinode:
@@ -196,7 +267,7 @@ class TrainSpec:
             checkpoint_dir=d["checkpoint_dir"],
             config_hash=d["config_hash"],
             hf_home=d["hf_home"],
-            runtime=d.get("runtime"),
+            runtime=StageRuntime.from_params(d.get("runtime")),
             supervise=Supervise.from_params(d["supervise"]) if d.get("supervise") else None,
             multinode=Multinode.from_params(d["multinode"]) if d.get("multinode") else None,
             agent=agent,
@@ -222,7 +293,7 @@ class EvaluateSpec:
     hf_home: str
     evals_cache: str
     evaluated_model: Params | None = None
-    runtime: Params | None = None
+    runtime: StageRuntime | None = None
 
     @property
     def evaluated_model_id(self) -> str:
@@ -237,7 +308,7 @@ class EvaluateSpec:
             "model_revision": self.model_revision,
             "hf_home": self.hf_home,
             "evals_cache": self.evals_cache,
-            **({"runtime": self.runtime} if self.runtime else {}),
+            **_runtime_params(self.runtime),
         }
 
     @classmethod
@@ -249,7 +320,7 @@ class EvaluateSpec:
             hf_home=d["hf_home"],
             evals_cache=d["evals_cache"],
             evaluated_model=d.get("evaluated_model"),
-            runtime=d.get("runtime"),
+            runtime=StageRuntime.from_params(d.get("runtime")),
         )
 
 
@@ -261,32 +332,33 @@ class JudgeSpec:
     judge: Params | None
     keys: list[str]
     cell: CellRef
-    posttrainbench: Params | None = None
-    runtime: Params | None = None
+    posttrainbench: CheckoutFiles | None = None
+    runtime: StageRuntime | None = None
 
     def to_params(self) -> Params:
         return {
             "judge": self.judge,
-            **({"posttrainbench": self.posttrainbench} if self.posttrainbench else {}),
+            **({"posttrainbench": self.posttrainbench.to_params()} if self.posttrainbench else {}),
             "keys": self.keys,
             "cell": self.cell.to_params(with_run=False),
-            **({"runtime": self.runtime} if self.runtime else {}),
+            **_runtime_params(self.runtime),
         }
 
     @classmethod
     def from_params(cls, d: Params) -> JudgeSpec:
+        checkout = d.get("posttrainbench")
         return cls(
             judge=d["judge"],
             keys=d["keys"],
             cell=CellRef.from_params(d["cell"]),
-            posttrainbench=d.get("posttrainbench"),
-            runtime=d.get("runtime"),
+            posttrainbench=CheckoutFiles.from_params(checkout) if checkout else None,
+            runtime=StageRuntime.from_params(d.get("runtime")),
         )
 
 
 @dataclass(frozen=True)
 class ScoringSpec(_Fields):
-    """Rule aggregate: the config's scoring settings (raw: the scorer parses them with the config model), the
+    """Rule aggregate: the config's scoring settings (raw: the scorer parses them with the config's entry builders), the
     reference table loaded (a changed table rescores), GPUs per agent from the site's requests, every cell the score
     expects and each model's Hub id."""
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.config.clis.base import CellHome
-from ptflow.config.clis.codex import CODEX, judge_command, trace_lines
+from ptflow.stages.agent.clis.base import CellHome
+from ptflow.stages.agent.clis.codex import CODEX, judge_command, trace_lines
 from ptflow.stages.posttrainbench.agent import CheckoutAgentError
 from tests.support.agent_cells import agent_job
 from tests.support.agent_clis import cli_bin_dir
@@ -190,8 +190,8 @@ def _checkout_cell(root: Path, codex_bin: Path, solve: str, kind: str = "apptain
     """One checkout cell of the FIXTURE checkout running its ``agents/<solve>/solve.sh`` with the real codex, on a
     site whose runtime is ``kind`` (apptainer: through the FIXTURE apptainer, real bind mounts in a private mount
     namespace). Returns the agent's dict and the stand-in's main-loop records."""
-    from ptflow.cluster.runtime import JobRuntime
     from ptflow.config.sites import RuntimeSpec
+    from ptflow.specs import StageRuntime
     from ptflow.stages.train.agent_cell import train_agent_cell
 
     checkout = root / "PostTrainBench"
@@ -201,8 +201,8 @@ def _checkout_cell(root: Path, codex_bin: Path, solve: str, kind: str = "apptain
            "LANG": "C.UTF-8", "OPENAI_API_KEY": KEY, "HOME": str(root)}  # fmt: skip
     runtime = None
     if kind != "venv":
-        runtime = JobRuntime(RuntimeSpec(site="standin", kind=kind), image="/images/standard.sif", gpus=0,
-                             agent_cell=True).to_dict()  # fmt: skip
+        runtime = StageRuntime(RuntimeSpec(site="standin", kind=kind), image="/images/standard.sif", gpus=0,
+                             agent_cell=True)  # fmt: skip
     with ProviderStandIn(LOOK, expected_key=KEY) as api:
         agent = {"id": solve, "cli": "codex", "model": MODEL, "hours": 0.05, "grace_minutes": 0.5,
                  "keys": ["OPENAI_API_KEY"], "base_url": api.url + "/v1", "trace_dir": str(root / solve / "trace"),

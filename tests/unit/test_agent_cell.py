@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from ptflow.cluster import images
-from ptflow.cluster.runtime import AGENT_HOME, JobRuntime
-from ptflow.config.model import Agent
+from ptflow.cluster.runtime import AGENT_HOME
+from ptflow.config.entries import Agent
 from ptflow.config.sites import load_site
-from ptflow.specs import CellRef
+from ptflow.results.report import ReportOutputs, score_cells, write_report
+from ptflow.results.settings import Settings
+from ptflow.specs import CellRef, StageRuntime
 from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
-from ptflow.stages.matrix_score import Settings
-from ptflow.stages.report import ReportOutputs, score_cells, write_report
 from ptflow.stages.train.agent_cell import (
     DEFAULT_COMMANDS,
     AgentCellError,
@@ -51,22 +51,22 @@ def test_timeout_is_hours_times_60_plus_grace_with_term_and_kill_after():
     assert timeout_argv(0.005, 0.2) == ["timeout", "--signal=TERM", "--kill-after=30s", "0.5m"]
 
 
-def test_the_agent_defaults_live_in_the_config_model_and_the_job_reads_the_same():
+def test_the_agent_defaults_live_in_the_config_entries_and_the_job_reads_the_same():
     """A train job's params leave a key out at its default (finished cells do not rerun): agent_cell fills in the
-    config model's defaults, and writes none of its own."""
+    config entries' defaults, and writes none of its own."""
     import ast
     import inspect
 
-    from ptflow.config import model
+    from ptflow.config import entries
     from ptflow.stages.train import agent_cell
 
-    parsed = model.build_agents([{"id": "c", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 1}])["c"]
+    parsed = entries.build_agents([{"id": "c", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 1}])["c"]
     assert parsed == Agent("c", "cli-agent", cli="scripted", model="m", hours=1)  # the dataclass's defaults agree
     assert (parsed.grace_minutes, parsed.on_restart, parsed.repeats, parsed.sync_minutes) == (
-        model.DEFAULT_GRACE_MINUTES, model.DEFAULT_ON_RESTART, model.DEFAULT_REPEATS, None)  # fmt: skip
+        entries.DEFAULT_GRACE_MINUTES, entries.DEFAULT_ON_RESTART, entries.DEFAULT_REPEATS, None)  # fmt: skip
     assert timeout_argv(1) == timeout_argv(1, parsed.grace_minutes)
-    assert model.ON_RESTART_MODES[0] == parsed.on_restart  # the agent cell checks against the model's modes
-    assert agent_cell.DEFAULT_SYNC_MINUTES is model.DEFAULT_SYNC_MINUTES
+    assert entries.ON_RESTART_MODES[0] == parsed.on_restart  # the agent cell checks against the entries' modes
+    assert agent_cell.DEFAULT_SYNC_MINUTES is entries.DEFAULT_SYNC_MINUTES
     # every agent.get(<key>, <default>) of agent_cell takes its default from a name, never a literal of its own
     tree = ast.parse(inspect.getsource(agent_cell))
     literal = [
@@ -91,7 +91,7 @@ def test_container_site_agent_in_standard_image_with_agent_flags():
     site = load_site("generic", SITES)
     name = images.image_for(site.runtime, "train", Agent("claude-opus-4-6", "cli-agent"))
     image = images.runtime_handle(site.runtime, name)
-    runtime = JobRuntime(site.runtime, image=image, gpus=1, binds=("/shared/r",), agent_cell=True).to_dict()
+    runtime = StageRuntime(site.runtime, image=image, gpus=1, binds=("/shared/r",), agent_cell=True)
     argv = build_argv(agent(grace_minutes=5), VALUES, runtime, "/tmp/t", ["/tmp/t"])
     assert argv[:4] == ["timeout", "--signal=TERM", "--kill-after=30s", "605m"]
     inner = argv[4:]
@@ -115,7 +115,7 @@ def test_every_cli_has_a_default_and_config_command_wins():
 
 
 def test_task_dir_holds_prompt_kit_data_deadline_timer(tmp_path):
-    from ptflow.config.model import eval_from_entry
+    from ptflow.config.entries import eval_from_entry
     from ptflow.stages.evaluate.settings import Provider, build_call
 
     train, test = tmp_path / "train.parquet", tmp_path / "test.parquet"

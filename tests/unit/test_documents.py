@@ -16,13 +16,15 @@ from pathlib import Path
 import pytest
 
 from ptflow.cluster import envs, images, preflight, slurm
-from ptflow.cluster.runtime import JobRuntime, container_env, node_commands
+from ptflow.cluster.runtime import container_env, node_commands
 from ptflow.config.layout import Layout
-from ptflow.config.model import ConfigError, build_config
+from ptflow.config.matrix import build_config
 from ptflow.config.sites import load_site
 from ptflow.config.uris import PathURIError, cluster_path
+from ptflow.config.validate import ConfigError
 from ptflow.jobenv import clean_shell_env
 from ptflow.ops import doctor
+from ptflow.specs import StageRuntime
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
@@ -220,10 +222,10 @@ def test_alps_verl_venv_runs_inside_the_image(tmp_path):
     script.write_text(plan.script)
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     # verl's train jobs: the venv's python and ray, in the same container
-    from ptflow.config.model import Agent
+    from ptflow.config.entries import Agent
 
     overlay = envs.overlay_venv(rt, Agent("verl-ppo-gsm8k", "verl"))
-    nodes = node_commands(JobRuntime(rt, image=edf, gpus=4, **overlay))
+    nodes = node_commands(StageRuntime(rt, image=edf, gpus=4, **overlay))
     assert nodes.python == "/users/alice/VERL-NSCC/venv-vllm-v0.10.2/bin/python"
     assert nodes.ray == "/users/alice/VERL-NSCC/venv-vllm-v0.10.2/bin/ray"
     assert nodes.srun_flags == [f"--environment={edf}"]

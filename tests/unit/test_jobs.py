@@ -4,6 +4,7 @@ where they can be. (That every job's params of every shipped config are unchange
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from ptflow.config.load import load
 from ptflow.jobs.build import Jobs, copied
 from ptflow.jobs.rule_values import RuleError, RuleValues, sign_job_functions
-from ptflow.specs import AgentCliSpec, CellRef, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
+from ptflow.specs import AgentCliSpec, CellRef, CheckoutAgent, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
 from tests.conftest import REPO
 
 
@@ -74,7 +75,8 @@ def test_defaults_are_left_out_and_set_values_kept_in_their_place():
         assert key not in plain
     full = AgentCliSpec(**base, on_restart="fresh", sync_minutes=2.0, cli_version="1.0", grader_keys=["G"]).to_params()
     assert list(full)[-4:] == ["on_restart", "sync_minutes", "cli_version", "grader_keys"]
-    checkout = AgentCliSpec(**{k: v for k, v in base.items() if not k.startswith(("eval", "max"))}, posttrainbench={})
+    without_task = {k: v for k, v in base.items() if not k.startswith(("eval", "max"))}
+    checkout = AgentCliSpec(**without_task, posttrainbench=CheckoutAgent("gsm8k", None, 1, {}))
     assert list(checkout.to_params())[-1] == "posttrainbench" and "eval_call" not in checkout.to_params()
 
     cell = CellRef("org/m", "org--m", "gsm8k", "sft")
@@ -85,15 +87,17 @@ def test_defaults_are_left_out_and_set_values_kept_in_their_place():
     assert list(evaluate) == ["cell", "call", "model_revision", "hf_home", "evals_cache"]
 
 
-def test_each_request_is_kept_once_and_runtimes_are_copies(tmp_path):
+def test_each_request_is_kept_once_and_runtimes_cannot_be_changed_by_a_job(tmp_path):
     jobs = jobs_of(None, "alps", tmp_path)
     for agent in [None, *jobs.cfg.agents.values()]:
         assert jobs.request("train", agent) is jobs.request("train", agent)
         assert jobs.plugin_resources("train", agent, 2) is jobs.plugin_resources("train", agent, 2)
     runtime = jobs.runtime("evaluate", None)
     assert runtime is not None  # alps runs every job in its image
-    runtime["binds"].append("/elsewhere")
-    assert "/elsewhere" not in jobs.runtime("evaluate", None)["binds"]
+    # one frozen value shared by the stage's jobs: a job cannot change what the next one gets
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        runtime.binds = (*runtime.binds, "/elsewhere")
+    assert isinstance(runtime.binds, tuple) and "/elsewhere" not in jobs.runtime("evaluate", None).binds
 
 
 def test_rule_values_are_constants_where_every_job_gets_the_same(tmp_path):

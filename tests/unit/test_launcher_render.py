@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from ptflow.cluster.images import ImageError
-from ptflow.cluster.runtime import JobRuntime, NodeCommands, node_commands
+from ptflow.cluster.runtime import NodeCommands, node_commands
 from ptflow.cluster.slurm import NodeAddress
 from ptflow.config.sites import RuntimeSpec
 from ptflow.launch import ray as L
+from ptflow.specs import StageRuntime
 from tests.conftest import REPO
 
 NODES = [NodeAddress("nid001", "10.0.0.1", "nid001"), NodeAddress("nid002", "10.0.0.2", "nid002")]
@@ -118,7 +119,7 @@ def test_secrets_are_never_rendered(tmp_path):
 )
 def test_node_commands_of_each_site_kind(runtime, image, flags, prefix, ray):
     """The launcher's per-node steps get the same container flags as any other command (ptflow.cluster.runtime)."""
-    rt = node_commands(JobRuntime(runtime, image=image, gpus=4))
+    rt = node_commands(StageRuntime(runtime, image=image, gpus=4))
     assert (rt.srun_flags, rt.prefix, rt.ray) == (flags, prefix, ray)
 
 
@@ -129,6 +130,6 @@ def test_local_launcher_uses_this_python():
 
 def test_relative_venv_and_missing_image_are_refused():
     with pytest.raises(ValueError, match="absolute"):
-        node_commands(JobRuntime(RuntimeSpec("s", "venv", venv="nemo-rl/.venv")))
+        node_commands(StageRuntime(RuntimeSpec("s", "venv", venv="nemo-rl/.venv")))
     with pytest.raises(ImageError, match="no image was given"):
-        node_commands(JobRuntime(RuntimeSpec("s", "pyxis")))
+        node_commands(StageRuntime(RuntimeSpec("s", "pyxis")))

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.cluster.runtime import AGENT_HOME, JobRuntime, runtime_argv
+from ptflow.cluster.runtime import AGENT_HOME, runtime_argv
 from ptflow.config.sites import RuntimeSpec
+from ptflow.specs import StageRuntime
 from ptflow.stages.judge import checkout_judge_prompt
 from ptflow.stages.posttrainbench import agent as ptb_agent
 from ptflow.stages.train.agent_cell import train_agent_cell
@@ -93,7 +94,7 @@ def test_graded_evals_keep_openai_api_key_as_run_task_sh(tmp_path, checkout):
 
 def test_checkouts_codex_config_is_kept_with_ptflows_joined(tmp_path, checkout):
     config = tomllib.loads((checkout[0] / "containers/other_home_data/.codex/config.toml").read_text())
-    from ptflow.config.clis.codex import merged_config_toml
+    from ptflow.stages.agent.clis.codex import merged_config_toml
 
     merged = tomllib.loads(merged_config_toml(config, "m", "/home/ben/task"))
     assert merged["approval_policy"] == config["approval_policy"]
@@ -118,7 +119,7 @@ def test_container_command_lines_put_the_home_at_home_ben(tmp_path, checkout):
     """apptainer and pyxis as text (neither runs here): the cell's job dir is the home at /home/ben, the task dir
     /home/ben/task the working directory, not bound on its own."""
     rt = RuntimeSpec(site="s", kind="pyxis", mounts=("/lustre",))
-    runtime = JobRuntime(rt, image="/lustre/i.sqsh", gpus=1, agent_cell=True).to_dict()
+    runtime = StageRuntime(rt, image="/lustre/i.sqsh", gpus=1, agent_cell=True)
     bin_dir, argv_file = tmp_path / "bin", tmp_path / "srun.argv"  # a srun that writes down its argv (no pyxis here)
     bin_dir.mkdir()
     (bin_dir / "srun").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {argv_file}\n")
@@ -155,7 +156,7 @@ def test_a_solve_sh_writing_under_home_ben_is_refused_off_container(tmp_path, ch
 def test_preflight_refuses_it_when_the_checkout_is_here(default_raw, checkout):
     from ptflow.cluster.preflight import check_solve_homes
     from ptflow.config.layout import Layout
-    from ptflow.config.model import build_config
+    from ptflow.config.matrix import build_config
     from ptflow.config.sites import load_site
     from tests.conftest import REPO
 

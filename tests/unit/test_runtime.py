@@ -3,10 +3,11 @@
 import pytest
 
 from ptflow.cluster import images
-from ptflow.cluster.runtime import AGENT_HOME, JobRuntime, check_runtime_tool, runtime_argv
-from ptflow.config.model import Agent
+from ptflow.cluster.runtime import AGENT_HOME, check_runtime_tool, runtime_argv
+from ptflow.config.entries import Agent
 from ptflow.config.sites import RuntimeSpec, load_site
 from ptflow.jobenv import package_root
+from ptflow.specs import StageRuntime
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
@@ -121,12 +122,13 @@ def test_job_reruns_itself_in_site_venv_with_private_hf_view(tmp_path):
     shared = tmp_path / "shared_hf"
     (shared / "hub").mkdir(parents=True)
     out = tmp_path / "child.txt"
-    spec = JobRuntime(RuntimeSpec(site="t", kind="venv", venv=str(venv), hf_view="copy"), hf_home=str(shared)).to_dict()
+    spec = StageRuntime(RuntimeSpec(site="t", kind="venv", venv=str(venv), hf_view="copy"), hf_home=str(shared))
     script = tmp_path / "job.py"
     script.write_text(
         "import os, sys\n"
         "from ptflow.cluster.runtime import reexec_in_runtime\n"
-        f"reexec_in_runtime({spec!r}, log=lambda m: print(m, flush=True))\n"
+        "from ptflow.specs import StageRuntime\n"
+        f"reexec_in_runtime(StageRuntime.from_params({spec.to_params()!r}), log=lambda m: print(m, flush=True))\n"
         f"open({str(out)!r}, 'w').write('\\n'.join([sys.executable, os.environ['HF_HOME'], "
         "os.environ['HF_HUB_OFFLINE'], str(os.path.isdir(os.environ['HF_HOME'] + '/hub'))]))\n"
         "sys.exit(3)\n"
@@ -158,7 +160,7 @@ def test_an_evaluation_s_copied_view_holds_only_the_model_repos_it_reads(tmp_pat
     for repo in ("models--org--base", "models--org--other", "datasets--openai--gsm8k"):
         (shared / "hub" / repo / "snapshots" / "r").mkdir(parents=True)
         (shared / "hub" / repo / "snapshots" / "r" / "f.json").write_text("{}")
-    spec = JobRuntime(RuntimeSpec(site="t", kind="venv", venv=str(venv), hf_view="copy"), hf_home=str(shared)).to_dict()
+    spec = StageRuntime(RuntimeSpec(site="t", kind="venv", venv=str(venv), hf_view="copy"), hf_home=str(shared))
     out = tmp_path / "seen.txt"
     script = tmp_path / "job.py"
     script.write_text(f"import os\nopen({str(out)!r}, 'w').write(' '.join(sorted(os.listdir(os.environ['HF_HOME'] "

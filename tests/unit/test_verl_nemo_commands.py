@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow.cluster.runtime import JobRuntime
-from ptflow.config.model import Agent
+from ptflow.config.entries import Agent
 from ptflow.config.sites import RuntimeSpec, load_site
+from ptflow.specs import StageRuntime
 from ptflow.stages.train import nemo, verl
 from tests.conftest import REPO
 
@@ -145,7 +145,7 @@ def test_nemo_refuses_unknown_settings_and_no_training_gpu():
 
 
 def test_nemo_checkout_from_the_juwels_venv():
-    juwels = JobRuntime(RuntimeSpec("juwels", "venv", venv="/p/project1/envcomp/u/nemo-rl/.venv")).to_dict()
+    juwels = StageRuntime(RuntimeSpec("juwels", "venv", venv="/p/project1/envcomp/u/nemo-rl/.venv"))
     assert nemo.default_checkout(juwels) == ("/p/project1/envcomp/u/nemo-rl")
 
 

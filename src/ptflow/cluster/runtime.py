@@ -17,7 +17,6 @@ a step holding the job's CPUs; a second step must share them or it waits forever
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import sys
@@ -26,41 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.cluster import images
-from ptflow.config.clis.base import CONTAINER_HOME
+from ptflow.config.agent_clis import CONTAINER_HOME
 from ptflow.config.sites import RuntimeSpec
 from ptflow.jobenv import package_root
+from ptflow.specs import StageRuntime
 
 AGENT_HOME = CONTAINER_HOME  # the agent cell's $HOME inside the container (its job dir on the host): /home/ben
 HOME_BOUND = ("apptainer", "pyxis")  # runtimes that put an agent cell's job dir at AGENT_HOME (not enroot-edf, venv)
 TOOL = {"apptainer": "apptainer", "pyxis": "srun", "enroot-edf": "srun"}
 IN_RUNTIME_ENV = "PTFLOW_IN_RUNTIME"
-
-
-@dataclass(frozen=True)
-class JobRuntime:
-    """The site's runtime as one job uses it: which image (the runtime's handle: ``.sif``, ``.sqsh`` or EDF
-    ``.toml``), the job's GPUs, the host paths to bind and the shared HF cache to give it a private view of. A
-    rule's params carry it as a dict (``to_dict``), built in ``common.smk`` from the site and the layout."""
-
-    runtime: RuntimeSpec
-    image: str | None = None
-    gpus: int = 0
-    binds: tuple[str, ...] = ()
-    hf_home: str | None = None
-    agent_cell: bool = False
-    venv: str | None = None  # an overlay venv over the image (rule env: verl's); its python and ray run the job
-    checkout: str | None = None  # the source checkout installed in that venv (the trainer's working directory)
-
-    def to_dict(self) -> dict:
-        out = {**dataclasses.asdict(self), "runtime": self.runtime.to_dict(), "binds": list(self.binds)}
-        for key in ("venv", "checkout"):  # absent unless set: other jobs' params (and outputs) stay as they were
-            if out[key] is None:
-                del out[key]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> JobRuntime:
-        return cls(**{**data, "runtime": RuntimeSpec.from_dict(data["runtime"]), "binds": tuple(data.get("binds", ()))})
 
 
 def _container_srun_flags(
@@ -176,9 +149,9 @@ class NodeCommands:
     prefix: list[str] = field(default_factory=list)
 
 
-def node_commands(job: JobRuntime | None) -> NodeCommands:
+def node_commands(job: StageRuntime | None) -> NodeCommands:
     """The commands of a multi-node launcher for a train job's runtime (None: the Python running ptflow)."""
-    rt = job.runtime if job else RuntimeSpec(site="local")
+    rt = job.site_runtime if job else RuntimeSpec(site="local")
     if job is not None and job.venv:  # the overlay venv (verl): its python and the ray entry point rule env wrote
         python, ray = f"{job.venv}/bin/python", f"{job.venv}/bin/ray"
         if rt.kind == "venv":
@@ -256,7 +229,7 @@ def _run_forwarding_warning(argv: list[str], env: dict, timeout: float | None = 
 
 
 def reexec_in_runtime(
-    spec: dict | None,
+    spec: StageRuntime | None,
     log=print,
     script: str | None = None,
     tmp_root: str | None = None,
@@ -264,15 +237,15 @@ def reexec_in_runtime(
 ) -> None:
     """Run this job's script again through the site's runtime and exit with its status; return to stay here.
 
-    ``spec`` is the rule's ``params.job["runtime"]`` (a :class:`JobRuntime` as a dict, common.smk
-    ``get_job_runtime``). Nothing happens when it is None (the local default) or when this process already is the
-    re-started one. The child gets a private HF cache view (``runtime.hf_view``) as HF_HOME and
-    ``HF_HUB_OFFLINE=1``: a GPU job never downloads. API keys and tokens reach it through the environment only.
+    ``spec`` is the job spec's runtime (``ptflow.specs.StageRuntime``, built by ``ptflow.jobs.build``). Nothing
+    happens when it is None (the local default) or when this process already is the re-started one. The child gets
+    a private HF cache view (``runtime.hf_view``) as HF_HOME and ``HF_HUB_OFFLINE=1``: a GPU job never downloads.
+    API keys and tokens reach it through the environment only.
     ``hf_models``: the model repos the job reads from the cache (None: all); a copied view holds only those.
     """
     if not spec or inside_runtime():
         return
-    rt = JobRuntime.from_dict(spec).runtime
+    rt = spec.site_runtime
     if rt.kind == "venv" and rt.venv and Path(sys.prefix) == Path(rt.venv):
         return  # already the site venv's Python
     rc = run_in_runtime(spec, script or sys.argv[0], log=log, tmp_root=tmp_root, hf_models=hf_models)
@@ -281,7 +254,7 @@ def reexec_in_runtime(
 
 
 def run_in_runtime(
-    spec: dict | None,
+    spec: StageRuntime | None,
     script: str,
     log=print,
     tmp_root: str | None = None,
@@ -296,8 +269,8 @@ def run_in_runtime(
 
     if not spec:
         return _run_forwarding_warning([sys.executable, script], dict(os.environ), timeout=timeout)
-    job = JobRuntime.from_dict(spec)
-    rt = job.runtime
+    job = spec
+    rt = job.site_runtime
     check_runtime_tool(rt)
     python = rt.python if rt.is_container else "python"
     env = {**os.environ, IN_RUNTIME_ENV: "1", "HF_HUB_OFFLINE": "1"}

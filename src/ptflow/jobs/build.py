@@ -16,20 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from ptflow.cluster import envs, images
-from ptflow.cluster.runtime import JobRuntime
 from ptflow.config import posttrainbench as ptb
+from ptflow.config.entries import Agent, Eval, Model
 from ptflow.config.layout import Layout
-from ptflow.config.model import Agent, Cell, Config, Eval, Model
+from ptflow.config.matrix import Cell, Config
 from ptflow.config.sites import Request, Site
 from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 from ptflow.specs import (
     AgentCliSpec,
     CellRef,
+    CheckoutAgent,
+    CheckoutFiles,
     EvaluateSpec,
     JudgeSpec,
     Multinode,
     RuntimeServer,
     ScoringSpec,
+    StageRuntime,
     Supervise,
     TrainSpec,
 )
@@ -65,7 +68,7 @@ class Jobs:
         self._requests: dict[tuple, Request] = {}  # (request, agent id) -> Request; read, never changed
         self._plugin_resources: dict[tuple, dict] = {}  # (request, agent id, attempt) -> the plugin's resources
         self._request_dicts: dict[tuple, dict] = {}  # (request, agent id) -> Request.to_dict()
-        self._runtimes: dict[tuple, dict | None] = {}  # (stage, agent id) -> the job runtime dict (or None)
+        self._runtimes: dict[tuple, StageRuntime | None] = {}  # (stage, agent id) -> the stage's runtime (or None)
 
     # ---- per stage and agent, once ----
 
@@ -93,31 +96,31 @@ class Jobs:
             self._request_dicts[key] = self.request(request, agent).to_dict()
         return self._request_dicts[key]
 
-    def runtime(self, stage: str, agent: Agent | None) -> dict | None:
-        """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python;
-        each job gets its own copy."""
+    def runtime(self, stage: str, agent: Agent | None) -> StageRuntime | None:
+        """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python
+        (frozen: every job of the stage shares it)."""
         key = _key(stage, agent)
         if key not in self._runtimes:
             self._runtimes[key] = self._runtime(stage, agent)
-        return copied(self._runtimes[key])
+        return self._runtimes[key]
 
-    def _runtime(self, stage: str, agent: Agent | None) -> dict | None:
+    def _runtime(self, stage: str, agent: Agent | None) -> StageRuntime | None:
         name = images.image_for(self.rt, stage, agent)
         overlay = envs.overlay_venv(self.rt, agent) if stage == "train" else None
         if name is None and not (self.rt.kind == "venv" and self.rt.venv) and not overlay:
             return None
-        return self.runtime_dict(
+        return self.stage_runtime(
             name,
             self.request(stage, agent).gpus,
             agent_cell=bool(agent is not None and agent.spec.agent_cli),
             overlay=overlay,
         )
 
-    def runtime_dict(self, image_name: str | None, gpus: int, agent_cell: bool = False, overlay=None) -> dict:
+    def stage_runtime(self, image_name: str | None, gpus: int, agent_cell: bool = False, overlay=None) -> StageRuntime:
         layout = self.layout
-        return JobRuntime(
+        return StageRuntime(
             **(overlay or {}),
-            runtime=self.rt,
+            site_runtime=self.rt,
             image=images.runtime_handle(self.rt, image_name) if image_name else None,
             gpus=gpus,
             binds=tuple(
@@ -130,7 +133,7 @@ class Jobs:
             ),
             hf_home=str(Path(layout.hf_home).resolve()),
             agent_cell=agent_cell,
-        ).to_dict()
+        )
 
     # ---- caches and data (their specs are plain dicts) ----
 
@@ -292,12 +295,12 @@ class Jobs:
             name = ptb.eval_dir_name(e.task)
             return AgentCliSpec(
                 **common,
-                posttrainbench={
-                    "eval_dir": name,
-                    "solve": self.cfg.ptb_agent(agent),
-                    "num_gpus": max(self.request("train", agent).gpus, 1),
-                    "objects": objects(self._agent_paths(agent, name)),
-                },
+                posttrainbench=CheckoutAgent(
+                    eval_dir=name,
+                    solve=self.cfg.ptb_agent(agent),
+                    num_gpus=max(self.request("train", agent).gpus, 1),
+                    objects=objects(self._agent_paths(agent, name)),
+                ),
             )
         return AgentCliSpec(
             **common,
@@ -356,18 +359,18 @@ class Jobs:
             runtime=self._judge_runtime(slot),
         )
 
-    def _checkout_judge(self, e: Eval, objects: Objects) -> dict:
+    def _checkout_judge(self, e: Eval, objects: Objects) -> CheckoutFiles:
         name = ptb.eval_dir_name(e.task)
-        return {"eval_dir": name, "objects": objects(ptb.judge_paths(name))}
+        return CheckoutFiles(name, objects(ptb.judge_paths(name)))
 
-    def _judge_runtime(self, slot: str) -> dict | None:
+    def _judge_runtime(self, slot: str) -> StageRuntime | None:
         """An agentic judge (judge.agent) runs its CLI in the cell's agent image, without GPUs."""
         if not (self.cfg.judge or {}).get("agent"):
             return None
         name = images.image_for(self.rt, "train", self.agent(slot))
         if name is None and not (self.rt.kind == "venv" and self.rt.venv):
             return None
-        return self.runtime_dict(name, 0, agent_cell=True)
+        return self.stage_runtime(name, 0, agent_cell=True)
 
     # ---- images, and PostTrainBench's checkout ----
 

@@ -17,7 +17,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ptflow.cluster import hfcache
-from ptflow.cluster.runtime import JobRuntime, inside_runtime, reexec_in_runtime, run_in_runtime
+from ptflow.cluster.runtime import inside_runtime, reexec_in_runtime, run_in_runtime
 from ptflow.specs import EvaluateSpec
 from ptflow.stages.checkpoint import verify_checkpoint
 from ptflow.stages.evaluate import in_train_job
@@ -155,7 +155,7 @@ def evaluate_in_train_job(
     if timeout is not None and timeout < MIN_EVALUATION_S:
         log(f"no evaluation in this allocation: {int(left)} s left; the evaluate job evaluates")
         return False
-    image = JobRuntime.from_dict(job.runtime).image if job.runtime else None
+    image = job.runtime.image if job.runtime else None
     if image and not Path(image).exists():
         log(f"no evaluation in this allocation: the evaluation's image {image} is not built yet")
         return False

@@ -14,11 +14,12 @@ import tempfile
 from pathlib import Path
 
 from ptflow.cluster import slurm
-from ptflow.cluster.runtime import JobRuntime, node_commands
+from ptflow.cluster.runtime import node_commands
 from ptflow.config.layout import Layout
-from ptflow.config.model import Config
+from ptflow.config.matrix import Config
 from ptflow.config.sites import Site
 from ptflow.launch.ray import RayJob, check_sbatch, render, render_sbatch
+from ptflow.specs import StageRuntime
 
 PLACEHOLDER_JOB_ID = 1  # the rendered ports and temp dirs of a job id that is not known before submission
 
@@ -51,7 +52,7 @@ def check_ray_launchers(cfg: Config, site: Site, layout: Layout | None = None) -
 
         image = images.image_for(site.runtime, "train", agent)
         handle = images.runtime_handle(site.runtime, image) if image else None
-        runtime = node_commands(JobRuntime(site.runtime, image=handle, gpus=req.gpus))
+        runtime = node_commands(StageRuntime(site.runtime, image=handle, gpus=req.gpus))
         with tempfile.TemporaryDirectory(prefix="ptflow-launcher-check-") as tmp:
             job = RayJob(
                 PLACEHOLDER_JOB_ID,

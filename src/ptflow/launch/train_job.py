@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.cluster import multinode, supervise
-from ptflow.cluster.runtime import IN_RUNTIME_ENV, JobRuntime, inside_runtime
+from ptflow.cluster.runtime import IN_RUNTIME_ENV, inside_runtime
 from ptflow.config.sites import Request, RuntimeSpec
 from ptflow.jobenv import package_root
 from ptflow.specs import TrainSpec
@@ -89,8 +89,8 @@ def run_on_nodes(spec: TrainSpec, rule: RuleJob, log=print) -> int:
     """A multi-node job of a torchrun kind: the rule's script again on every node of the allocation, in the site's
     runtime, with TAO's rendezvous env (``ptflow.cluster.multinode``); rank 0 writes the outputs. The first
     non-zero exit code of the nodes, else 0."""
-    job_runtime = JobRuntime.from_dict(spec.runtime) if spec.runtime else None
-    rt = job_runtime.runtime if job_runtime else RuntimeSpec(site="local")
+    job_runtime = spec.runtime
+    rt = job_runtime.site_runtime if job_runtime else RuntimeSpec(site="local")
     python = rt.python if rt.is_container else sys.executable
     return multinode.run_nodes(
         rt,

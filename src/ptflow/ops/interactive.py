@@ -24,10 +24,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ptflow.cluster import envs, images
-from ptflow.cluster.runtime import JobRuntime, node_commands
+from ptflow.cluster.runtime import node_commands
 from ptflow.config.sites import Site, load_site
 from ptflow.jobenv import CLEAN_BASH, clean_shell_env
 from ptflow.launch.ray import job_from_allocation, run
+from ptflow.specs import StageRuntime
 
 JOB_NAME = "ray-on-slurm-int"  # the guide's job name
 SHELL_RC = """# ptflow interactive: the shell on the Ray head, read instead of ~/.bashrc (no conda auto-activation)
@@ -59,12 +60,12 @@ def salloc_argv(site: Site, req, inner: list[str]) -> list[str]:
     return ["salloc", *opts, *inner]
 
 
-def job_runtime(site: Site, agent: str, gpus: int) -> JobRuntime:
+def job_runtime(site: Site, agent: str, gpus: int) -> StageRuntime:
     rt = site.runtime
     image = images.image_for(rt, "train", _agent(agent))
     handle = images.runtime_handle(rt, image) if image else None
     overlay = envs.overlay_venv(rt, _agent(agent)) or {}
-    return JobRuntime(rt, image=handle, gpus=gpus, **overlay)
+    return StageRuntime(rt, image=handle, gpus=gpus, **overlay)
 
 
 def inside(ns) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 from ptflow import templates
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import Masker, run_masked
-from ptflow.specs import JudgeSpec
+from ptflow.specs import JudgeSpec, StageRuntime
 
 MAX_FIELD = 2000  # characters of one tool input/output kept in trace.md
 JUDGE_TIMEOUT_S = 1800
@@ -85,9 +85,9 @@ def _event_lines(ev: dict) -> list[str]:
 def readable_trace(stdout: str, stderr: str = "", redact: Masker | tuple[str, ...] = (), cli: str | None = None) -> str:
     """The agent's stdout (JSONL events or plain text) and stderr as markdown; ``redact`` (a :class:`Masker`, or
     values) masks the keys' values as ***.
-    ``cli``: the agent CLI whose stream format the events are in (``ptflow.config.clis``); other shapes (the
+    ``cli``: the agent CLI whose stream format the events are in (``ptflow.stages.agent.clis``); other shapes (the
     scripted agent's) are read generically."""
-    from ptflow.config.clis import CLIS
+    from ptflow.stages.agent.clis import CLIS
 
     parser = CLIS[cli].trace_lines if cli in CLIS else None
     lines = ["# Agent trace", ""]
@@ -173,7 +173,9 @@ def judge_job(
         judge_json=str(judge_json),
         keys=job.keys,
         runtime=job.runtime,
-        checkout={**json.loads(Path(checkout).read_text()), **job.posttrainbench} if job.posttrainbench else None,
+        checkout={**json.loads(Path(checkout).read_text()), **job.posttrainbench.to_params()}
+        if job.posttrainbench
+        else None,
         log=log,
     )
 
@@ -185,7 +187,7 @@ def judge_cell(
     judge: dict | None,
     judge_json: str,
     keys=(),
-    runtime: dict | None = None,
+    runtime: StageRuntime | None = None,
     checkout: dict | None = None,
     log=print,
 ) -> dict:
@@ -317,8 +319,8 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
     """PostTrainBench's judge: the agent CLI in a private copy of the cell's workspace writes the verdict files. A
     cell of a PostTrainBench checkout: in the task dir as the agent left it (:func:`checkout_judge_dir`), with no
     time limit of its own, as run_task.sh runs it."""
-    from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
     from ptflow.jobenv import node_tmp
+    from ptflow.stages.agent.clis import CLIS, cell_environment, prepare_cli_home
 
     cli = CLIS[judge["agent"]]
     workspace = Path(run.get("workspace") or "")
@@ -356,7 +358,7 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
         from ptflow.cluster.runtime import AGENT_HOME, HOME_BOUND
 
         # apptainer and pyxis bind the judge's home at AGENT_HOME (/home/ben), as they do the agent's
-        container = runtime is not None and runtime["runtime"].get("kind") in HOME_BOUND
+        container = runtime is not None and runtime.kind in HOME_BOUND
         home = AGENT_HOME if container else str(host_home)
         # a checkout cell in a container: $HOME/task, as run_task.sh's --pwd (its task dir lies in the judge's home)
         workdir = f"{home}/task" if checkout and container else str(task_dir)
@@ -367,15 +369,14 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
         template = cli.judge_command or cli.command
         command = [part.format(model=judge["model"], prompt=prompt, task_dir=workdir) for part in template]
         if runtime:
-            from ptflow.cluster.runtime import JobRuntime, container_env, runtime_argv
+            from ptflow.cluster.runtime import container_env, runtime_argv
 
-            job = JobRuntime.from_dict(runtime)
             binds = [str(root)] + ([] if container else [str(host_home)])
             command = runtime_argv(
-                job.runtime, command, image=job.image, job_dir=str(host_home), agent_cell=True, gpus=0,
-                binds=sorted(set(job.binds) | set(binds)), workdir=workdir,
+                runtime.site_runtime, command, image=runtime.image, job_dir=str(host_home), agent_cell=True, gpus=0,
+                binds=sorted(set(runtime.binds) | set(binds)), workdir=workdir,
             )  # fmt: skip
-            env = container_env(job.runtime, env)
+            env = container_env(runtime.site_runtime, env)
         shown = [a if a != prompt else "<judge prompt>" for a in command]
         # PostTrainBench's judge has no time limit of its own: its job's limit (the site's judge request) governs
         limit = None if checkout else JUDGE_TIMEOUT_S

@@ -61,7 +61,7 @@ def fill_task_dir(task_dir: Path, agent: AgentCliSpec, checkout: Path, hours: fl
     fresh), and its timer: ``create_timer.sh`` for whole hours, else (a resumed cell's remainder) ours, ending at
     ``deadline``."""
     spec = agent.posttrainbench
-    source = checkout / ptb.EVAL_DIR.format(eval=spec["eval_dir"])
+    source = checkout / ptb.EVAL_DIR.format(eval=spec.eval_dir)
     _copy(source / "evaluate.py", task_dir / "evaluate.py")
     if (source / "evaluation_code").is_dir():
         _copy(source / "evaluation_code", task_dir / "evaluation_code")
@@ -103,9 +103,9 @@ def prompt(agent: AgentCliSpec, checkout: Path, model_id: str, hours: float, env
     ``$(...)`` passes it on."""
     spec = agent.posttrainbench
     argv = [
-        sys.executable, ptb.PROMPT_SCRIPT, "--model-to-train", model_id, "--benchmark-id", spec["eval_dir"],
-        "--num-hours", f"{hours:g}", "--num-gpus", str(spec.get("num_gpus", 1)),
-        "--agent", spec.get("solve") or agent.cli,
+        sys.executable, ptb.PROMPT_SCRIPT, "--model-to-train", model_id, "--benchmark-id", spec.eval_dir,
+        "--num-hours", f"{hours:g}", "--num-gpus", str(spec.num_gpus),
+        "--agent", spec.solve or agent.cli,
     ]  # fmt: skip
     environ = {k: v for k, v in (env or os.environ).items() if k in ("PATH", "LANG", "LC_ALL", "TZ", "HOME")}
     if (env or os.environ).get("POST_TRAIN_BENCH_PROMPT"):  # PostTrainBench's own switch of prompt text
@@ -126,7 +126,7 @@ def install_home(agent: AgentCliSpec, checkout: Path, home: Path) -> None:
     codex = checkout / ptb.HOME_DATA_DIR / ".codex"
     if codex.is_dir():
         _copy(codex, home / ".codex")
-    solve = agent.posttrainbench.get("solve")
+    solve = agent.posttrainbench.solve
     if not solve or agent.command:
         return
     install_solve(agent, checkout, home)
@@ -140,7 +140,7 @@ def install_home(agent: AgentCliSpec, checkout: Path, home: Path) -> None:
 
 def install_solve(agent: AgentCliSpec, checkout: Path, home: Path) -> Path:
     """The checkout's ``agents/<agent>/solve.sh`` as ``agent_solve.sh`` in the cell's home (run_task.sh's place)."""
-    src = checkout / ptb.AGENT_DIR.format(agent=agent.posttrainbench["solve"]) / "solve.sh"
+    src = checkout / ptb.AGENT_DIR.format(agent=agent.posttrainbench.solve) / "solve.sh"
     if not src.is_file():
         raise CheckoutAgentError(f"the PostTrainBench checkout has no {src.relative_to(checkout)}")
     dest = home / SOLVE_NAME
@@ -151,7 +151,7 @@ def install_solve(agent: AgentCliSpec, checkout: Path, home: Path) -> Path:
 def check_home(agent: AgentCliSpec, checkout: Path, runtime_kind: str) -> None:
     """The cell's own check before the agent starts (the checkout may have been cloned by the rule after
     preflight): the line of :func:`home_problem` as a :class:`CheckoutAgentError`."""
-    solve = agent.posttrainbench.get("solve")
+    solve = agent.posttrainbench.solve
     if not solve or agent.command:
         return
     src = checkout / ptb.AGENT_DIR.format(agent=solve) / "solve.sh"
@@ -168,7 +168,7 @@ def solve_environment(agent: AgentCliSpec, prompt_text: str, home: str, path: st
         "PATH": f"/root/.local/bin:{home}/.local/bin:{path}",
         "PROMPT": prompt_text,
         "AGENT_CONFIG": str(agent.model),
-        "NUM_GPUS": str(agent.posttrainbench.get("num_gpus", 1)),
+        "NUM_GPUS": str(agent.posttrainbench.num_gpus),
         "VLLM_API_KEY": "inspectai",
         "PYTHONNOUSERSITE": "1",
     }

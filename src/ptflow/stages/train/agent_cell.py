@@ -16,7 +16,7 @@ Per cell, as PostTrainBench does it:
 
 A restart (requeue, preemption, NODE_FAIL, a Snakemake retry, a later run) does not cost the cell its budget. The
 task dir (the HF view is elsewhere) is synced to ``workspace/`` in the cell's resume dir on scratch every
-``sync_minutes`` (default: ``ptflow.config.model.DEFAULT_SYNC_MINUTES``), when the job gets the time-limit warning
+``sync_minutes`` (default: ``ptflow.config.entries.DEFAULT_SYNC_MINUTES``), when the job gets the time-limit warning
 or SIGTERM, and when the agent ends; each attempt's agent time is recorded there as it runs (``attempts.json``,
 ``ptflow.cluster.preempt.ResumeDir``). The next attempt, with ``on_restart: continue`` (default), restores the
 workspace into its task dir, gives the agent the **remaining** budget (the time used by every attempt is summed) and
@@ -50,19 +50,20 @@ from pathlib import Path
 from ptflow import templates
 from ptflow.cluster.preempt import ResumeDir, SaveOnWarning, StoppedToResume
 from ptflow.config import tasks
-from ptflow.config.clis import CLIS, cell_environment, prepare_cli_home
-from ptflow.config.clis.base import CONTAINER_HOME as AGENT_HOME
-from ptflow.config.model import DEFAULT_GRACE_MINUTES, DEFAULT_SYNC_MINUTES, ON_RESTART_MODES
+from ptflow.config.agent_clis import CONTAINER_HOME as AGENT_HOME
+from ptflow.config.entries import DEFAULT_GRACE_MINUTES, DEFAULT_SYNC_MINUTES, ON_RESTART_MODES
 from ptflow.files import staged_dir
 from ptflow.jobenv import WARNING_SIGNAL, thread_env
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump
-from ptflow.specs import AgentCliSpec, CellRef
+from ptflow.specs import AgentCliSpec, CellRef, StageRuntime
+from ptflow.stages.agent.clis import CLIS, cell_environment, prepare_cli_home
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
 from ptflow.stages.evaluate.sources import data_env
 from ptflow.stages.posttrainbench import agent as ptb_agent
+from ptflow.stages.train.cell import TrainJob
 
-# The agent's argv per cli: the real CLIs' from their modules (``ptflow.config.clis``); an agent's own
+# The agent's argv per cli: the real CLIs' from their modules (``ptflow.stages.agent.clis``); an agent's own
 # ``command`` in config replaces it. Placeholders: {model} {task_dir} {hours} {prompt} {prompt_file} {python}. The
 # prompt is not secret; keys never appear here.
 DEFAULT_COMMANDS: dict[str, list[str]] = {
@@ -74,7 +75,7 @@ TIMEOUT_EXIT = 124  # timeout(1): the command was stopped with TERM
 KILLED_EXIT = 137  # 128 + KILL: it ignored TERM for --kill-after
 KILL_AFTER = "30s"
 KILL_AFTER_SECONDS = 30
-# The agent's defaults are the config model's (ptflow.config.model): a job's params leave out a key at its default.
+# The agent's defaults are the config entries' (ptflow.config.entries): a job's params leave out a key at its default.
 HEARTBEAT_SECONDS = 15  # how often this attempt's agent time is written to attempts.json (what a kill loses)
 # Files of the task dir that ptflow writes for each attempt, fresh over a restored workspace (which keeps the
 # agent's own files only), the evaluation kit included.
@@ -112,7 +113,7 @@ def agent_command(agent: AgentCliSpec, values: dict) -> list[str]:
 def build_argv(
     agent: AgentCliSpec,
     values: dict,
-    runtime: dict | None,
+    runtime: StageRuntime | None,
     home: str,
     binds: list[str],
     hours: float | None = None,
@@ -121,19 +122,18 @@ def build_argv(
     """The full argv: timeout (``hours`` left of the budget; default the whole budget), then (container sites) the
     runtime with ``home`` as the agent's private $HOME and ``workdir`` (the task dir) as its working directory,
     then the agent CLI."""
-    from ptflow.cluster.runtime import JobRuntime, runtime_argv
+    from ptflow.cluster.runtime import runtime_argv
 
     command = agent_command(agent, values)
     if runtime:
-        job = JobRuntime.from_dict(runtime)
         command = runtime_argv(
-            job.runtime,
+            runtime.site_runtime,
             command,
-            image=job.image,
+            image=runtime.image,
             job_dir=home,
             agent_cell=True,
-            gpus=job.gpus,
-            binds=sorted(set(job.binds) | set(binds)),
+            gpus=runtime.gpus,
+            binds=sorted(set(runtime.binds) | set(binds)),
             workdir=workdir,
         )
     left = agent.hours if hours is None else hours
@@ -499,23 +499,56 @@ def run_agent(argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log, maske
 
 @dataclass(frozen=True)
 class AgentJob:
-    """One agent cell as its train job runs it: the agent (``ptflow.specs.AgentCliSpec``) and cell, the model it
-    starts from and the train split, where its final model goes (``out``), the job's runtime (``ptflow.cluster.
-    runtime.JobRuntime`` as a dict; None: this machine), a PostTrainBench cell's checkout, the cell's resume state and
-    this attempt's id there, the environment the keys come from (None: this process's) and the log."""
+    """One agent cell as its train job runs it: the training as every trainer gets it (``training``: the rule's
+    spec, the job's files, where the final model goes, the cell's resume state and this attempt's id), the
+    PostTrainBench cell's checkout (from the rule's marker) and the environment the keys come from (None: this
+    process's). The rest is read from the training, never copied."""
 
-    agent: AgentCliSpec
-    cell: CellRef
-    start_model: str
-    train_parquet: str | None
-    out: Path
-    runtime: dict | None = None
+    training: TrainJob
     checkout: Path | None = None
-    resume: ResumeDir | None = None
-    attempt: str | None = None
     env: dict | None = None
-    log: Callable[[str], None] = print
-    threads: int | None = None  # the job's CPU threads: the agent's OpenMP/MKL threads unless its environment sets them
+
+    @property
+    def agent(self) -> AgentCliSpec:
+        return self.training.spec.agent_cli
+
+    @property
+    def cell(self) -> CellRef:
+        return self.training.spec.cell
+
+    @property
+    def runtime(self) -> StageRuntime | None:
+        """The train job's runtime (None: this machine)."""
+        return self.training.spec.runtime
+
+    @property
+    def start_model(self) -> str:
+        return self.training.run.start_model
+
+    @property
+    def train_parquet(self) -> str | None:
+        return self.training.run.train_parquet
+
+    @property
+    def out(self) -> Path:
+        return self.training.out
+
+    @property
+    def resume(self) -> ResumeDir | None:
+        return self.training.resume
+
+    @property
+    def attempt(self) -> str | None:
+        return self.training.attempt
+
+    @property
+    def log(self) -> Callable[[str], None]:
+        return self.training.run.log
+
+    @property
+    def threads(self) -> int | None:
+        """The job's CPU threads: the agent's OpenMP/MKL threads unless its environment sets them."""
+        return self.training.run.threads
 
     @property
     def workspace(self) -> Path | None:
@@ -658,7 +691,7 @@ def _open_view(job: AgentJob, tmp_root: str):
     if not (hf_home and Path(hf_home).is_dir()):
         return None, job.start_model
     # an agent always gets a private view (it may write to the cache); the site picks overlay or copy
-    method = job.runtime["runtime"].get("hf_view", "auto") if job.runtime else "auto"
+    method = job.runtime.site_runtime.hf_view if job.runtime else "auto"
     method = "auto" if method == "none" else method
     view_root = Path(tempfile.mkdtemp(prefix="ptflow-hfview-", dir=tmp_root))
     # a copy takes the base model's repo only (the agent may load no other model; datasets come whole)
@@ -864,7 +897,7 @@ class AgentHome:
     def of(cls, ctx: AttemptContext, host_home: Path) -> AgentHome:
         from ptflow.cluster.runtime import HOME_BOUND
 
-        kind = ctx.job.runtime["runtime"].get("kind") if ctx.job.runtime else "venv"
+        kind = ctx.job.runtime.kind if ctx.job.runtime else "venv"
         bound = kind in HOME_BOUND
         home = AGENT_HOME if bound else str(host_home)
         # the task dir as the agent sees it: a checkout cell's is in its home (/home/ben/task in a container)
@@ -915,14 +948,14 @@ def _install_home(ctx: AttemptContext, h: AgentHome) -> AgentCliSpec:
         return agent
     ptb_agent.check_home(agent, ctx.job.checkout, h.kind)
     ptb_agent.install_home(agent, ctx.job.checkout, h.host)  # run_task.sh's copies into its job dir
-    if agent.posttrainbench.get("solve") and not agent.command:  # agents/<agent>/solve.sh, where run_task.sh puts it
+    if agent.posttrainbench.solve and not agent.command:  # agents/<agent>/solve.sh, where run_task.sh puts it
         return replace(agent, command=["bash", f"{h.home}/{ptb_agent.SOLVE_NAME}"])
     return agent
 
 
 def _solving(ctx: AttemptContext) -> bool:
     """The agent runs the checkout's solve.sh (a checkout cell without a command of its own)."""
-    return bool((ctx.agent.posttrainbench or {}).get("solve")) and not ctx.agent.command
+    return bool(ctx.agent.posttrainbench and ctx.agent.posttrainbench.solve) and not ctx.agent.command
 
 
 def _environment(
@@ -971,10 +1004,10 @@ def _environment(
     if hf_home:
         child_env["HF_HOME"] = hf_home
     if ctx.job.runtime:
-        from ptflow.cluster.runtime import JobRuntime, container_env
+        from ptflow.cluster.runtime import container_env
 
         # apptainer: HOME is the user's real home for --home's handling; the container sees /home/ben
-        child_env = container_env(JobRuntime.from_dict(ctx.job.runtime).runtime, child_env)
+        child_env = container_env(ctx.job.runtime.site_runtime, child_env)
     return job_env, child_env
 
 
@@ -1031,22 +1064,8 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
     return AgentEnd(rc, time_taken, stopped)
 
 
-def run(job) -> dict:
-    """Kind ``cli-agent``: a coding agent under a time budget (PostTrainBench); ``job``: a
-    ``ptflow.stages.train.cell.TrainJob``."""
-    agent = job.spec.agent_cli
-    return train_agent_cell(
-        AgentJob(
-            agent=agent,
-            cell=job.spec.cell,
-            start_model=job.start_model,
-            train_parquet=job.train_parquet,
-            out=job.out,
-            runtime=job.runtime,
-            checkout=ptb_agent.checkout_of(job.run.checkout_marker) if agent.posttrainbench else None,
-            resume=job.resume,
-            attempt=job.attempt,
-            log=job.log,
-            threads=job.run.threads,
-        )
-    )
+def run(training: TrainJob) -> dict:
+    """Kind ``cli-agent``: a coding agent under a time budget (PostTrainBench)."""
+    agent = training.spec.agent_cli
+    checkout = ptb_agent.checkout_of(training.run.checkout_marker) if agent.posttrainbench else None
+    return train_agent_cell(AgentJob(training, checkout=checkout))

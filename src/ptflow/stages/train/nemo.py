@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ptflow import templates
 from ptflow.files import atomic_path
+from ptflow.specs import StageRuntime
 
 VARIANTS = ("full", "smoke")
 
@@ -150,10 +151,10 @@ def state_dir(out: Path) -> Path:
     return out.parent / f"{name}.nemo"
 
 
-def default_checkout(runtime: dict | None) -> str | None:
+def default_checkout(runtime: StageRuntime | None) -> str | None:
     """The NeMo-RL checkout of a bare-metal site: the directory holding its uv venv (JUWELS: <checkout>/.venv).
-    ``runtime`` is the train job's runtime (``ptflow.cluster.runtime.JobRuntime`` as a dict)."""
-    venv = (runtime or {}).get("runtime", {}).get("venv")
+    ``runtime`` is the train job's runtime."""
+    venv = runtime.site_runtime.venv if runtime else None
     return str(Path(venv).parent) if venv and Path(venv).name == ".venv" else None
 
 
@@ -163,7 +164,7 @@ def train_nemo(cell) -> dict:
     NeMo-RL checkout: it does not run on the CPU test machine."""
     from ptflow.cluster import slurm
     from ptflow.cluster.preempt import deadline_settings, job_deadline, stopped_by_deadline
-    from ptflow.cluster.runtime import JobRuntime, node_commands
+    from ptflow.cluster.runtime import node_commands
     from ptflow.launch.ray import job_from_allocation, run, run_step
 
     params, runtime, out, log = cell.params, cell.runtime, cell.out, cell.log
@@ -174,7 +175,7 @@ def train_nemo(cell) -> dict:
         )
     if "teacher" not in params:
         raise ValueError("nemo-distill needs params.teacher (the teacher model)")
-    rt = node_commands(JobRuntime.from_dict(runtime) if runtime else None)
+    rt = node_commands(runtime)
     state = state_dir(Path(out))
     job = job_from_allocation([], state / "logs", runtime=rt, workdir=checkout, driver_handles_warning=False)
     nnodes, cpus, gpus = slurm.job_per_node(str(job.job_id))

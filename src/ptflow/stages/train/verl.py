@@ -208,7 +208,7 @@ def train_verl(cell) -> dict:
     it does not run on the CPU test machine."""
     from ptflow.cluster import slurm
     from ptflow.cluster.preempt import deadline_settings, job_deadline
-    from ptflow.cluster.runtime import JobRuntime, node_commands
+    from ptflow.cluster.runtime import node_commands
     from ptflow.launch.ray import job_from_allocation, run, run_step
 
     params, runtime, out, log = cell.params, cell.runtime, cell.out, cell.log
@@ -216,7 +216,7 @@ def train_verl(cell) -> dict:
     variant = params.get("variant", "ppo-gsm8k")
     if variant not in VARIANTS:
         raise ValueError(f"agent params.variant {variant!r} is not a verl variant; use {' or '.join(VARIANTS)}")
-    rt = node_commands(JobRuntime.from_dict(runtime) if runtime else None)
+    rt = node_commands(runtime)
     state = state_dir(Path(out))
     ckpts = state / "checkpoints"
     ckpts.mkdir(parents=True, exist_ok=True)
