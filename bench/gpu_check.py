@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from ptflow.cluster import hfview
-    from ptflow.config.model import eval_from_entry
+    from ptflow.config.entries import eval_from_entry
     from ptflow.specs import CellRef, EvaluateSpec
     from ptflow.stages.data.synthetic import generate_arithmetic
     from ptflow.stages.data.verl_format import to_verl_frame, write_parquet

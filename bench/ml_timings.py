@@ -64,7 +64,7 @@ def _step(kind: str, kw: dict) -> dict:
 
         return train_grpo(kw["model"], kw["train"], kw["out"], GrpoSettings(**kw["hp"]), log=lambda s: None)
     if kind == "eval":
-        from ptflow.config.model import eval_from_entry
+        from ptflow.config.entries import eval_from_entry
         from ptflow.stages.evaluate.run import evaluate, with_toy_data
         from ptflow.stages.evaluate.settings import Provider, build_call
 

@@ -105,7 +105,7 @@ def submission(env: dict, label: str, extra: list[str]) -> None:
 
 def latency(env: dict, cells: int, stagger: float, label: str, extra: list[str]) -> tuple[float, float] | None:
     from ptflow.config.load import merged_config
-    from ptflow.config.model import build_config
+    from ptflow.config.matrix import build_config
 
     raw = merged_config(REPO)
     raw["agents"] = [{"id": "baseline", "kind": "baseline"}] + [

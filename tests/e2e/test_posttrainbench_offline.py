@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ptflow.config.model import eval_from_entry
+from ptflow.config.entries import eval_from_entry
 from ptflow.stages.evaluate.kit import evaluate as kit
 from ptflow.stages.evaluate.run import validate_eval_json, write_agent_kit
 from ptflow.stages.evaluate.settings import Provider, build_call

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.config.model import eval_from_entry
+from ptflow.config.entries import eval_from_entry
 from ptflow.stages.evaluate.run import EvalFailed, evaluate
 from ptflow.stages.evaluate.settings import Provider, build_call
 

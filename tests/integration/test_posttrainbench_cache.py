@@ -18,7 +18,7 @@ import pytest
 
 from ptflow.config import posttrainbench as ptb
 from ptflow.config.layout import Layout
-from ptflow.config.model import build_config
+from ptflow.config.matrix import build_config
 from ptflow.stages.cache import MissingReposError, cache_checkout_resources
 from ptflow.stages.evaluate.preflight import checkout_data_problems
 from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama

@@ -19,7 +19,7 @@ import yaml
 
 from ptflow.cluster import ownership, slurm
 from ptflow.config.load import merged_config
-from ptflow.config.model import build_config
+from ptflow.config.matrix import build_config
 from ptflow.config.sites import load_site
 from ptflow.ops.driver import PREFLIGHT_REFUSED
 from ptflow.stages.matrix_score import SUMMARY_COLUMNS

@@ -12,7 +12,7 @@ import pytest
 
 from ptflow.cluster import images
 from ptflow.config.clis import CLIS, cell_environment
-from ptflow.config.model import build_config
+from ptflow.config.matrix import build_config
 from ptflow.config.sites import RuntimeSpec
 from ptflow.stages.judge import judge_cell, read_verdict_files
 from ptflow.stages.train.agent_cell import keep_workspace

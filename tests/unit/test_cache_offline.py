@@ -7,7 +7,7 @@ import pytest
 from ptflow.cluster import hfcache
 from ptflow.cluster.preflight import check_hf_cache
 from ptflow.config.layout import Layout
-from ptflow.config.model import build_config
+from ptflow.config.matrix import build_config
 from ptflow.stages import cache
 
 

@@ -3,7 +3,8 @@
 import pytest
 
 from ptflow.config.load import load
-from ptflow.config.model import Cell, ConfigError, build_config
+from ptflow.config.matrix import Cell, build_config
+from ptflow.config.validate import ConfigError
 from tests.conftest import REPO
 
 
@@ -253,12 +254,12 @@ def test_the_shared_config_is_the_workflows_own(tmp_path, monkeypatch, default_r
     assert shared_config(path) == raw
 
 
-# ---- one fact, one place: each default and enumeration is written once, in ptflow.config.model (agents) or
+# ---- one fact, one place: each default and enumeration is written once, in ptflow.config.entries (agents) or
 # ptflow.config.sites (sites); the schemas' descriptions and the documents quote it, and these tests keep the quotes
 # equal (the schemas hold no `default:` keyword: snakemake's validate would write it into the config, and so into
 # the params of cells that never set it).
 
-AGENT_DEFAULTS = {  # agent key -> its default (ptflow.config.model)
+AGENT_DEFAULTS = {  # agent key -> its default (ptflow.config.entries)
     "grace_minutes": "DEFAULT_GRACE_MINUTES",
     "sync_minutes": "DEFAULT_SYNC_MINUTES",
     "repeats": "DEFAULT_REPEATS",
@@ -296,14 +297,14 @@ def _schema_property(schema: str, *path: str) -> dict:
 
 @pytest.mark.parametrize(
     ("key", "module", "name"),
-    [(k, "model", n) for k, n in AGENT_DEFAULTS.items()] + [(k, "sites", n) for k, n in SITE_DEFAULTS.items()],
+    [(k, "entries", n) for k, n in AGENT_DEFAULTS.items()] + [(k, "sites", n) for k, n in SITE_DEFAULTS.items()],
 )
 def test_a_default_is_written_once_and_quoted_alike(key, module, name):
     import importlib
     import re
 
     value = float(getattr(importlib.import_module(f"ptflow.config.{module}"), name))
-    if module == "model":
+    if module == "entries":
         prop = _schema_property("config.schema.json", "properties", "agents", "items", "properties", key)
     else:
         prop = _schema_property("site.schema.json", "properties", key)
@@ -316,8 +317,8 @@ def test_a_default_is_written_once_and_quoted_alike(key, module, name):
     assert wrong == {}, f"{key}: {module}.{name} is {value:g}, documents say {wrong}"
 
 
-def test_on_restart_modes_and_default_are_the_models():
-    from ptflow.config.model import DEFAULT_ON_RESTART, ON_RESTART_MODES
+def test_on_restart_modes_and_default_are_the_config_entries():
+    from ptflow.config.entries import DEFAULT_ON_RESTART, ON_RESTART_MODES
 
     prop = _schema_property("config.schema.json", "properties", "agents", "items", "properties", "on_restart")
     assert tuple(prop["enum"]) == ON_RESTART_MODES and "default" not in prop

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from ptflow.config import tasks as catalog
-from ptflow.config.model import ConfigError, build_config, eval_from_entry
+from ptflow.config.entries import eval_from_entry
+from ptflow.config.matrix import build_config
+from ptflow.config.validate import ConfigError
 from ptflow.stages.evaluate.kit import evaluate as kit
 from ptflow.stages.evaluate.run import EvalConfigError, budget_ladder, check_call, evaluate
 from ptflow.stages.evaluate.settings import Provider, build_call

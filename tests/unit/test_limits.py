@@ -11,8 +11,9 @@ import yaml
 
 from ptflow.cluster import limits, slurm
 from ptflow.cluster.limits import ASSOC_FIELDS, QOS_FIELDS, Cap, Limits, LimitsError
-from ptflow.config.model import ConfigError, build_config
+from ptflow.config.matrix import build_config
 from ptflow.config.sites import Site, load_site
+from ptflow.config.validate import ConfigError
 from ptflow.ops import doctor
 from ptflow.ops.context import Context
 from tests.conftest import REPO

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from ptflow.config.model import build_config
+from ptflow.config.matrix import build_config
 from ptflow.stages.evaluate.run import validate_eval_json
 from ptflow.stages.matrix_score import (
     ScoreError,
@@ -318,7 +318,7 @@ def test_outputs_agree_and_are_written_atomically(matrix):
 
 def test_settings_from_config_and_end_to_end(tmp_path):
     """The aggregate rule's params carry the config's scoring, models and agents as written; scoring reads them as
-    the config model parses them (an instruct counterpart as an id or as {id, revision}; the references by kind)."""
+    the config's entries parse them (an instruct counterpart as an id or as {id, revision}; the references by kind)."""
     raw = {
         "models": [
             {"id": M1, "source": "hub", "revision": "r1", "instruct": "ptflow/tiny-a"},
@@ -342,7 +342,7 @@ def test_settings_from_config_and_end_to_end(tmp_path):
 
 def test_scoring_reads_the_aggregate_params_as_the_workflow_parsed_its_config(default_raw):
     """What the aggregate job gets (``raw: {scoring, models, agents}`` of the workflow's config) gives the settings
-    the workflow's own parse of that config gives: one parser, the config model's."""
+    the workflow's own parse of that config gives: one parser, the config entries'."""
     raw = default_raw
     raw["scoring"] = {**(raw.get("scoring") or {}), "unjudged": "fallback", "gpus": {"train": 2, "eval": 1}}
     cfg = build_config(raw)

@@ -14,8 +14,9 @@ import yaml
 
 from ptflow.cluster import images
 from ptflow.cluster.limits import Cap, Limits, merge_stated
-from ptflow.config.model import ConfigError, build_config
+from ptflow.config.matrix import build_config
 from ptflow.config.sites import load_site
+from ptflow.config.validate import ConfigError
 from ptflow.ops import plan as planning
 from ptflow.ops.context import load_context, parse_smk_args
 from tests.e2e.smk import REPO
@@ -224,7 +225,7 @@ def test_multinode_counts_gres_and_cpus_per_node(tmp_path):
 
 
 def _touch_done(work: Path, cell_key: str) -> None:
-    from ptflow.config.model import Cell
+    from ptflow.config.matrix import Cell
     from tests.unit.test_status import eval_json
 
     model, ev, agent = cell_key.split("/")

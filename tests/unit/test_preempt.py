@@ -13,8 +13,8 @@ import yaml
 
 from ptflow import templates
 from ptflow.cluster import preempt
-from ptflow.config.model import ConfigError
 from ptflow.config.sites import load_site, signal_option
+from ptflow.config.validate import ConfigError
 from ptflow.stages.train import nemo
 from tests.conftest import REPO
 from tests.unit.test_verl_nemo_commands import overrides, values
@@ -36,7 +36,7 @@ def test_site_warning_asks_slurm_and_keeps_the_plugins_job_step(tmp_path):
     """The warning (no B:) reaches every job step; a warned single-node job keeps the plugin's inner srun (its
     job-step Snakemake ignores USR1, ptflow.jobenv), a multi-node one runs its body in the batch step as before."""
     site = load_site("alps", SITES)
-    from ptflow.config.model import Agent
+    from ptflow.config.entries import Agent
 
     res = site.request("train", Agent("verl-dapo", "verl")).snakemake_resources()
     assert "--signal=USR1@600" in res["slurm_extra"]

@@ -3,7 +3,7 @@
 from ptflow.cluster.preflight import check_cluster, check_paths, check_secrets
 from ptflow.cluster.slurm import ClusterInfo, PartitionInfo
 from ptflow.config.layout import Layout
-from ptflow.config.model import build_config
+from ptflow.config.matrix import build_config
 from ptflow.config.sites import load_site
 from tests.conftest import REPO
 

@@ -6,9 +6,11 @@ import pytest
 import yaml
 
 from ptflow.cluster.preflight import requests_in_use
-from ptflow.config.model import Agent, ConfigError, build_config
+from ptflow.config.entries import Agent
+from ptflow.config.matrix import build_config
 from ptflow.config.rules import REQUEST_FALLBACK, RULE_REQUESTS, SITE_REQUESTS, request_of
 from ptflow.config.sites import SITE_SCHEMA, load_site
+from ptflow.config.validate import ConfigError
 from ptflow.ops import plan as planning
 from tests.conftest import REPO
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow.config.model import build_config
+from ptflow.config.matrix import build_config
 from ptflow.config.sites import Request, RuntimeSpec, load_site
 from ptflow.launch import skyrl
 from tests.conftest import REPO

@@ -10,7 +10,7 @@ import yaml
 
 from ptflow.cluster import ownership, slurm
 from ptflow.config.layout import Layout
-from ptflow.config.model import Cell, build_config
+from ptflow.config.matrix import Cell, build_config
 from ptflow.ops import status
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from ptflow.cluster import supervise
-from ptflow.config.model import Agent
+from ptflow.config.entries import Agent
 from ptflow.config.sites import Supervision, load_site
 from tests.conftest import REPO
 

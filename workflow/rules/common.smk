@@ -14,8 +14,9 @@ from ptflow.cluster import envs, images
 from ptflow.config import naming
 from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
 from ptflow.config.load import reference_table, resolve, share_config
-from ptflow.config.model import Cell, ConfigError
+from ptflow.config.matrix import Cell
 from ptflow.config.rules import LOGIN_NODE_RULES
+from ptflow.config.validate import ConfigError
 from ptflow.jobenv import apply_site_env
 from ptflow.jobs.build import Jobs, JobsError
 from ptflow.jobs.rule_values import (

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ptflow.config.layout import Layout
-from ptflow.config.model import Config
+from ptflow.config.matrix import Config
 from ptflow.config.sites import Site
 from ptflow.jobenv import user_name
 

@@ -2,7 +2,7 @@
 
 A new agent kind is one entry here plus its trainer module (``ptflow.stages.train.<module>``, a ``run(job)``
 function), and its params' keys in the config schema (``agents[].params``); the schema's ``kind`` is a string,
-checked against this table by ``ptflow.config.model`` (docs/howto-add-an-agent-kind.md walks through it).
+checked against this table by ``ptflow.config.entries`` (docs/howto-add-an-agent-kind.md walks through it).
 """
 
 from __future__ import annotations

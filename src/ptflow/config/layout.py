@@ -102,8 +102,8 @@ class Layout:
     @classmethod
     def from_config(cls, raw: dict, site_paths: dict | None = None) -> Layout:
         """config.paths, replaced key by key by the site's paths (``Site.paths``)."""
-        from ptflow.config.model import ConfigError
         from ptflow.config.uris import PathURIError, cluster_path
+        from ptflow.config.validate import ConfigError
 
         paths = {**raw["paths"], **(site_paths or {})}
         try:

@@ -18,8 +18,9 @@ from pathlib import Path
 import yaml
 
 from ptflow.config.layout import Layout
-from ptflow.config.model import Config, ConfigError, build_config
+from ptflow.config.matrix import Config, build_config
 from ptflow.config.sites import Site, load_site
+from ptflow.config.validate import ConfigError
 from ptflow.files import atomic_path
 
 WORKFLOW_ENV = "PTFLOW_WORKFLOW"

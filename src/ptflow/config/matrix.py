@@ -1,125 +1,22 @@
-"""The validated configuration: models, evals, agents and the matrix of cells.
+"""The validated configuration: the matrix of cells over models, evals and agents, and the checks across sections.
 
-Validation happens once, at workflow start: the JSON schema (through ``snakemake.utils.validate``) for shape,
-types and unknown keys, then the checks a schema cannot express (ids that exist, no duplicates, no cycles).
-Every error is one line naming the key, the bad value and what to do.
+Validation happens once, at workflow start (:func:`build_config`): the JSON schema for shape, types and unknown keys
+(``ptflow.config.validate``), each section's entries (``ptflow.config.entries``), then what spans sections: the
+matrix's selections, excludes and includes, whether each eval is PostTrainBench's or ptflow's, and the scoring's
+instruct references. Every error is one line naming the key, the bad value and what to do.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from ptflow.config import naming, tasks
+from ptflow.config import naming
 from ptflow.config import posttrainbench as ptb
-from ptflow.config.kinds import KINDS, AgentKind
-from ptflow.keys import looks_like_secret
-
-SCHEMA_DIR = Path(__file__).parent / "schemas"
-# The schemas are JSON, not YAML: snakemake.utils.validate reads the schema file each time (every Snakemake start, two
-# per Slurm job), trying JSON first; the YAML ones went through yte's pure-Python parse (55 + 36 ms; JSON: under 1).
-CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.json"
-
-
-class ConfigError(ValueError):
-    """A configuration problem, described in one line."""
-
-
-@dataclass(frozen=True)
-class Model:
-    id: str
-    source: str
-    revision: str
-    tiny: dict | None
-    gated: bool = False
-    instruct: Model | None = None  # the official instruct counterpart (PostTrainBench's weights), hub only
-
-    @property
-    def name(self) -> str:
-        return naming.model_to_path(self.id)
-
-
-@dataclass(frozen=True)
-class Eval:
-    id: str
-    dataset: dict | None  # None: the inspect task brings its own data
-    task: str
-    max_new_tokens: int
-    preprocess: str
-    retry_max_new_tokens: tuple[int, ...] = ()
-    task_args: dict = field(default_factory=dict)
-    limit: int | None = None
-    epochs: int | None = None
-    max_connections: int | None = None
-    sampling: str | dict | None = None  # "greedy", {temperature, top_p, seed}, or None: the provider's defaults
-    grader: dict | None = None  # {model, keys, model_args, config}: keys are names, values come from the environment
-    keys: tuple[str, ...] = ()  # posttrainbench/<eval>: names of the variables its evaluate.py reads (grader's key)
-
-    @property
-    def from_checkout(self) -> bool:
-        """Evaluated by the PostTrainBench checkout's evaluate.py (``ptflow.config.posttrainbench``)."""
-        return ptb.is_checkout_task(self.task)
-
-    @property
-    def dataset_name(self) -> str | None:
-        return naming.model_to_path(self.dataset["repo"]) if self.dataset else None
-
-    @property
-    def uses_parquet(self) -> bool:
-        return self.task == tasks.TOY_TASK
-
-    @property
-    def grader_keys(self) -> tuple[str, ...]:
-        return tuple((self.grader or {}).get("keys", ())) or self.keys
-
-    def sources(self) -> list:
-        """What its evaluation reads from the caches (``ptflow.config.tasks``): fetched by the cache stage."""
-        if self.from_checkout:  # the checkout's code loads its own data
-            return []
-        return tasks.sources_for(self.task, self.task_args, self.grader)
-
-
-# An agent's defaults, each written here once. The config model fills them into Agent, and what reads a train job's
-# params (ptflow.stages.train.agent_cell) fills in the same ones: those params leave on_restart and sync_minutes out
-# when they have their default, so the params (hence the finished cells) of agents that never set them stay as they
-# were.
-DEFAULT_GRACE_MINUTES = 5.0  # cli-agent: timeout = hours*60 + grace_minutes (PostTrainBench's 5)
-DEFAULT_ON_RESTART = "continue"  # cli-agent: after a requeue/retry, continue the workspace with the budget left
-ON_RESTART_MODES = (DEFAULT_ON_RESTART, "fresh")  # fresh: start over with the full budget (the schema's enum)
-DEFAULT_SYNC_MINUTES = 10.0  # cli-agent: minutes between syncs of the agent's task dir to scratch
-DEFAULT_REPEATS = 1  # runs of each cell of an agent
-
-
-@dataclass(frozen=True)
-class Agent:
-    id: str
-    kind: str
-    params: dict = field(default_factory=dict)
-    start_from: str | None = None
-    cli: str | None = None
-    model: str | None = None
-    hours: float | None = None
-    keys: tuple[str, ...] = ()
-    command: tuple[str, ...] | None = None  # cli-agent argv template (None: the cli's default)
-    grace_minutes: float = DEFAULT_GRACE_MINUTES  # cli-agent: timeout = hours*60 + grace_minutes
-    repeats: int = DEFAULT_REPEATS  # each cell of this agent runs this many times (runs 2.. as <id>@run<k>)
-    on_restart: str = DEFAULT_ON_RESTART  # cli-agent: after a requeue/retry, continue or start afresh
-    sync_minutes: float | None = None  # cli-agent: workspace sync interval (None: not set, DEFAULT_SYNC_MINUTES)
-    base_url: str | None = None  # cli-agent: the provider's base URL in the CLI's own variable (None: the CLI's)
-    solve: str | None = None  # cli-agent with posttrainbench: the checkout's agents/<solve>/ (None: agents/<cli>/)
-
-    @property
-    def spec(self) -> AgentKind:
-        """What this agent's kind needs and does (ptflow.config.kinds)."""
-        return KINDS[self.kind]
-
-    @property
-    def trains(self) -> bool:
-        return self.spec.trains
+from ptflow.config.entries import Agent, Eval, Model, build_agents, build_evals, build_models
+from ptflow.config.validate import ConfigError, canonical, unknown_id_error, validate_schema
 
 
 @dataclass(frozen=True)
@@ -176,22 +73,22 @@ class Config:
     @property
     def cli_versions(self) -> dict[str, str]:
         """The pinned version of every real agent CLI (config ``agent_clis``, default PostTrainBench's pins)."""
-        from ptflow.config.clis import CLIS
+        from ptflow.config.agent_clis import CLI_PACKAGES
 
         pins = self.raw.get("agent_clis") or {}
-        return {name: (pins.get(name) or {}).get("version", cli.pinned) for name, cli in CLIS.items()}
+        return {name: (pins.get(name) or {}).get("version", cli.pinned) for name, cli in CLI_PACKAGES.items()}
 
     @property
     def node_major(self) -> int:
         """Node.js major version of the agent image (config ``agent_clis.node``)."""
-        from ptflow.config.clis import NODE_MAJOR
+        from ptflow.config.agent_clis import NODE_MAJOR
 
         return int((self.raw.get("agent_clis") or {}).get("node", NODE_MAJOR))
 
     @property
     def image_build_args(self) -> dict[str, str]:
         """What an image recipe may declare as build arguments: ``NODE_MAJOR`` and ``<CLI>_CLI_VERSION`` per CLI."""
-        from ptflow.config.clis import build_arg
+        from ptflow.config.agent_clis import build_arg
 
         return {"NODE_MAJOR": str(self.node_major), **{build_arg(n): v for n, v in self.cli_versions.items()}}
 
@@ -265,353 +162,6 @@ class Config:
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def canonical(value):
-    """Nested mappings with sorted keys. Snakemake compares params by their text, so without this a config whose
-    keys were merely reordered (an editor, yaml.safe_dump) would look changed and rerun finished trainings."""
-    if isinstance(value, dict):
-        return {k: canonical(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [canonical(v) for v in value]
-    return value
-
-
-def _where(path) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def explain_schema_error(err) -> str:
-    """One line from a jsonschema ValidationError: where, what, and what to do."""
-    where = _where(err.absolute_path)
-    if err.validator == "additionalProperties":
-        allowed = sorted(err.schema.get("properties", {}))
-        extra = sorted(set(err.instance) - set(allowed))
-        hints = [
-            f"'{k}' (did you mean '{m[0]}'?)" if (m := difflib.get_close_matches(k, allowed, 1)) else f"'{k}'"
-            for k in extra
-        ]
-        return f"config error at {where}: unknown key {', '.join(hints)}; allowed keys: {', '.join(allowed)}"
-    if err.validator == "required":
-        return f"config error at {where}: {err.message}; add it (see docs/configuration.md)"
-    if err.validator in ("minimum", "exclusiveMinimum"):
-        return f"config error at {where}: {err.instance!r} is too small ({err.message}); use a positive number"
-    if err.validator == "enum":
-        allowed = ", ".join(repr(v) for v in err.validator_value)
-        return f"config error at {where}: {err.instance!r} is not one of {allowed}"
-    if err.validator == "minItems":
-        return f"config error at {where}: the list is empty; give at least {err.validator_value} entry"
-    if err.validator == "oneOf" and list(err.absolute_path)[-1:] == ["sampling"]:
-        return (
-            f"config error at {where}: {err.instance!r} must be 'greedy' or a mapping of temperature (> 0), top_p, seed"
-        )
-    if err.validator == "oneOf":
-        return f"config error at {where}: {err.instance!r} must be 'all' or a non-empty list of ids"
-    return f"config error at {where}: {err.message}"
-
-
-def validate_schema(cfg: dict) -> None:
-    """Shape, types and unknown keys, checked by snakemake.utils.validate against the JSON schema."""
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
-
-    try:
-        validate(cfg, str(CONFIG_SCHEMA))
-    except WorkflowError as exc:
-        cause = exc.__context__ if hasattr(exc.__context__, "absolute_path") else None
-        if cause is None:
-            raise ConfigError(f"config error: {exc}") from None
-        raise ConfigError(explain_schema_error(cause)) from None
-
-
-def _unknown(kind: str, key: str, value: str, known) -> ConfigError:
-    known = list(known)
-    close = difflib.get_close_matches(value, known, 1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return ConfigError(
-        f"config error at {key}: {value!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} id{hint}; "
-        f"known: {', '.join(known)} — fix the spelling or add it under {kind}s"
-    )
-
-
-def _unique(entries: list[dict], section: str) -> None:
-    seen: dict[str, int] = {}
-    for i, entry in enumerate(entries):
-        if entry["id"] in seen:
-            raise ConfigError(
-                f"config error at {section}[{i}].id: duplicate id {entry['id']!r} "
-                f"(also {section}[{seen[entry['id']]}]); give each entry its own id"
-            )
-        seen[entry["id"]] = i
-
-
-def build_models(entries: list[dict]) -> dict[str, Model]:
-    """The ``models:`` entries, checked and parsed (by path name); their shape is the schema's (``build_config``
-    checks both). The aggregate job reads its models through this too (``ptflow.stages.matrix_score``)."""
-    _unique(entries, "models")
-    models = {}
-    for i, m in enumerate(entries):
-        try:
-            name = naming.model_to_path(m["id"])
-        except naming.NameError_ as exc:
-            raise ConfigError(f"config error at models[{i}].id: {exc}") from None
-        if m["source"] == "local" and not m.get("tiny"):
-            raise ConfigError(
-                f"config error at models[{i}]: source 'local' needs a 'tiny' block (layers, hidden, "
-                "heads, seed) describing the model to create"
-            )
-        if m["source"] == "hub" and not m.get("revision"):
-            raise ConfigError(
-                f"config error at models[{i}].revision: hub model {m['id']!r} needs a pinned revision "
-                "(a commit hash or tag) so runs are reproducible"
-            )
-        tiny = m.get("tiny")
-        if tiny and tiny["hidden"] % tiny["heads"]:
-            raise ConfigError(
-                f"config error at models[{i}].tiny: hidden={tiny['hidden']} is not divisible by "
-                f"heads={tiny['heads']}; choose values where hidden % heads == 0"
-            )
-        instruct = None
-        if "instruct" in m:
-            ref = m["instruct"] if isinstance(m["instruct"], dict) else {"id": m["instruct"], "revision": "main"}
-            try:
-                naming.check_repo_id(ref["id"])
-            except naming.NameError_ as exc:
-                raise ConfigError(f"config error at models[{i}].instruct: {exc}") from None
-            if m["source"] != "hub":
-                raise ConfigError(
-                    f"config error at models[{i}].instruct: only hub models have an instruct counterpart; remove it "
-                    "(a local model can take an agent's cells as its reference: scoring.reference_agent)"
-                )
-            instruct = Model(ref["id"], "hub", ref["revision"], None, m.get("gated", False))
-        models[name] = Model(
-            m["id"], m["source"], m.get("revision", "main"), canonical(tiny), m.get("gated", False), instruct
-        )
-    return models
-
-
-def _build_evals(entries: list[dict]) -> dict[str, Eval]:
-    _unique(entries, "evals")
-    evals = {}
-    for i, e in enumerate(entries):
-        if ptb.is_checkout_task(e["task"]):
-            evals[e["id"]] = _checkout_eval(i, e)
-            continue
-        if "max_new_tokens" not in e:
-            raise ConfigError(f"config error at evals[{i}]: eval {e['id']!r} needs max_new_tokens (its first budget)")
-        if e.get("keys"):
-            raise ConfigError(
-                f"config error at evals[{i}].keys: only an eval from the PostTrainBench checkout takes keys; "
-                "ptflow's tasks name their grader's keys under grader.keys"
-            )
-        ds = e.get("dataset")
-        preprocess = e.get("preprocess", "gsm8k" if ds else "none")
-        try:
-            naming.check_safe_id("eval", e["id"])
-            if ds:
-                naming.check_repo_id(ds["repo"])
-        except naming.NameError_ as exc:
-            raise ConfigError(f"config error at evals[{i}]: {exc}") from None
-        if ds is None:
-            if preprocess != "none" or e["task"] == "ptflow":
-                raise ConfigError(
-                    f"config error at evals[{i}]: eval {e['id']!r} needs a 'dataset' (source, repo) "
-                    "to preprocess or evaluate with task 'ptflow'"
-                )
-        elif ds["source"] == "local" and "generator" not in ds:
-            raise ConfigError(f"config error at evals[{i}].dataset: source 'local' needs a 'generator' block")
-        elif ds["source"] == "hub" and not ds.get("revision"):
-            raise ConfigError(
-                f"config error at evals[{i}].dataset.revision: hub dataset {ds['repo']!r} needs a pinned revision"
-            )
-        if e["task"] == "ptflow" and preprocess == "none":
-            raise ConfigError(
-                f"config error at evals[{i}]: task 'ptflow' evaluates the preprocessed test parquet;"
-                " set preprocess: gsm8k or name an inspect task"
-            )
-        _check_eval_settings(i, e)
-        ds = canonical(ds)
-        evals[e["id"]] = Eval(
-            e["id"],
-            ds,
-            e["task"],
-            e["max_new_tokens"],
-            preprocess,
-            tuple(e.get("retry_max_new_tokens", ())),
-            canonical(dict(e.get("task_args") or {})),
-            e.get("limit"),
-            e.get("epochs"),
-            e.get("max_connections"),
-            canonical(e.get("sampling")),
-            canonical(e.get("grader")),
-            tuple(e.get("keys", ())),
-        )
-    return evals
-
-
-# ptflow's own evaluation settings: the checkout's evaluate.py and run_task.sh decide these for a posttrainbench eval.
-_OWN_EVAL_SETTINGS = ("dataset", "preprocess", "task_args", "epochs", "sampling", "grader", "max_new_tokens",
-                      "max_connections")  # fmt: skip
-
-
-def _checkout_eval(i: int, e: dict) -> Eval:
-    """An eval run by the PostTrainBench checkout: its id, the checkout's eval dir, the ladder's lower budgets, a
-    limit, the key names its evaluate.py reads. Mixing in ptflow's own settings is refused (one line)."""
-    where = f"config error at evals[{i}]"
-    try:
-        naming.check_safe_id("eval", e["id"])
-    except naming.NameError_ as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    mixed = [k for k in _OWN_EVAL_SETTINGS if k in e]
-    if mixed:
-        raise ConfigError(
-            f"{where}.{mixed[0]}: eval {e['id']!r} runs the PostTrainBench checkout's evaluate.py "
-            f"({e['task']}), which decides its {mixed[0]}; remove it, or use ptflow's own task for this eval"
-        )
-    name = ptb.eval_dir_name(e["task"])
-    if not name or "/" in name or name.startswith("."):
-        raise ConfigError(f"{where}.task: {e['task']!r}: write posttrainbench/<directory under src/eval/tasks>")
-    lower = list(e.get("retry_max_new_tokens", ()))
-    if lower != sorted(lower, reverse=True) or len(set(lower)) != len(lower):
-        raise ConfigError(f"{where}.retry_max_new_tokens: {lower} must fall (run_task.sh's second, then third budget)")
-    return Eval(e["id"], None, e["task"], None, "none", tuple(lower), {}, e.get("limit"), keys=tuple(e.get("keys", ())))
-
-
-def eval_from_entry(entry: dict) -> Eval:
-    """One ``evals:`` entry with the semantic checks (its shape is the schema's: ``build_config`` checks both)."""
-    return _build_evals([entry])[entry["id"]]
-
-
-def _check_eval_settings(i: int, e: dict) -> None:
-    """What the schema cannot say of an eval's evaluation settings (task spec, budgets, grader); task names of
-    inspect's registry and files are resolved at preflight, which imports the task code."""
-    where = f"config error at evals[{i}]"
-    try:
-        kind = tasks.task_kind(e["task"])
-    except ValueError as exc:
-        raise ConfigError(f"{where}.task: {exc}") from None
-    if kind == "toy" and e.get("task_args"):
-        raise ConfigError(f"{where}.task_args: task 'ptflow' takes no task_args (its data is the test parquet)")
-    previous = e["max_new_tokens"]
-    for value in e.get("retry_max_new_tokens", ()):
-        if value >= previous:
-            raise ConfigError(
-                f"{where}.retry_max_new_tokens: {e['retry_max_new_tokens']} must each be below the budget before "
-                f"(max_new_tokens {e['max_new_tokens']}); list lower budgets in falling order"
-            )
-        previous = value
-    facts = tasks.facts(e["task"])
-    grader = e.get("grader")
-    if facts.grader_arg and not grader:
-        raise ConfigError(
-            f"{where}: task {e['task']!r} is graded by an LLM; add grader: {{model: <inspect model, e.g. "
-            "openai/gpt-5-mini>, keys: [<NAME of the env var holding its key>]}"
-        )
-    if grader and not facts.grader_arg:
-        raise ConfigError(
-            f"{where}.grader: task {e['task']!r} takes no grader ptflow knows of; remove grader (a task of your own "
-            "takes its judge model through task_args)"
-        )
-    if grader and facts.grader_arg in (e.get("task_args") or {}):
-        raise ConfigError(f"{where}.task_args.{facts.grader_arg}: the grader comes from grader.model; remove it here")
-    secret_like = [k for k in (grader or {}).get("model_args", {}) if looks_like_secret(k)]
-    if secret_like:
-        raise ConfigError(
-            f"{where}.grader.model_args: {', '.join(secret_like)} looks like a secret; secrets stay in the "
-            "environment (name the variable under grader.keys)"
-        )
-    if not facts.sources_import_task:  # else preflight derives them (it imports the task code anyway)
-        try:
-            facts.sources(dict(e.get("task_args") or {}))
-        except ValueError as exc:
-            raise ConfigError(f"{where}.task_args: {exc}") from None
-
-
-def build_agents(entries: list[dict]) -> dict[str, Agent]:
-    """The ``agents:`` entries, checked and parsed (by id, in config order); their shape is the schema's
-    (``build_config`` checks both). The aggregate job reads its agents through this too
-    (``ptflow.stages.matrix_score``)."""
-    _unique(entries, "agents")
-    agents = {}
-    for i, a in enumerate(entries):
-        try:
-            naming.check_safe_id("agent", a["id"])
-        except naming.NameError_ as exc:
-            raise ConfigError(f"config error at agents[{i}].id: {exc}") from None
-        kind = KINDS.get(a["kind"])
-        if kind is None:
-            close = difflib.get_close_matches(a["kind"], list(KINDS), 1)
-            raise ConfigError(
-                f"config error at agents[{i}].kind: {a['kind']!r} is not an agent kind"
-                + (f" (did you mean '{close[0]}'?)" if close else "")
-                + f"; kinds: {', '.join(KINDS)}"
-            )
-        params = a.get("params", {})
-        missing = [k for k in kind.required_params if k not in params]
-        if missing:
-            raise ConfigError(
-                f"config error at agents[{i}].params: a {kind.name} agent needs {', '.join(missing)}; "
-                "add them (see docs/configuration.md)"
-            )
-        missing = [k for k in kind.required_fields if k not in a]
-        if missing:
-            raise ConfigError(f"config error at agents[{i}]: a {kind.name} agent needs {', '.join(missing)}")
-        if "variant" in params and params["variant"] not in kind.variants:
-            allowed = ", ".join(repr(v) for v in kind.variants) or "none (omit it)"
-            raise ConfigError(
-                f"config error at agents[{i}].params.variant: {params['variant']!r} is not a {kind.name} variant; "
-                f"use one of {allowed}"
-            )
-        agents[a["id"]] = Agent(
-            a["id"],
-            a["kind"],
-            canonical(dict(a.get("params", {}))),
-            a.get("from"),
-            a.get("cli"),
-            a.get("model"),
-            a.get("hours"),
-            tuple(a.get("keys", ())),
-            tuple(a["command"]) if "command" in a else None,
-            float(a.get("grace_minutes", DEFAULT_GRACE_MINUTES)),
-            int(a.get("repeats", DEFAULT_REPEATS)),
-            a.get("on_restart", DEFAULT_ON_RESTART),
-            float(a["sync_minutes"]) if "sync_minutes" in a else None,
-            a.get("base_url"),
-            a.get("solve"),
-        )
-        if kind.agent_cli and "command" not in a:
-            from ptflow.config.clis import CLIS, SCRIPTED
-
-            if a["cli"] not in CLIS and a["cli"] != SCRIPTED:
-                close = difflib.get_close_matches(a["cli"], [*CLIS, SCRIPTED], 1)
-                raise ConfigError(
-                    f"config error at agents[{i}].cli: {a['cli']!r} is not an agent CLI ptflow knows"
-                    + (f" (did you mean '{close[0]}'?)" if close else "")
-                    + f"; use one of {', '.join([*CLIS, SCRIPTED])}, or give the agent its own 'command' list"
-                )
-    for i, a in enumerate(entries):
-        start = a.get("from")
-        if start is None:
-            continue
-        if start not in agents:
-            raise _unknown("agent", f"agents[{i}].from", start, agents)
-        if not agents[start].trains:
-            raise ConfigError(
-                f"config error at agents[{i}].from: {start!r} trains nothing; omit 'from' to start from the base model"
-            )
-        seen, cur = {a["id"]}, start
-        while cur is not None:
-            if cur in seen:
-                raise ConfigError(
-                    f"config error at agents[{i}].from: 'from' chain of {a['id']!r} loops back to "
-                    f"{cur!r}; break the cycle"
-                )
-            seen.add(cur)
-            cur = agents[cur].start_from
-    return agents
-
-
 def _select(sel, known: dict, key: str, kind: str, to_name=lambda x: x) -> list[str]:
     if sel == "all":
         return list(known)
@@ -623,7 +173,7 @@ def _select(sel, known: dict, key: str, kind: str, to_name=lambda x: x) -> list[
             name = None
         if name not in known:
             ids = [m.id for m in known.values()] if kind == "model" else list(known)
-            raise _unknown(kind, f"{key}[{i}]", value, ids)
+            raise unknown_id_error(kind, f"{key}[{i}]", value, ids)
         if name in out:
             raise ConfigError(f"config error at {key}[{i}]: {value!r} is listed twice; list it once")
         out.append(name)
@@ -690,7 +240,7 @@ def build_config(raw: dict[str, Any]) -> Config:
     """Validate a raw config dict (schema, then semantics) and expand its matrix."""
     validate_schema(raw)
     models = build_models(raw["models"])
-    evals = _build_evals(raw["evals"])
+    evals = build_evals(raw["evals"])
     agents = build_agents(raw["agents"])
     cells = _expand(raw, models, evals, agents)
     _check_scoring(raw.get("scoring") or {}, models, {c.eval for c in cells}, agents, cells)

@@ -26,9 +26,9 @@ from types import SimpleNamespace
 
 import yaml
 
-from ptflow.config.model import SCHEMA_DIR, ConfigError
 from ptflow.config.rules import REQUEST_FALLBACK, SITE_REQUESTS
 from ptflow.config.uris import PathURIError, cluster_path
+from ptflow.config.validate import SCHEMA_DIR, ConfigError
 from ptflow.jobenv import WARNING_SIGNAL, user_name
 
 # Requests whose wall time a site's `time_hours` sets (TAO: the GPU job's SLURM_TIME_HOURS).
@@ -561,7 +561,7 @@ def load_site(site: str, sites_dir: str | Path) -> Site:
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
-    from ptflow.config.model import explain_schema_error
+    from ptflow.config.validate import explain_schema_error
 
     path = Path(site)
     if path.suffix not in (".yaml", ".yml"):

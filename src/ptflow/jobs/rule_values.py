@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from ptflow.config.model import Agent
+from ptflow.config.entries import Agent
 from ptflow.config.rules import ADOPT_REQUEST, request_of
 from ptflow.jobs.build import Jobs
 

@@ -30,7 +30,10 @@ from pathlib import Path
 from ptflow.cluster import slurm
 from ptflow.cluster.limits import LimitsError, for_matrix
 from ptflow.config.load import SHARED_CONFIG_ENV, find_workflow, shared_config
-from ptflow.config.model import Cell, ConfigError
+from ptflow.config.matrix import Cell
+
+# the configuration of a snakemake command line (also used by remote, doctor and smoke)
+from ptflow.config.validate import ConfigError
 
 # the configuration of a snakemake command line (also used by remote, doctor and smoke)
 from ptflow.ops.context import Context, SmkArgs, load_context, parse_cell, parse_smk_args  # noqa: F401

@@ -8,7 +8,7 @@ from pathlib import Path
 from ptflow.config import naming
 from ptflow.config.layout import Layout
 from ptflow.config.load import find_workflow, load, resolve
-from ptflow.config.model import Cell, Config
+from ptflow.config.matrix import Cell, Config
 from ptflow.config.sites import Site
 
 

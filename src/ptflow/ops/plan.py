@@ -31,7 +31,7 @@ import yaml
 from ptflow.cluster import images
 from ptflow.cluster.limits import Limits
 from ptflow.config.layout import Layout
-from ptflow.config.model import Cell, Config
+from ptflow.config.matrix import Cell, Config
 from ptflow.config.rules import ADOPT_REQUEST, LOGIN_NODE_RULES, RULE_REQUESTS, SUPERVISOR_RULES, TRAIN_RULES
 from ptflow.config.sites import Request as SiteRequest
 from ptflow.config.sites import Site

@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ptflow.config.model import ConfigError
+from ptflow.config.validate import ConfigError
 from ptflow.ops.driver import PREFLIGHT_REFUSED
 
 LOG = logging.getLogger("ptflow.ops.remote")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ptflow.cluster.preflight import ensure_ok
 from ptflow.config.layout import Layout
-from ptflow.config.model import Config
+from ptflow.config.matrix import Config
 from ptflow.config.sites import Site
 from ptflow.jobs.build import Jobs
 

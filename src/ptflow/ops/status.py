@@ -20,7 +20,7 @@ import yaml
 
 from ptflow.cluster import ownership, slurm
 from ptflow.config.layout import Layout
-from ptflow.config.model import Cell, Config
+from ptflow.config.matrix import Cell, Config
 
 DONE, PENDING, RUNNING, ERROR, CANCELED, PAUSED, NOT_STARTED = (
     "Done",

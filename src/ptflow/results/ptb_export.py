@@ -83,8 +83,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptflow.config.entries import Agent
 from ptflow.config.layout import Layout
-from ptflow.config.model import Agent, Cell, Config
+from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
 from ptflow.stages.matrix_score import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
 

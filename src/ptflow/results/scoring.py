@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ptflow.config import naming
-from ptflow.config.model import Agent, Model, build_agents, build_models
+from ptflow.config.entries import Agent, Model, build_agents, build_models
 from ptflow.files import write_text_atomic
 
 SCORED, NO_MODEL, EVAL_FAILED, MISSING = "scored", "no_model", "eval_failed", "missing"
@@ -83,7 +83,7 @@ class Metric:
 @dataclass
 class ScoredCell:
     """One (model, eval, agent slot) cell as read from its files, then scored. Its agent is named as the config's
-    cells name it (``ptflow.config.model.Cell``): ``agent`` is the slot (``sft``, ``sft@run2``), ``agent_id`` the
+    cells name it (``ptflow.config.matrix.Cell``): ``agent`` is the slot (``sft``, ``sft@run2``), ``agent_id`` the
     agent's id and ``run`` the repeat (summary.csv's ``agent`` column is the id, its ``run`` column the repeat)."""
 
     model: str  # hub id of the base model
@@ -734,7 +734,7 @@ def reference_scores(result: Result) -> dict[str, float]:
 
 def settings_from_config(raw: dict, reference: dict | None = None, agent_gpus=None) -> Settings:
     """Settings from the workflow config's ``scoring``, ``models`` and ``agents`` (the aggregate rule's params carry
-    just these), parsed by the config model (``ptflow.config.model.build_models``/``build_agents``), as the workflow
+    just these), parsed by ``ptflow.config.entries.build_models``/``build_agents``, as the workflow
     parsed them; ``reference`` is the loaded table (``ptflow.config.load.reference_table``)."""
     models = build_models(raw.get("models") or [])
     agents = build_agents(raw.get("agents") or [])

@@ -1,4 +1,4 @@
-"""The evaluate stage: turning an eval's config (``ptflow.config.model.Eval``: task spec, task args, limits, sampling,
+"""The evaluate stage: turning an eval's config (``ptflow.config.entries.Eval``: task spec, task args, limits, sampling,
 token budgets, grader) and the site's provider into one *call* document (``settings``), checking the eval's data is
 complete offline and fetching it where the network is (``sources``), running the evaluation through inspect-ai with
 PostTrainBench's retry ladder limited to budget-curable failures and writing eval.json with the task's own headline

@@ -12,7 +12,7 @@ from pathlib import Path
 from ptflow.cluster import hfcache
 from ptflow.config import posttrainbench as ptb
 from ptflow.config.layout import Layout
-from ptflow.config.model import Config
+from ptflow.config.matrix import Config
 from ptflow.config.sites import Site
 from ptflow.stages.evaluate.run import EvalConfigError, call_sources, check_call
 from ptflow.stages.evaluate.settings import Provider, build_call

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ptflow import warmstart
 from ptflow.config import tasks
-from ptflow.config.model import SCHEMA_DIR
+from ptflow.config.validate import SCHEMA_DIR
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.jobenv import thread_env
 from ptflow.keys import Masker

@@ -3,7 +3,7 @@ evaluation completely (task, task args, provider, generation settings, grader, h
 
 The call is what the evaluation kit's ``evaluate.py`` reads (``evaluate_settings.json``): ptflow's final evaluation
 and an agent's own measurements run that one script on that one document, so they cannot drift apart. Config
-values arrive validated (``ptflow.config.model.Eval``); the site's choice arrives through ``Site.evaluation``.
+values arrive validated (``ptflow.config.entries.Eval``); the site's choice arrives through ``Site.evaluation``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ptflow.config import tasks
-from ptflow.config.model import Eval
+from ptflow.config.entries import Eval
 from ptflow.config.sites import Site
 
 CALL_SCHEMA = 1  # = kit/evaluate.py SETTINGS_SCHEMA
