@@ -18,6 +18,7 @@ from ptflow.config.matrix import build_config
 from ptflow.config.sites import load_site
 from ptflow.config.validate import ConfigError
 from ptflow.ops import plan as planning
+from ptflow.ops import plan_estimate, plan_jobs
 from ptflow.ops.context import load_context, parse_smk_args
 from tests.e2e.smk import REPO
 from tests.e2e.smk import plan as e2e_plan
@@ -213,15 +214,15 @@ def test_multinode_counts_gres_and_cpus_per_node(tmp_path):
     site = load_site(str(path), REPO)
     cfg = build_config(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
     grpo = next(a.id for a in cfg.agents.values() if a.kind == "trl-grpo")
-    (req,) = planning.job_requests(site, cfg, "train", {"model": "m", "eval": "e", "agent": grpo})
+    (req,) = plan_jobs.job_requests(site, cfg, "train", {"model": "m", "eval": "e", "agent": grpo})
     assert (req.gpus, req.nodes, req.cpus, req.runtime, req.partition, req.by) == (8, 2, 12, 60, "gpu", "plugin")
-    job = planning.PlannedJob("train", "7", requests=[req])
-    (r,) = planning.requests([job])
+    job = plan_jobs.PlannedJob("train", "7", requests=[req])
+    (r,) = plan_estimate.requests([job])
     assert (r.jobs, r.gpu_hours, r.node_hours, r.cpu_hours) == (1, 8, 2, 12)
     # the judge is a CPU job (aggregate's request); `all` has no request
-    (judge,) = planning.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": grpo})
+    (judge,) = plan_jobs.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": grpo})
     assert (judge.stage, judge.gpus, judge.by) == ("aggregate", 0, "plugin")
-    assert planning.job_requests(site, cfg, "all", {}) == []
+    assert plan_jobs.job_requests(site, cfg, "all", {}) == []
 
 
 def _touch_done(work: Path, cell_key: str) -> None:
@@ -252,7 +253,7 @@ def test_a_finished_workflow_plans_no_job_and_each_cell_by_its_eval_json(tmp_pat
     (tmp_path / "Snakefile").write_text('rule all:\n    output: "made.txt"\n    shell: "touch {output}"\n')
     smk = [str(Path(sys.executable).with_name("snakemake")), "-c1", "-s", str(tmp_path / "Snakefile")]
     subprocess.run(smk, cwd=tmp_path, check=True, capture_output=True)
-    finished = planning.dry_run(["-c1", "-s", str(tmp_path / "Snakefile")], cwd=tmp_path)
+    finished = plan_jobs.dry_run(["-c1", "-s", str(tmp_path / "Snakefile")], cwd=tmp_path)
     ctx = load_context(parse_smk_args(["--config", f"site={SITE}", "-s", str(REPO / "Snakefile")], run_dir=REPO))
     done = ctx.cfg.cells[0]
     _touch_done(tmp_path, done.key)
@@ -264,7 +265,7 @@ def test_a_finished_workflow_plans_no_job_and_each_cell_by_its_eval_json(tmp_pat
 
 # ---- the wall-clock estimate under the cluster's caps ----
 
-OVERHEAD_MIN = planning.JOB_OVERHEAD_S / 60
+OVERHEAD_MIN = plan_estimate.JOB_OVERHEAD_S / 60
 
 
 def site_file(tmp_path: Path, *, limits: dict | None = None, **requests: dict) -> Path:
@@ -299,13 +300,13 @@ def test_twelve_one_gpu_jobs_under_a_gpu_cap_of_two_take_six_waves(tmp_path):
     path = site_file(tmp_path, limits={"max_gpus": 2}, evaluate={"expected_runtime": 10})
     ctx = load_context(parse_smk_args(["--config", f"site={path}", "-s", str(REPO / "Snakefile")], run_dir=REPO))
     limits = merge_stated(ctx.site, {}, "not read from Slurm")
-    jobs = planning.profile_jobs(REPO)
+    jobs = plan_estimate.profile_jobs(REPO)
     plan = planning.make_plan(ctx.cfg, ctx.site, ctx.layout, tmp_path, evaluate_dry_run(12), limits, jobs)
-    assert plan.caps == planning.Caps(250, "profile jobs", 2, "max_gpus", None, "")
+    assert plan.caps == plan_estimate.Caps(250, "profile jobs", 2, "max_gpus", None, "")
     (row,) = plan.waves
-    assert row == planning.Waves("gpu", "evaluate", 1, 1, 10.0, "expected_runtime", 12, 2, "max_gpus")
+    assert row == plan_estimate.Waves("gpu", "evaluate", 1, 1, 10.0, "expected_runtime", 12, 2, "max_gpus")
     assert (row.waves, row.hours) == (6, 1.0)
-    assert plan.estimate == planning.Estimate(6 * (10 + OVERHEAD_MIN), 12, 2, 2, 2)  # 61.5 min
+    assert plan.estimate == plan_estimate.Estimate(6 * (10 + OVERHEAD_MIN), 12, 2, 2, 2)  # 61.5 min
     text = planning.render(plan)
     assert (
         "Cluster limits (not read from Slurm)\n  max_gpus = 2 (GPUs in use at once; site localtest limits.max_gpus)\n"
@@ -330,64 +331,70 @@ def test_twelve_one_gpu_jobs_under_a_gpu_cap_of_two_take_six_waves(tmp_path):
     assert plain.estimate.minutes == 6 * (30 + OVERHEAD_MIN)
 
 
-def request(stage: str, gpus: int, minutes: int, runtime: int = 60, by: str = "plugin") -> planning.JobRequest:
-    return planning.JobRequest(stage, "gpu", "a", 1, gpus, 1, None, runtime, by, minutes)
+def request(stage: str, gpus: int, minutes: int, runtime: int = 60, by: str = "plugin") -> plan_jobs.JobRequest:
+    return plan_jobs.JobRequest(stage, "gpu", "a", 1, gpus, 1, None, runtime, by, minutes)
 
 
 def test_the_simulation_follows_the_dag_and_shares_the_caps():
     """4 trainings (20 min) each followed by its evaluation (10 min), and `all` after them: with nothing capping, one
     chain's length; with 2 GPUs, 4 x 1 GPU x 30 min of work in pairs; with a submit cap of 1, one job at a time."""
     train, evaluate = [request("train", 1, 20)], [request("evaluate", 1, 10)]
-    jobs = [planning.PlannedJob("train", f"t{i}", outputs=[f"ckpt{i}"], requests=train) for i in range(4)]
-    jobs += [planning.PlannedJob("evaluate", f"e{i}", inputs=[f"ckpt{i}"], outputs=[f"eval{i}"], requests=evaluate)
+    jobs = [plan_jobs.PlannedJob("train", f"t{i}", outputs=[f"ckpt{i}"], requests=train) for i in range(4)]
+    jobs += [plan_jobs.PlannedJob("evaluate", f"e{i}", inputs=[f"ckpt{i}"], outputs=[f"eval{i}"], requests=evaluate)
              for i in range(4)]  # fmt: skip
-    jobs.append(planning.PlannedJob("all", "all", inputs=[f"eval{i}" for i in range(4)]))
-    free = planning.simulate(jobs, planning.Caps())
-    assert free == planning.Estimate(20 + 10 + 2 * OVERHEAD_MIN, 8, 4, 4, 4)
-    gpus = planning.simulate(jobs, planning.Caps.of(Limits(max_gpus=Cap(2, "q")), 250))
-    assert gpus == planning.Estimate(2 * (20 + 10) + 4 * OVERHEAD_MIN, 8, 2, 2, 2)
-    serial = planning.simulate(jobs, planning.Caps.of(Limits(max_submit_jobs=Cap(1, "q")), 250))
-    assert serial == planning.Estimate(4 * (20 + 10) + 8 * OVERHEAD_MIN, 8, 1, 1, 1)
+    jobs.append(plan_jobs.PlannedJob("all", "all", inputs=[f"eval{i}" for i in range(4)]))
+    free = plan_estimate.simulate(jobs, plan_estimate.Caps())
+    assert free == plan_estimate.Estimate(20 + 10 + 2 * OVERHEAD_MIN, 8, 4, 4, 4)
+    gpus = plan_estimate.simulate(jobs, plan_estimate.Caps.of(Limits(max_gpus=Cap(2, "q")), 250))
+    assert gpus == plan_estimate.Estimate(2 * (20 + 10) + 4 * OVERHEAD_MIN, 8, 2, 2, 2)
+    serial = plan_estimate.simulate(jobs, plan_estimate.Caps.of(Limits(max_submit_jobs=Cap(1, "q")), 250))
+    assert serial == plan_estimate.Estimate(4 * (20 + 10) + 8 * OVERHEAD_MIN, 8, 1, 1, 1)
     # a job that needs fewer GPUs passes one that waits for more (Snakemake starts any ready job that fits)
-    wide = [planning.PlannedJob("train", "w", requests=[request("train", 2, 20)])]
-    narrow = [planning.PlannedJob("train", f"n{i}", requests=train) for i in range(2)]
-    caps = planning.Caps(gpus=2, gpus_by="max_gpus")
-    assert planning.simulate([narrow[0], *wide, narrow[1]], caps).minutes == 2 * (20 + OVERHEAD_MIN)
+    wide = [plan_jobs.PlannedJob("train", "w", requests=[request("train", 2, 20)])]
+    narrow = [plan_jobs.PlannedJob("train", f"n{i}", requests=train) for i in range(2)]
+    caps = plan_estimate.Caps(gpus=2, gpus_by="max_gpus")
+    assert plan_estimate.simulate([narrow[0], *wide, narrow[1]], caps).minutes == 2 * (20 + OVERHEAD_MIN)
 
 
 def test_a_supervisors_jobs_count_and_run_together():
     """A supervised training holds its GPU job and its helper (SkyRL's runtime server) at once, both counted against
     the job cap: under a cap of 3 jobs two such trainings (2 jobs each) run one after the other."""
     own = request("train", 4, 30, by="supervisor")
-    helper = planning.JobRequest("runtime_server", "cpu", "a", 2, 0, 1, None, 60, "supervisor")
-    jobs = [planning.PlannedJob("train_supervised", f"s{i}", requests=[own, helper]) for i in range(2)]
-    caps = planning.Caps.of(Limits(max_jobs=Cap(3, "QOS q MaxJobsPU")), 250)
-    assert planning.simulate(jobs, caps) == planning.Estimate(2 * (30 + OVERHEAD_MIN), 4, 2, 4, 3)
-    assert [(w.stage, w.jobs, w.slots, w.slots_by, w.waves, w.minutes_from) for w in planning.waves(jobs, caps)] == [
+    helper = plan_jobs.JobRequest("runtime_server", "cpu", "a", 2, 0, 1, None, 60, "supervisor")
+    jobs = [plan_jobs.PlannedJob("train_supervised", f"s{i}", requests=[own, helper]) for i in range(2)]
+    caps = plan_estimate.Caps.of(Limits(max_jobs=Cap(3, "QOS q MaxJobsPU")), 250)
+    assert plan_estimate.simulate(jobs, caps) == plan_estimate.Estimate(2 * (30 + OVERHEAD_MIN), 4, 2, 4, 3)
+    assert [
+        (w.stage, w.jobs, w.slots, w.slots_by, w.waves, w.minutes_from) for w in plan_estimate.waves(jobs, caps)
+    ] == [
         ("runtime_server", 2, 3, "max_jobs", 1, "runtime"),
         ("train", 2, 3, "max_jobs", 1, "expected_runtime"),
     ]
 
 
 def test_a_job_above_a_cap_never_starts_and_gets_no_estimate():
-    jobs = [planning.PlannedJob("train", "t", requests=[request("train", 2, 20)])]
-    caps = planning.Caps.of(Limits(max_gpus=Cap(1, "q")), 250)
-    assert planning.simulate(jobs, caps) == planning.Estimate(
+    jobs = [plan_jobs.PlannedJob("train", "t", requests=[request("train", 2, 20)])]
+    caps = plan_estimate.Caps.of(Limits(max_gpus=Cap(1, "q")), 250)
+    assert plan_estimate.simulate(jobs, caps) == plan_estimate.Estimate(
         None, 1, problem="one planned job holds 2 GPUs, above max_gpus = 1"
     )
-    (row,) = planning.waves(jobs, caps)
+    (row,) = plan_estimate.waves(jobs, caps)
     assert (row.slots, row.waves, row.hours) == (0, None, None)
 
 
 def test_the_job_cap_is_the_smallest_of_the_limits_and_the_profiles_jobs(tmp_path):
-    assert planning.profile_jobs(REPO) == yaml.safe_load((REPO / planning.SLURM_PROFILE).read_text())["jobs"] == 250
-    assert planning.profile_jobs(tmp_path) is None  # a workflow without ptflow's Slurm profile
-    assert planning.Caps.of(None, 250).jobs == 250 and planning.Caps.of(None, 250).jobs_by == "profile jobs"
-    assert planning.Caps.of(None, None) == planning.Caps()
+    assert (
+        plan_estimate.profile_jobs(REPO)
+        == yaml.safe_load((REPO / plan_estimate.SLURM_PROFILE).read_text())["jobs"]
+        == 250
+    )
+    assert plan_estimate.profile_jobs(tmp_path) is None  # a workflow without ptflow's Slurm profile
+    assert plan_estimate.Caps.of(None, 250).jobs == 250 and plan_estimate.Caps.of(None, 250).jobs_by == "profile jobs"
+    assert plan_estimate.Caps.of(None, None) == plan_estimate.Caps()
     submit, running = Cap(300, "QOS q MaxSubmitJobsPU"), Cap(250, "QOS q MaxJobsPU")
-    assert planning.Caps.of(Limits(max_submit_jobs=submit), 250).jobs_by == "profile jobs"
-    assert planning.Caps.of(Limits(max_submit_jobs=submit, max_jobs=running), 250).jobs_by == "max_jobs"  # a tie
-    cpus = planning.Caps.of(Limits(max_cpus=Cap(40, "a")), 250)
+    assert plan_estimate.Caps.of(Limits(max_submit_jobs=submit), 250).jobs_by == "profile jobs"
+    assert plan_estimate.Caps.of(Limits(max_submit_jobs=submit, max_jobs=running), 250).jobs_by == "max_jobs"  # a tie
+    cpus = plan_estimate.Caps.of(Limits(max_cpus=Cap(40, "a")), 250)
     assert cpus.slots(gpus=1, cpus=16) == (2, "max_cpus") and cpus.slots(gpus=0, cpus=1) == (40, "max_cpus")
 
 

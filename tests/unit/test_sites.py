@@ -11,7 +11,7 @@ from ptflow.config.matrix import build_config
 from ptflow.config.rules import REQUEST_FALLBACK, RULE_REQUESTS, SITE_REQUESTS, request_of
 from ptflow.config.sites import SITE_SCHEMA, load_site
 from ptflow.config.validate import ConfigError
-from ptflow.ops import plan as planning
+from ptflow.ops import plan_jobs
 from tests.conftest import REPO
 
 SITES = REPO / "config" / "sites"
@@ -211,7 +211,7 @@ def test_a_site_with_a_judge_request_sizes_judge_jobs_with_it(tmp_path, default_
     assert site.request(request_of("edf")) == site.request("aggregate")
     # the plan prices and labels judge jobs by it; preflight and doctor see it once the matrix has agent-CLI cells
     cfg = build_config(default_raw)
-    (job,) = planning.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": "a"})
+    (job,) = plan_jobs.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": "a"})
     assert (job.stage, job.partition, job.cpus, job.runtime) == ("judge", "judges", 4, 10)
     assert "judge" not in dict(requests_in_use(cfg, site))
     default_raw["agents"].append({"id": "scr", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 0.1})

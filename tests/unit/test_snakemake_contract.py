@@ -18,7 +18,7 @@ The reliances, and what pins each here:
   ends Snakemake with that status and its locks released (the preflight refusal);
 - ``ptflow.cluster.limits.apply`` writes the caps into the scheduler's ``global_resources``/``resources`` tables and
   common.smk reads ``--jobs`` as ``workflow.nodes``; ``workflow.is_main_process`` is False in the plugin's job step;
-- ``ptflow.ops.plan.parse_dry_run`` reads the dry-run's job blocks and ``Job stats`` table;
+- ``ptflow.ops.plan_jobs.parse_dry_run`` reads the dry-run's job blocks and ``Job stats`` table;
 - ``ptflow.ops.status`` (and ``ops.driver``, ``ops.cli``) read the plugin's log wording (``SLURM run ID: ...``,
   ``Job N has been submitted with SLURM jobid J (log: ...)``), its job name (the run ID), comment
   (``rule_<rule>_wildcards_<values>``) and log layout, and Snakemake's log header (``Command:``, ``Run directory:``);
@@ -28,8 +28,8 @@ The reliances, and what pins each here:
   here are found that way).
 
 Beside the pins, the code says so at run time where that is cheap: ``snakemake_once.install()`` returns what it could
-not patch, ``limits.apply`` refuses a scheduler without the tables, ``plan.parse_dry_run`` refuses a dry-run whose job
-blocks do not add up to its ``Job stats`` (test_plan_refuses_a_dry_run_it_cannot_read), and ``status.read_run_logs``
+not patch, ``limits.apply`` refuses a scheduler without the tables, ``plan_jobs.parse_dry_run`` refuses a dry-run whose
+job blocks do not add up to its ``Job stats`` (test_plan_refuses_a_dry_run_it_cannot_read), and ``status.read_run_logs``
 warns about plugin lines it could not read (test_status_says_when_it_cannot_read_the_plugins_lines).
 """
 
@@ -430,23 +430,23 @@ def test_the_job_step_is_not_the_main_process(slurm):
 
 
 def test_plan_reads_the_dry_run(dry):
-    from ptflow.ops.plan import parse_dry_run
+    from ptflow.ops.plan_jobs import parse_dry_run
 
     jobs, stats = parse_dry_run(dry)
     what = "Snakemake's dry-run job blocks ('rule X:' / 'localrule X:' with 4-space 'jobid:', 'input:', 'output:', "
     what += "'reason:', 'wildcards:' lines) and its 'Job stats:' table"
     assert stats == {"data": 1, "evaluate": 2, "agg": 1, "all": 1}, broken(
-        "ptflow.ops.plan.parse_dry_run", f"{what}; the table read as {stats}"
+        "ptflow.ops.plan_jobs.parse_dry_run", f"{what}; the table read as {stats}"
     )
     assert sorted(j.rule for j in jobs) == ["agg", "all", "data", "evaluate", "evaluate"], broken(
-        "ptflow.ops.plan.parse_dry_run", f"{what}; read the rules {sorted(j.rule for j in jobs)}"
+        "ptflow.ops.plan_jobs.parse_dry_run", f"{what}; read the rules {sorted(j.rule for j in jobs)}"
     )
     assert all(j.jobid for j in jobs) and len({j.jobid for j in jobs}) == len(jobs), broken(
-        "ptflow.ops.plan.parse_dry_run", f"{what}; the job ids read: {[j.jobid for j in jobs]}"
+        "ptflow.ops.plan_jobs.parse_dry_run", f"{what}; the job ids read: {[j.jobid for j in jobs]}"
     )
     evaluate = sorted((j for j in jobs if j.rule == "evaluate"), key=lambda j: j.wildcards.get("agent", ""))
     assert [j.wildcards for j in evaluate] == [{"model": MODEL, "eval": EVAL, "agent": a} for a in sorted(AGENTS)], (
-        broken("ptflow.ops.plan.parse_dry_run", f"{what}; wildcards read: {[j.wildcards for j in evaluate]}")
+        broken("ptflow.ops.plan_jobs.parse_dry_run", f"{what}; wildcards read: {[j.wildcards for j in evaluate]}")
     )
     for j in evaluate:
         assert j.outputs == [f"cells/{MODEL}/{EVAL}/{j.wildcards['agent']}/eval.json"], broken(
@@ -457,7 +457,7 @@ def test_plan_reads_the_dry_run(dry):
         )
     (agg,) = [j for j in jobs if j.rule == "agg"]
     assert sorted(agg.inputs) == sorted(f"cells/{MODEL}/{EVAL}/{a}/eval.json" for a in AGENTS), broken(
-        "ptflow.ops.plan.parse_dry_run", f"{what}; a list of inputs is one line joined by ', ': read {agg.inputs}"
+        "ptflow.ops.plan_jobs.parse_dry_run", f"{what}; a list of inputs is one line joined by ', ': read {agg.inputs}"
     )
 
 
@@ -468,7 +468,7 @@ def test_plan_reads_the_dry_run(dry):
 def test_plan_refuses_a_dry_run_it_cannot_read(dry, change):
     """The runtime guard beside the pin: a dry-run printed otherwise stops `ptflow plan` with a message naming
     parse_dry_run and the Snakemake version, never a plan with wrong figures."""
-    from ptflow.ops.plan import parse_dry_run
+    from ptflow.ops.plan_jobs import parse_dry_run
 
     changed = dry.replace(*change)
     assert changed != dry

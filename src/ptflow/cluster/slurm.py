@@ -94,7 +94,8 @@ def memory_mb(value: str) -> int | None:
 def recorded_request(fields: dict[str, str]) -> dict:
     """What slurmctld recorded a job as asking for, from ``scontrol show job -o`` fields: partition, account, CPUs
     and GPUs of the whole job, nodes, memory per node (MB) and time limit (minutes), the figures ``ptflow plan``
-    plans (``ptflow.ops.plan.JobRequest``). TresPerNode is ``gres:gpu:...`` on Slurm 22 and ``gres/gpu:...`` later."""
+    plans (``ptflow.ops.plan_jobs.JobRequest``). TresPerNode is ``gres:gpu:...`` on Slurm 22 and ``gres/gpu:...``
+    later."""
     nodes = int(fields["NumNodes"].split("-")[0])
     per_node = ",".join(t.removeprefix("gres:").removeprefix("gres/") for t in fields.get("TresPerNode", "").split(","))
     return {

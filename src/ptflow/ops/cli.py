@@ -67,7 +67,9 @@ def context_for_workdir(ns) -> Context:
 
 
 def cmd_plan(ns, rest: list[str]) -> int:
-    from ptflow.ops.plan import dry_run, make_plan, profile_jobs, render
+    from ptflow.ops.plan import make_plan, render
+    from ptflow.ops.plan_estimate import profile_jobs
+    from ptflow.ops.plan_jobs import dry_run
 
     smk = parse_smk_args(rest)
     args = list(rest)
