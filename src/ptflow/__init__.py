@@ -11,9 +11,11 @@ Layers, each importing only those before it (``tests/unit/test_architecture.py``
 - ``cluster`` — the machine: Slurm commands, preflight, supervision and infra retries, container runtimes and
   images, the shared HF cache and private views of it, time-limit warnings, multi-node helpers;
 - ``launch``  — programs spread over an allocation: the Ray launcher, SkyRL's two-job coordination;
-- ``stages``  — what each rule calls: cache, data, train (one module per agent kind), evaluate, judge, report;
+- ``stages``  — the steps jobs run: cache, data, train (one module per agent kind), evaluate, judge;
 - ``standins`` — programs that stand in for what cannot run here, selectable on purpose (the scripted agent);
 - ``jobs``    — the specs built from config, site and layout (``workflow/rules/common.smk`` looks them up), and
   what a job does beyond one stage (an evaluation in a train job's allocation);
+- ``results`` — the read side over finished cells: score, tables, report, PostTrainBench export, a cell's state
+  from its files; it starts no job;
 - ``ops``     — the ``ptflow`` command (plan, status, cancel, logs, remote) and the driver's hooks.
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ptflow.ops.report_server import serve
-from ptflow.stages.report_site import build_site
+from ptflow.results.report_site import build_site
 from tests.support.inspect_log import make_inspect_log
 from tests.support.report_matrix import build_matrix
 

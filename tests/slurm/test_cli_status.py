@@ -256,8 +256,8 @@ def ended(slurm_cluster, work, run) -> tuple[int, dict[str, dict]]:
 def test_done_and_error_after_a_run(slurm_cluster, work, ended):
     rc, cells = ended
     assert rc != 0, "the bad cell must fail"
-    # Done is decided by the cell's eval.json whichever of its jobs came last (ptflow.ops.status.cell_state), so a
-    # baseline cell shows it as a trained one would.
+    # Done is decided by the cell's eval.json whichever of its jobs came last (ptflow.results.cell_state.cell_state), so
+    # a baseline cell shows it as a trained one would.
     assert cells["baseline"]["state"] == "Done", cells
     bad = cells["bad"]
     assert bad["state"] == "Error", bad

@@ -22,7 +22,7 @@ from ptflow.config.load import merged_config
 from ptflow.config.matrix import build_config
 from ptflow.config.sites import load_site
 from ptflow.ops.driver import PREFLIGHT_REFUSED
-from ptflow.stages.matrix_score import SUMMARY_COLUMNS
+from ptflow.results.tables import SUMMARY_COLUMNS
 from tests.e2e.smk import REPO, command, default_agents, job_env, plan, snakemake
 from tests.e2e.test_default_matrix import MODELS, corrupt_checkpoint_config
 
@@ -46,7 +46,7 @@ RULE_STAGE = {
 # The module's agents: the default's, SFT at 10 steps. Submission, requests and reruns are under test here, not what
 # SFT learns: tests/e2e/test_default_matrix.py::test_leaderboard_shows_learning proves that sft beats the baseline (on
 # the default itself). Nothing here reads a score, and with one eval the aggregate needs no gap between the baseline and
-# sft (one eval weighs 1, ptflow.stages.matrix_score._weights), so the 110 steps it once had bought nothing (8 CPU-s).
+# sft (one eval weighs 1, ptflow.results.scoring._weights), so the 110 steps it once had bought nothing (8 CPU-s).
 AGENTS = default_agents(sft_steps=10)
 # The base model's zero-shot score on `add` (measured: the baseline cell of h64/add scores 0), as a reference table:
 # the aggregate takes a model's base score from its baseline cell, else from this table, so the matrix needs no

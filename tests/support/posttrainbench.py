@@ -1,6 +1,6 @@
 """PostTrainBench's published reference numbers (aisa-group/PostTrainBench, scripts/baselines.json and
 scripts/factors.json): zero-shot scores of the base models and their instruct counterparts, keyed by the bare model
-name, and the per-eval weights it derives from them. Test data for ptflow.stages.matrix_score."""
+name, and the per-eval weights it derives from them. Test data for ptflow.results.scoring."""
 
 import yaml
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptflow.config import naming
-from ptflow.stages.matrix_score import Result, Settings, read_cell, score
+from ptflow.results.cells import read_cell
+from ptflow.results.scoring import Result, score
+from ptflow.results.settings import Settings
 from tests.support.cells import write_cell
 
 MODELS = ["Qwen/Qwen3-1.7B-Base", "google/gemma-3-4b-pt"]

@@ -114,7 +114,7 @@ def test_verdict_files_are_read_by_their_first_line(tmp_path):
 
 
 def test_a_judge_without_a_workspace_gives_no_verdict_and_the_cell_falls_back(tmp_path):
-    from ptflow.stages.matrix_score import JUDGE_NO_VERDICT, _judge
+    from ptflow.results.cells import JUDGE_NO_VERDICT, _judge
 
     trace = tmp_path / "agent"
     trace.mkdir()

@@ -24,6 +24,7 @@ LAYERS = {
     "stages": 5,
     "standins": 6,
     "jobs": 6,
+    "results": 6,
     "ops": 7,
 }
 FOUNDATION = {"files", "keys", "templates", "jobenv", "warmstart", "snakemake_once", "__init__"}

@@ -12,19 +12,12 @@ import jsonschema
 import pytest
 
 from ptflow.config.matrix import build_config
+from ptflow.results.cells import ScoreError, read_cell, split_run
+from ptflow.results.report import apply_accounting
+from ptflow.results.scoring import reference_scores, score
+from ptflow.results.settings import Settings, settings_from_config, settings_from_parsed
+from ptflow.results.tables import write_outputs
 from ptflow.stages.evaluate.run import validate_eval_json
-from ptflow.stages.matrix_score import (
-    ScoreError,
-    Settings,
-    read_cell,
-    reference_scores,
-    score,
-    settings_from_config,
-    settings_from_parsed,
-    split_run,
-    write_outputs,
-)
-from ptflow.stages.report import apply_accounting
 from tests.conftest import REPO
 from tests.support.cells import write_cell
 from tests.support.posttrainbench import BASE_MODELS, BASELINES, EVALS, FACTORS

@@ -1,4 +1,4 @@
-"""``ptflow export --posttrainbench``: a run's cells as PostTrainBench's results dir (ptflow.stages.ptb_export).
+"""``ptflow export --posttrainbench``: a run's cells as PostTrainBench's results dir (ptflow.results.ptb_export).
 
 The cells are hand-made files (tests/support/cells.py, plus the manifest and agent trace the train stage writes);
 every expected name and content below is written out by hand from PostTrainBench's src/run_task.sh and
@@ -13,7 +13,7 @@ import pytest
 
 from ptflow.config.load import resolve
 from ptflow.ops import cli
-from ptflow.stages.ptb_export import ExportError, export_posttrainbench
+from ptflow.results.ptb_export import ExportError, export_posttrainbench
 from tests.conftest import REPO
 from tests.support.cells import cell_dir, write_cell
 

@@ -1,4 +1,4 @@
-"""The leaderboard's own score of a checkout run (ptflow.stages.ptb_score, shown by the aggregate stage).
+"""The leaderboard's own score of a checkout run (ptflow.results.ptb_score, shown by the aggregate stage).
 
 The proof: a FULL 4 models x 7 evals matrix (baseline, instruct, a codex agent and a claude agent run twice; hand-made
 cells with flagged, unjudged, wrongly judged, model-less, failed and missing cells) is scored by ptflow's aggregate
@@ -23,11 +23,14 @@ import pytest
 
 from ptflow.config.load import merged_config, reference_table, resolve
 from ptflow.jobs.build import Jobs
-from ptflow.stages import ptb_score
-from ptflow.stages.matrix_score import Settings, board_text, leaderboard_markdown, read_cell, score
+from ptflow.results import ptb_score
+from ptflow.results.cells import read_cell
+from ptflow.results.ptb_export import export_posttrainbench
+from ptflow.results.report import ReportOutputs, aggregate, score_cells, write_report
+from ptflow.results.scoring import score
+from ptflow.results.settings import Settings
+from ptflow.results.tables import board_text, leaderboard_markdown
 from ptflow.stages.posttrainbench.checkout import make_checkout
-from ptflow.stages.ptb_export import export_posttrainbench
-from ptflow.stages.report import ReportOutputs, aggregate, score_cells, write_report
 from tests.conftest import REPO
 from tests.support.cells import cell_dir, write_cell
 from tests.support.ptb_checkout import BENCHMARKS, make_fixture_checkout

@@ -12,6 +12,7 @@ from ptflow.cluster import ownership, slurm
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, build_config
 from ptflow.ops import status
+from ptflow.results import cell_state
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_ID = "7216d423-b607-4ce1-b341-af9060442c05"
@@ -82,7 +83,7 @@ def fake_query(records: list[slurm.JobRecord]):
     return query
 
 
-def cells_by_agent(snap) -> dict[str, status.CellStatus]:
+def cells_by_agent(snap) -> dict[str, cell_state.CellStatus]:
     return {c.agent: c for c in snap.cells}
 
 
@@ -92,7 +93,7 @@ def test_expected_comment_and_wildcards_follow_the_plugin(cfg):
 
 
 def test_every_tao_state_maps():
-    m = status.SLURM_STATE_MAP
+    m = cell_state.SLURM_STATE_MAP
     assert m["PENDING"] == "Pending"
     assert m["RUNNING"] == m["COMPLETING"] == "Running"
     for s in ("FAILED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "NODE_FAIL", "TIMEOUT"):

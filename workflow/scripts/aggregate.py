@@ -1,10 +1,10 @@
-"""Adapter: rule aggregate -> ptflow.stages.report.aggregate (PostTrainBench's score, outputs and the HTML report)."""
+"""Adapter: rule aggregate -> ptflow.results.report.aggregate (PostTrainBench's score, outputs and the HTML report)."""
 
 from pathlib import Path
 
 from ptflow.jobenv import rule_log
+from ptflow.results.report import ReportOutputs, aggregate
 from ptflow.specs import ScoringSpec
-from ptflow.stages.report import ReportOutputs, aggregate
 from ptflow.warmstart import hand_over
 
 hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)

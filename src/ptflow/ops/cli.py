@@ -101,7 +101,8 @@ def _snapshot(ctx: Context):
 
 
 def cmd_status(ns) -> int:
-    from ptflow.ops.status import LIVE, table, write_grid_png
+    from ptflow.ops.status import table, write_grid_png
+    from ptflow.results.cell_state import LIVE
 
     ctx = context_for_workdir(ns)
     png = Path(ns.png) if ns.png else ctx.workdir / ctx.layout.results / "status.png"
@@ -132,7 +133,7 @@ def cmd_status(ns) -> int:
 
 
 def cmd_cancel(ns) -> int:
-    from ptflow.ops.status import LIVE, SLURM_STATE_MAP
+    from ptflow.results.cell_state import LIVE, SLURM_STATE_MAP
 
     ctx = context_for_workdir(ns)
     snap = _snapshot(ctx)
@@ -240,8 +241,8 @@ def cmd_report(ns) -> int:
 
 
 def cmd_export(ns) -> int:
-    """The evaluated cells in PostTrainBench's results layout (ptflow.stages.ptb_export), for its aggregate scripts."""
-    from ptflow.stages.ptb_export import export_posttrainbench
+    """The evaluated cells in PostTrainBench's results layout (ptflow.results.ptb_export), for its aggregate scripts."""
+    from ptflow.results.ptb_export import export_posttrainbench
 
     if ns.configfile:
         ns.smk = ["--configfile", *ns.configfile, *(ns.smk or [])]

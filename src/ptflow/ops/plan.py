@@ -30,7 +30,7 @@ from ptflow.ops.plan_estimate import (
     waves,
 )
 from ptflow.ops.plan_jobs import JobRequest, PlannedJob, job_requests, parse_dry_run
-from ptflow.ops.status import rule_log_failed, valid_eval_json
+from ptflow.results.cell_state import rule_log_failed, valid_eval_json
 
 DONE, TO_RUN, FAILED_BEFORE, STALE = "done", "to run", "failed before", "stale"
 CELL_STATES = (DONE, TO_RUN, FAILED_BEFORE, STALE)

@@ -87,7 +87,7 @@ from ptflow.config.entries import Agent
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
-from ptflow.stages.matrix_score import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
+from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
 
 BASELINE_METHOD = "baseline_zeroshot"
 JUDGEMENT_FILES = ("contamination_judgement.txt", "disallowed_model_judgement.txt")

@@ -3,7 +3,7 @@
 PostTrainBench's headline number (aisa-group/PostTrainBench, read at commit 9082063) is ``scripts/compute_single_metrics
 .py`` over ``final_<method>.csv``, the tables that ``scripts/aggregate_methods.py``, ``aggregate_contamination.py`` and
 ``aggregate_final.py`` make of its results directory (``ptflow export --posttrainbench`` writes a run's cells as one:
-``ptflow.stages.ptb_export``). This module computes that number from the run's cells, as those scripts would compute
+``ptflow.results.ptb_export``). This module computes that number from the run's cells, as those scripts would compute
 it on the export, with the checkout's own ``scripts/factors.json`` (read from the checkout the run used; the checkout
 marker records where it is):
 
@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptflow.stages.matrix_score import MISSING, SCORED, ScoredCell, Settings
+from ptflow.results.cells import MISSING, SCORED, ScoredCell
+from ptflow.results.settings import Settings
 
 FACTORS_FILE = "scripts/factors.json"
 SCRIPT = "scripts/compute_single_metrics.py"

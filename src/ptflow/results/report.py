@@ -1,6 +1,6 @@
-"""The aggregate stage: every cell's files -> PostTrainBench's score (``ptflow.stages.matrix_score``) -> summary.csv,
+"""The aggregate stage: every cell's files -> PostTrainBench's score (``ptflow.results.scoring``) -> summary.csv,
 agents.csv, leaderboard.md, a heatmap figure for ``snakemake --report`` and the static site
-``results/report/index.html`` (``ptflow.stages.report_site``).
+``results/report/index.html`` (``ptflow.results.report_site``).
 
 GPU-hours come from Slurm's accounting where the cluster keeps one (one ``sacct`` call over every job id the cells
 recorded), else from each job's own timing x the GPUs its site request gave it.
@@ -14,19 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.files import atomic_path
+from ptflow.results.cells import ScoredCell, read_cell
+from ptflow.results.scoring import Result, score
+from ptflow.results.settings import Settings, settings_from_config
+from ptflow.results.tables import board_lines, board_text, ranked, write_outputs
 from ptflow.specs import ScoringSpec
-from ptflow.stages.matrix_score import (
-    Result,
-    ScoredCell,
-    Settings,
-    board_lines,
-    board_text,
-    ranked,
-    read_cell,
-    score,
-    settings_from_config,
-    write_outputs,
-)
 
 
 @dataclass(frozen=True)
@@ -132,7 +124,7 @@ def aggregate(
 ) -> Result:
     """Rule aggregate's job: score the cells as the spec's scoring settings say and write every output.
     ``checkout_marker``: the PostTrainBench checkout's marker of a run whose evals come from it: the headline is then
-    the leaderboard's own score, from the factors.json of that checkout (``ptflow.stages.ptb_score``), ptflow's
+    the leaderboard's own score, from the factors.json of that checkout (``ptflow.results.ptb_score``), ptflow's
     weighted score beside it."""
     settings = settings_from_config(scoring.raw, scoring.reference, scoring.agent_gpus)
     result = score_cells(eval_jsons, settings, scoring.expected, scoring.model_ids, log=log)
@@ -164,8 +156,8 @@ def write_report(
 ) -> Path:
     """Every output of the aggregate rule from a scored matrix, with the leaderboard's own score where
     ``checkout_marker`` names the run's checkout; returns the site's index.html."""
-    from ptflow.stages import ptb_score
-    from ptflow.stages.report_site import build_site
+    from ptflow.results import ptb_score
+    from ptflow.results.report_site import build_site
 
     if checkout_marker is not None:
         try:

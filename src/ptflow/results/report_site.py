@@ -1,6 +1,6 @@
 """The browser report: ``results/report/index.html`` and what it links to, static and relative-linked.
 
-Built from a scored matrix (``ptflow.stages.matrix_score``): the score table (agents × evals, weighted score, ± error,
+Built from a scored matrix (``ptflow.results.scoring``): the score table (agents × evals, weighted score, ± error,
 time used), a heatmap per agent (models × evals, inline SVG), the cell-state grid, and one page per cell with its
 metric, the judge's verdict and reason, the agent's readable trace and time used, linked to the cell's inspect log in
 a static copy of inspect's log viewer.
@@ -32,12 +32,9 @@ from urllib.parse import quote
 
 from ptflow import templates
 from ptflow.files import staged_dir
-from ptflow.stages.matrix_score import (
-    EVAL_FAILED,
-    MISSING,
-    NO_MODEL,
-    Result,
-    ScoredCell,
+from ptflow.results.cells import EVAL_FAILED, MISSING, NO_MODEL, ScoredCell
+from ptflow.results.scoring import Result, reference_scores
+from ptflow.results.tables import (
     agents_csv,
     board_lines,
     board_text,
@@ -45,7 +42,6 @@ from ptflow.stages.matrix_score import (
     leaderboard_markdown,
     leaderboard_text,
     ranked,
-    reference_scores,
     score_text,
     summary_csv,
     weights_csv,

@@ -1,7 +1,8 @@
 """What the workflow's rules call: one function per stage, from files in to files out.
 
 ``cache`` (HF cache, tiny models), ``data`` (synthetic data, verl parquet), ``train`` (one module per agent kind,
-dispatched through ``ptflow.config.kinds``), ``evaluate`` (inspect-ai, eval.json), ``judge`` and ``report``.
+dispatched through ``ptflow.config.kinds``), ``evaluate`` (inspect-ai, eval.json) and ``judge``: the steps jobs
+run. What reads the finished cells (score, report, export) is ``ptflow.results``.
 Scripts in ``workflow/scripts`` are thin adapters over these. Stages may import ``config``, ``cluster`` and
 ``launch``; they never read Snakemake's globals and never import ``ops``.
 """
@@ -45,7 +46,7 @@ WARM_IMPORTS = (
     "jsonschema",
     "snakemake.script",
     "ptflow.stages.cache",
-    "ptflow.stages.report",
+    "ptflow.results.report",  # the aggregate job's stage
     "ptflow.stages.train.cell",
     "ptflow.stages.train.sft",
     "ptflow.stages.train.grpo",
