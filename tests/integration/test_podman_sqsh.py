@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow.cluster import images
+from ptflow.cluster import image_build, images
 from ptflow.config.sites import RuntimeSpec
 from tests.conftest import REPO
 from tests.e2e.smk import snakemake
@@ -96,7 +96,7 @@ def test_podman_build_to_real_sqsh(tools, podman_env, tmp_path):
     assert images.builder_of(rt, rt.images["tiny"]) == "podman"
     digest = images.image_digest(rt, "tiny", rt.images["tiny"], REPO)
     out = tmp_path / "images" / "tiny.sqsh"
-    plan = images.plan_build(rt, "tiny", out, digest=digest, recipe_root=REPO, workdir=tmp_path / "work")
+    plan = image_build.plan_build(rt, "tiny", out, digest=digest, recipe_root=REPO, workdir=tmp_path / "work")
     # The base goes into the same podman storage the build will use (the plan's storage.conf).
     for path, text in plan.files.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +104,7 @@ def test_podman_build_to_real_sqsh(tools, podman_env, tmp_path):
     env = {**podman_env, **plan.env}
     subprocess.run(["podman", "import", str(base_tarball(tmp_path / "base.tar")), BASE], check=True, env=env)
     lines: list[str] = []
-    record = images.run_build(plan, tmp_path / "images" / "tiny.sqsh.json", log=lines.append)
+    record = image_build.run_build(plan, tmp_path / "images" / "tiny.sqsh.json", log=lines.append)
 
     assert out.is_file() and record["bytes"] == out.stat().st_size > 0
     assert out.read_bytes()[:4] == b"hsqs"  # squashfs magic
@@ -128,7 +128,7 @@ def test_workflow_image_and_edf_rules(tools, podman_env, tmp_path):
     # storage.conf lists under additionalimagestores (runtime.build.additional_image_stores).
     base_store = Path("/dev/shm") / f"ptflow-test-base-{os.getpid()}"
     conf = tmp_path / "base-storage.conf"
-    conf.write_text(images.podman_storage_conf(base_store))
+    conf.write_text(image_build.podman_storage_conf(base_store))
     subprocess.run(
         ["podman", "import", str(base_tarball(tmp_path / "base.tar")), BASE],
         check=True,

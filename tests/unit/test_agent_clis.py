@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.cluster import images
+from ptflow.cluster import image_build, images
 from ptflow.config.clis import CLIS, cell_environment
 from ptflow.config.matrix import build_config
 from ptflow.config.sites import RuntimeSpec
@@ -58,8 +58,8 @@ def test_standard_image_installs_the_pins_through_build_arguments(tmp_path):
     args = images.build_args_for(spec, values, REPO)
     assert "UNUSED" not in args and args["CLAUDE_CLI_VERSION"] == "2.0.55"
     rt = RuntimeSpec.from_dict({"site": "s", "kind": "apptainer", "images": {"standard": spec}})
-    plan = images.plan_build(rt, "standard", tmp_path / "standard.sif", digest="d", recipe_root=REPO,
-                             workdir=tmp_path, build_args=args, job=images.BuildJob(euid=0))  # fmt: skip
+    plan = image_build.plan_build(rt, "standard", tmp_path / "standard.sif", digest="d", recipe_root=REPO,
+                             workdir=tmp_path, build_args=args, job=image_build.BuildJob(euid=0))  # fmt: skip
     assert "--build-arg=CODEX_CLI_VERSION=0.79.0" in plan.steps[0]
     one = images.image_digest(rt, "standard", spec, REPO, args)
     assert one != images.image_digest(rt, "standard", spec, REPO, {**args, "CODEX_CLI_VERSION": "0.80.1"})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.cluster import envs, images, preflight, slurm
+from ptflow.cluster import envs, image_build, images, preflight, slurm
 from ptflow.cluster.runtime import container_env, node_commands
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import build_config
@@ -177,7 +177,7 @@ def _fake_enroot(tmp_path: Path, sleeps: list[int]) -> Path:
 def _import_plan(tmp_path, timeout_minutes):
     rt = load_site("pyxis", SITES).runtime
     rt = dataclasses.replace(rt, build={"import_timeout_minutes": timeout_minutes})
-    return images.plan_build(rt, "ngc-pytorch", tmp_path / "ngc-pytorch.sqsh", digest="d", workdir=tmp_path)
+    return image_build.plan_build(rt, "ngc-pytorch", tmp_path / "ngc-pytorch.sqsh", digest="d", workdir=tmp_path)
 
 
 def test_import_timeout_retried_once_then_clear_error(tmp_path, monkeypatch):
@@ -185,14 +185,14 @@ def test_import_timeout_retried_once_then_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     plan = _import_plan(tmp_path, 0.02)  # 1.2 s
     lines = []
-    images.run_build(plan, log=lines.append)
+    image_build.run_build(plan, log=lines.append)
     assert plan.output.read_text() == "image\n"
     assert any("did not finish within 0.02 min (try 1 of 2); trying once more" in ln for ln in lines)
     (tmp_path / "b").mkdir()
     monkeypatch.setenv("PATH", f"{_fake_enroot(tmp_path / 'b', [30, 30])}:{os.environ['PATH']}")
     plan = _import_plan(tmp_path / "b", 0.02)
-    with pytest.raises(images.ImportTimeout, match="timed out twice.*resources.convert"):
-        images.run_build(plan, log=lambda m: None)
+    with pytest.raises(image_build.ImportTimeout, match="timed out twice.*resources.convert"):
+        image_build.run_build(plan, log=lambda m: None)
     assert not plan.output.exists()
 
 

@@ -5,7 +5,7 @@ import tomllib
 
 import pytest
 
-from ptflow.cluster import images
+from ptflow.cluster import image_build, images
 from ptflow.config.sites import load_site
 from tests.conftest import REPO
 
@@ -26,14 +26,14 @@ def test_alps_dockerfile_is_podman_build_then_enroot_import(tmp_path):
     """Alps guide: podman storage in /dev/shm/$USER, podman build, enroot import -x mount ... podman://localhost/..."""
     rt = site("alps")
     digest = images.image_digest(rt, "ngc-ray:25.06", images.image_spec(rt, "ngc-ray:25.06"), REPO)
-    plan = images.plan_build(
+    plan = image_build.plan_build(
         rt,
         "ngc-ray:25.06",
         "/capstor/i/ngc-ray+25.06.sqsh",
         digest=digest,
         recipe_root=REPO,
         workdir=tmp_path,
-        job=images.BuildJob(euid=1000),
+        job=image_build.BuildJob(euid=1000),
     )
     build, imp = plan.steps
     assert build[:2] == ["podman", "build"] and "--platform=linux/arm64" in build
@@ -50,14 +50,14 @@ def test_alps_dockerfile_is_podman_build_then_enroot_import(tmp_path):
 def test_without_enroot_podman_export_and_mksquashfs(tmp_path):
     rt = site("alps")
     rt = dataclasses.replace(rt, build={"converter": "auto"})
-    plan = images.plan_build(
+    plan = image_build.plan_build(
         rt,
         "ngc-ray:25.06",
         tmp_path / "x.sqsh",
         digest="d",
         recipe_root=REPO,
         workdir=tmp_path,
-        job=images.BuildJob(which=lambda _: None),
+        job=image_build.BuildJob(which=lambda _: None),
     )
     tools = [s[0] + " " + s[1] for s in plan.steps]
     assert tools == ["podman build", "podman create", "podman export", "podman rm", f"mksquashfs {tmp_path}/rootfs"]
@@ -68,20 +68,32 @@ def test_posttrainbench_def_uses_fakeroot_unless_root(tmp_path):
     rt = site("generic")
     spec = images.image_spec(rt, "standard")
     assert images.builder_of(rt, spec) == "apptainer-def"
-    plan = images.plan_build(
-        rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, job=images.BuildJob(euid=5)
+    plan = image_build.plan_build(
+        rt,
+        "standard",
+        "/s/standard.sif",
+        digest="d",
+        recipe_root=REPO,
+        workdir=tmp_path,
+        job=image_build.BuildJob(euid=5),
     )
     assert plan.steps == [["apptainer", "build", "--fakeroot", str(plan.tmp_output), str(REPO / "envs/standard.def")]]
     assert plan.cwd == str(REPO)
-    root = images.plan_build(
-        rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO, workdir=tmp_path, job=images.BuildJob(euid=0)
+    root = image_build.plan_build(
+        rt,
+        "standard",
+        "/s/standard.sif",
+        digest="d",
+        recipe_root=REPO,
+        workdir=tmp_path,
+        job=image_build.BuildJob(euid=0),
     )
     assert "--fakeroot" not in root.steps[0]
 
 
 def test_pyxis_registry_source_is_enroot_import(tmp_path):
     rt = site("pyxis")
-    plan = images.plan_build(rt, "ngc-pytorch", "/l/n.sqsh", digest="d", workdir=tmp_path)
+    plan = image_build.plan_build(rt, "ngc-pytorch", "/l/n.sqsh", digest="d", workdir=tmp_path)
     assert plan.steps == [["enroot", "import", "-o", str(plan.tmp_output), "docker://nvcr.io#nvidia/pytorch:25.06-py3"]]
 
 
@@ -139,14 +151,14 @@ def test_digest_changes_with_recipe_only(tmp_path):
 
 
 def test_missing_tool_names_tool_and_setting(tmp_path):
-    plan = images.plan_build(site("pyxis"), "ngc-pytorch", "/l/n.sqsh", digest="d", workdir=tmp_path)
+    plan = image_build.plan_build(site("pyxis"), "ngc-pytorch", "/l/n.sqsh", digest="d", workdir=tmp_path)
     with pytest.raises(
         images.MissingToolError, match=r"enroot not found on PATH, but site pyxis sets runtime.kind = pyxis"
     ):
-        images.check_tools(plan, which=lambda _: None)
-    plan = images.plan_build(site("generic"), "standard", "/s.sif", digest="d", recipe_root=REPO, workdir=tmp_path)
+        image_build.check_tools(plan, which=lambda _: None)
+    plan = image_build.plan_build(site("generic"), "standard", "/s.sif", digest="d", recipe_root=REPO, workdir=tmp_path)
     with pytest.raises(images.MissingToolError, match=r"apptainer not found .*runtime.images.standard"):
-        images.check_tools(plan, which=lambda _: None)
+        image_build.check_tools(plan, which=lambda _: None)
 
 
 def test_wrong_recipe_kind_and_unknown_image_are_clear():
@@ -160,9 +172,9 @@ def test_wrong_recipe_kind_and_unknown_image_are_clear():
 
 def test_arch_mismatch_refuses_emulated_build():
     with pytest.raises(images.ImageError, match="runtime.arch = 'arm64' but this build node is amd64"):
-        images.check_arch(site("alps"), machine="x86_64")
-    images.check_arch(site("alps"), machine="aarch64")
-    images.check_arch(site("nscc"), machine="x86_64")
+        image_build.check_arch(site("alps"), machine="x86_64")
+    image_build.check_arch(site("alps"), machine="aarch64")
+    image_build.check_arch(site("nscc"), machine="x86_64")
 
 
 def test_venv_sites_need_no_image():
@@ -202,14 +214,14 @@ def test_a_recipe_of_the_posttrainbench_checkout_builds_there(tmp_path):
     recipe = checkout / "containers/standard.def"
     spec = {"recipe": str(recipe), "recipe_object": "a" * 40, "build_dir": str(checkout)}
     rt_checkout = images.image_runtime(rt, "standard", spec)
-    plan = images.plan_build(
+    plan = image_build.plan_build(
         rt_checkout,
         "standard",
         "/s/standard.sif",
         digest="d",
         recipe_root=REPO,
         workdir=tmp_path,
-        job=images.BuildJob(euid=0),
+        job=image_build.BuildJob(euid=0),
     )
     assert plan.steps == [["apptainer", "build", str(plan.tmp_output), str(recipe)]] and plan.cwd == str(checkout)
     digest = images.image_digest(rt, "standard", spec, REPO)
