@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from ptflow.cluster import slurm  # noqa: E402
-from ptflow.config.sites import Request, RuntimeSpec  # noqa: E402
+from ptflow.config.request import Request  # noqa: E402
+from ptflow.config.sites import RuntimeSpec  # noqa: E402
 from ptflow.launch import skyrl  # noqa: E402
 
 ROOT = Path("/var/lib/ptflow-tests")  # a shared path both test nodes see (not /tmp)
@@ -47,7 +48,8 @@ BEFORE = """
 import json, sys, time
 t0 = time.time()
 sys.path.insert(0, {src!r})
-from ptflow.config.sites import Request, RuntimeSpec
+from ptflow.config.request import Request
+from ptflow.config.sites import RuntimeSpec
 from ptflow.launch import skyrl
 server = skyrl.ServerSite.from_dict(json.loads({server!r}))
 companion = skyrl.ServerCompanion(server, {base!r}, {{}}, job_name="ptflow-bench-before",

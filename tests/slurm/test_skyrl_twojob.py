@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from ptflow.cluster import infra_retry, slurm, supervise
-from ptflow.config.sites import Request, RuntimeSpec
+from ptflow.config.request import Request
+from ptflow.config.sites import RuntimeSpec
 from ptflow.launch import skyrl
 from tests.e2e.smk import REPO, job_env
 

@@ -13,7 +13,8 @@ import yaml
 
 from ptflow import templates
 from ptflow.cluster import preempt
-from ptflow.config.sites import load_site, signal_option
+from ptflow.config.request import signal_option
+from ptflow.config.sites import load_site
 from ptflow.config.validate import ConfigError
 from ptflow.stages.train import nemo
 from tests.conftest import REPO

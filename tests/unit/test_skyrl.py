@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from ptflow.config.matrix import build_config
-from ptflow.config.sites import Request, RuntimeSpec, load_site
+from ptflow.config.request import Request
+from ptflow.config.sites import RuntimeSpec, load_site
 from ptflow.launch import skyrl
 from tests.conftest import REPO
 

@@ -22,7 +22,7 @@ The reliances, and what pins each here:
 - ``ptflow.ops.status`` (and ``ops.driver``, ``ops.cli``) read the plugin's log wording (``SLURM run ID: ...``,
   ``Job N has been submitted with SLURM jobid J (log: ...)``), its job name (the run ID), comment
   (``rule_<rule>_wildcards_<values>``) and log layout, and Snakemake's log header (``Command:``, ``Run directory:``);
-- ``ptflow.config.sites.Request.sbatch_options`` says what the plugin submits for the same resources;
+- ``ptflow.config.request.Request.sbatch_options`` says what the plugin submits for the same resources;
 - ``ptflow.warmstart.hand_over`` re-runs a script job from the top of the file Snakemake generated (``sys.argv[0]``);
 - ``ptflow.cluster.patience``'s shims rely on the plugin running the Slurm commands by name from PATH (the stand-ins
   here are found that way).
@@ -583,7 +583,7 @@ def test_sbatch_options_are_what_the_plugin_submits(slurm):
         # the account reaches the plugin's sbatch as SBATCH_ACCOUNT (Site.process_env), not as a flag
         missing = [o for o in ours[2:] if not o.startswith("--account=") and o not in flags]
         assert not missing, broken(
-            "ptflow.config.sites.Request.sbatch_options / PLUGIN_FLAGS (the supervisor's and SkyRL server's sbatch)",
+            "ptflow.config.request.Request.sbatch_options / PLUGIN_FLAGS (the supervisor's and SkyRL server's sbatch)",
             f"the plugin submitting the resources of a {stage} request as {missing}; it submitted {sorted(flags)}",
         )
 

@@ -164,7 +164,7 @@ def test_the_supervisor_waits_out_a_slurm_that_does_not_answer(tmp_path, monkeyp
     """A busy slurmctld times out now and then (squeue fails): the job goes on, so the supervisor asks again instead
     of failing the rule (whose retry would start the training's supervision over)."""
     from ptflow.cluster import infra_retry, slurm
-    from ptflow.config.sites import Request
+    from ptflow.config.request import Request
 
     answers = iter([slurm.SlurmUnavailable("squeue: error: Socket timed out on send/recv operation")] * 2)
 

@@ -35,8 +35,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptflow.config.sites import WARNING_SIGNAL
 from ptflow.files import write_json_atomic
+from ptflow.jobenv import WARNING_SIGNAL
 
 # A trainer that saved and stopped before the end (warning, SIGTERM, internal timeout) exits with this (EX_TEMPFAIL):
 # "try again, it resumes". Snakemake treats it as a failure (its retry resumes); a supervisor reads the marker.

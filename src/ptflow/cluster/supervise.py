@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.cluster import ownership, preempt, slurm
-from ptflow.config.sites import Request
+from ptflow.config.request import Request
 from ptflow.files import atomic_path
 from ptflow.jobenv import signals_raise
 

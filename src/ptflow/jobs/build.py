@@ -20,7 +20,8 @@ from ptflow.config import posttrainbench as ptb
 from ptflow.config.entries import Agent, Eval, Model
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
-from ptflow.config.sites import Request, Site
+from ptflow.config.request import Request
+from ptflow.config.sites import Site
 from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 from ptflow.specs import (
     AgentCliSpec,

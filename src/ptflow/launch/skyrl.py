@@ -45,7 +45,8 @@ from pathlib import Path
 from ptflow import templates
 from ptflow.cluster import ownership, slurm
 from ptflow.cluster.runtime import runtime_argv
-from ptflow.config.sites import Request, RuntimeSpec, Site
+from ptflow.config.request import Request
+from ptflow.config.sites import RuntimeSpec, Site
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.jobenv import signals_raise
 from ptflow.keys import refuse_secrets

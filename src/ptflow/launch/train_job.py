@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ptflow.cluster import multinode, supervise
 from ptflow.cluster.runtime import IN_RUNTIME_ENV, inside_runtime
-from ptflow.config.sites import Request, RuntimeSpec
+from ptflow.config.request import Request
+from ptflow.config.sites import RuntimeSpec
 from ptflow.jobenv import package_root
 from ptflow.specs import TrainSpec
 

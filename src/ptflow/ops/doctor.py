@@ -28,7 +28,8 @@ from ptflow import templates
 from ptflow.cluster import images, preflight, slurm
 from ptflow.cluster.limits import LimitsError, for_matrix, request_problems
 from ptflow.cluster.runtime import runtime_argv
-from ptflow.config.sites import Request, Site
+from ptflow.config.request import Request
+from ptflow.config.sites import Site
 from ptflow.jobenv import user_name
 
 MIN_APPTAINER = "1.1"

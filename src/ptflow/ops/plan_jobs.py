@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ptflow.cluster import images
 from ptflow.config.matrix import Config
+from ptflow.config.request import Request as SiteRequest
 from ptflow.config.rules import ADOPT_REQUEST, LOGIN_NODE_RULES, RULE_REQUESTS, SUPERVISOR_RULES, TRAIN_RULES
-from ptflow.config.sites import Request as SiteRequest
 from ptflow.config.sites import Site
 
 _RULE = re.compile(r"^(local)?(?:rule|checkpoint) (\w+):\s*$")  # a checkpoint is a job too
