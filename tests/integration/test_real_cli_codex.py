@@ -192,7 +192,7 @@ def _checkout_cell(root: Path, codex_bin: Path, solve: str, kind: str = "apptain
     namespace). Returns the agent's dict and the stand-in's main-loop records."""
     from ptflow.config.sites import RuntimeSpec
     from ptflow.specs import StageRuntime
-    from ptflow.stages.train.agent_cell import train_agent_cell
+    from ptflow.stages.agent.cell import train_agent_cell
 
     checkout = root / "PostTrainBench"
     commit = make_fixture_checkout(checkout, evals=("gsm8k",), agents=("codex", "codexhigh"))

@@ -97,7 +97,7 @@ def test_trace_lines_read_the_real_stream(happy: Run):
 def test_unauthorized_fails_fast(gemini_bin, tmp_path):
     """Also the cell's part for gemini (test_agent_cli_faults runs claude's and codex's 401 through
     train_agent_cell): the cell's own decision, refused_key, on this real output is one line naming the key."""
-    from ptflow.stages.train.agent_cell import refused_key
+    from ptflow.stages.agent.launch import refused_key
     from tests.support.agent_cells import agent_spec
 
     run = run_gemini(tmp_path, gemini_bin, Faults(unauthorized=True))

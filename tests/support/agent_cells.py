@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ptflow.config.entries import DEFAULT_GRACE_MINUTES
 from ptflow.specs import AgentCliSpec, CellRef, CheckoutAgent, TrainSpec
-from ptflow.stages.train.agent_cell import AgentJob
+from ptflow.stages.agent.job import AgentJob
 from ptflow.stages.train.cell import TrainJob, TrainRun
 
 

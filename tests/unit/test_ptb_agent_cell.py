@@ -17,9 +17,9 @@ import pytest
 from ptflow.cluster.runtime import AGENT_HOME, runtime_argv
 from ptflow.config.sites import RuntimeSpec
 from ptflow.specs import StageRuntime
+from ptflow.stages.agent.cell import train_agent_cell
 from ptflow.stages.judge import checkout_judge_prompt
 from ptflow.stages.posttrainbench import agent as ptb_agent
-from ptflow.stages.train.agent_cell import train_agent_cell
 from tests.support.agent_cells import agent_job
 from tests.support.ptb_checkout import commit_change, make_fixture_checkout, run_task_listing
 

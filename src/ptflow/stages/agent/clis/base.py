@@ -3,7 +3,7 @@ it reads its key and base URL from, its default command, the settings it needs i
 non-interactively with every tool approved, and how to read its stream-json output.
 
 One module per CLI (``clis/claude.py`` ...) holds one :class:`AgentCli`; ``clis/__init__.py`` is the registry.
-Nothing here runs the CLI (``stages/train/agent_cell.py`` does) or reads a secret's value.
+Nothing here runs the CLI (``stages/agent/launch.py`` does) or reads a secret's value.
 """
 
 from __future__ import annotations

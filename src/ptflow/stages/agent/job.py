@@ -1,0 +1,108 @@
+"""One agent cell's job and one attempt of it, as the other modules of the agent cell read them: ``AgentJob`` (the
+train job's ``TrainJob`` as the cell reads it, never copied), ``AttemptContext`` (this attempt's task dir, HF view,
+trace dir and budget left), ``AgentEnd`` (how the attempt's agent ended) and ``AgentCellError`` (a cell that cannot
+run, in one line).
+
+They sit below the cell's steps (``cell``), its budget (``budget``) and the CLI's launch (``launch``), which all take
+them: the steps are in ``ptflow.stages.agent.cell``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptflow.cluster.preempt import ResumeDir
+from ptflow.specs import AgentCliSpec, CellRef, StageRuntime
+from ptflow.stages.train.cell import TrainJob
+
+
+class AgentCellError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class AgentJob:
+    """One agent cell as its train job runs it: the training as every trainer gets it (``training``: the rule's
+    spec, the job's files, where the final model goes, the cell's resume state and this attempt's id), the
+    PostTrainBench cell's checkout (from the rule's marker) and the environment the keys come from (None: this
+    process's). The rest is read from the training, never copied."""
+
+    training: TrainJob
+    checkout: Path | None = None
+    env: dict | None = None
+
+    @property
+    def agent(self) -> AgentCliSpec:
+        return self.training.spec.agent_cli
+
+    @property
+    def cell(self) -> CellRef:
+        return self.training.spec.cell
+
+    @property
+    def runtime(self) -> StageRuntime | None:
+        """The train job's runtime (None: this machine)."""
+        return self.training.spec.runtime
+
+    @property
+    def start_model(self) -> str:
+        return self.training.run.start_model
+
+    @property
+    def train_parquet(self) -> str | None:
+        return self.training.run.train_parquet
+
+    @property
+    def out(self) -> Path:
+        return self.training.out
+
+    @property
+    def resume(self) -> ResumeDir | None:
+        return self.training.resume
+
+    @property
+    def attempt(self) -> str | None:
+        return self.training.attempt
+
+    @property
+    def log(self) -> Callable[[str], None]:
+        return self.training.run.log
+
+    @property
+    def threads(self) -> int | None:
+        """The job's CPU threads: the agent's OpenMP/MKL threads unless its environment sets them."""
+        return self.training.run.threads
+
+    @property
+    def workspace(self) -> Path | None:
+        """Where the task dir is synced on scratch (what the next attempt continues in)."""
+        return self.resume.root / "workspace" if self.resume is not None else None
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """This attempt's agent run: the cell's job, its task dir (in a checkout cell's home), the private HF view (None:
+    none), the trace dir in the cell's results, the seconds of budget left, and the earlier attempts that count."""
+
+    job: AgentJob
+    task_dir: Path
+    view: object | None
+    trace_dir: Path
+    left: float
+    earlier: list[dict]
+
+    @property
+    def agent(self) -> AgentCliSpec:
+        return self.job.agent
+
+
+@dataclass(frozen=True)
+class AgentEnd:
+    """How this attempt's agent ended: its exit code (for an agent not run again: its earlier one, or the timeout's),
+    the seconds it ran, and whether ptflow stopped it for a restart."""
+
+    rc: int | None
+    time_taken: float = 0.0
+    stopped: bool = False
