@@ -9,11 +9,25 @@ import hashlib
 
 import pytest
 
+from ptflow.config.entries import eval_from_entry
 from ptflow.config.load import load
 from ptflow.jobs.build import Jobs, copied
 from ptflow.jobs.rule_values import RuleError, RuleValues, sign_job_functions
 from ptflow.specs import AgentCliSpec, CellRef, CheckoutAgent, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
+from ptflow.stages.evaluate.settings import Provider, build_call
 from tests.conftest import REPO
+
+TOY_CALL = build_call(
+    eval_from_entry(
+        {
+            "id": "add",
+            "task": "ptflow",
+            "max_new_tokens": 16,
+            "dataset": {"source": "local", "repo": "x/y", "generator": {}},
+        }
+    ),  # fmt: skip
+    Provider(),
+)
 
 
 def objects(paths):
@@ -67,7 +81,7 @@ def test_the_kinds_part_is_told_by_the_kind_not_the_shape(tmp_path, monkeypatch)
 def test_defaults_are_left_out_and_set_values_kept_in_their_place():
     base = dict(
         id="claude", cli="claude", model="m", hours=10, grace_minutes=5.0, command=None, keys=["K"],
-        trace_dir="t", hf_home="h", evals_cache="e", eval_task="task", max_new_tokens=16, eval_call={"a": 1},
+        trace_dir="t", hf_home="h", evals_cache="e", eval_task="task", max_new_tokens=16, eval_call=TOY_CALL,
     )  # fmt: skip
     plain = AgentCliSpec(**base).to_params()
     assert list(plain)[-1] == "eval_call"
@@ -83,7 +97,7 @@ def test_defaults_are_left_out_and_set_values_kept_in_their_place():
     assert "run" not in cell.to_params() and CellRef(*cell.to_params().values(), run=2).to_params()["run"] == 2
     judge = JudgeSpec(None, [], CellRef("org/m", "org--m", "gsm8k", "sft@run2", 2)).to_params()
     assert "run" not in judge["cell"] and list(judge) == ["judge", "keys", "cell"]
-    evaluate = EvaluateSpec(cell, {"c": 1}, "main", "h", "e").to_params()
+    evaluate = EvaluateSpec(cell, TOY_CALL, "main", "h", "e").to_params()
     assert list(evaluate) == ["cell", "call", "model_revision", "hf_home", "evals_cache"]
 
 
@@ -134,7 +148,7 @@ def test_checkout_baseline_and_instruct_cells_are_tried_once_the_agents_get_the_
     jobs = jobs_of("posttrainbench.yaml", "generic", tmp_path)
     kinds = set()
     for c in jobs.cfg.cells:
-        call = jobs.evaluate(c.model, c.eval, c.agent, objects).call
+        call = jobs.evaluate(c.model, c.eval, c.agent, objects).call.to_params()
         agent = jobs.agent(c.agent)
         kinds.add(agent.kind)
         if agent.trains:
@@ -142,3 +156,39 @@ def test_checkout_baseline_and_instruct_cells_are_tried_once_the_agents_get_the_
         else:
             assert call["tries"] == 1 and "retry_max_tokens" not in call, (c.key, call)
     assert {"baseline", "instruct", "cli-agent"} <= kinds
+
+
+def test_an_evaluate_job_adopts_only_a_staged_evaluation_for_its_params(tmp_path):
+    """RuleValues.adopts_evaluation (the evaluate rule's size: a CPU job of seconds or a GPU evaluation): the params
+    are asked only once something is staged, and the answer is kept per staged evaluation."""
+    from pathlib import Path
+
+    from ptflow.stages.evaluate import in_train_job
+
+    generic = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
+    # the site's results dir is absolute (/shared/$USER/...): the cell's files go under tmp_path, so no other run of
+    # this test (or order of tests) finds an evaluation staged before it
+    layout = dataclasses.replace(generic.layout, results=str(tmp_path / "results"))
+    values = RuleValues(Jobs(generic.cfg, generic.site, layout))
+    jobs = values.jobs
+    c = next(c for c in jobs.cfg.cells if jobs.agent(c.agent).spec.agent_cli)
+    cell, asked = (c.model, c.eval, c.agent), []
+
+    def params():
+        asked.append(cell)
+        return jobs.evaluate(*cell, objects).to_params()
+
+    assert values.adopts_evaluation(*cell, params) is False and asked == []  # nothing staged: no params asked
+    manifest = Path(jobs.layout.manifest(*cell))
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text("{}")
+
+    def evaluate(eval_json: Path, inspect_dir: Path) -> bool:
+        eval_json.write_text('{"status": "scored"}')
+        return True
+
+    assert in_train_job.stage_evaluation(jobs.layout.eval_json(*cell), params(), manifest, evaluate, log=print)
+    asked.clear()
+    assert values.adopts_evaluation(*cell, params) and values.adopts_evaluation(*cell, params) and len(asked) == 1
+    other = next(c for c in jobs.cfg.cells if not jobs.agent(c.agent).spec.agent_cli)
+    assert values.adopts_evaluation(other.model, other.eval, other.agent, params) is False

@@ -4,7 +4,6 @@
 # the workflow is parsed; other names are values of the whole matrix, read at parse.
 import functools
 import json
-import re
 import time
 from pathlib import Path
 
@@ -14,19 +13,18 @@ from ptflow.cluster import envs, images
 from ptflow.config import naming
 from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
 from ptflow.config.load import reference_table, resolve, share_config
-from ptflow.config.matrix import Cell
 from ptflow.config.rules import LOGIN_NODE_RULES
 from ptflow.config.validate import ConfigError
 from ptflow.jobenv import apply_site_env
 from ptflow.jobs.build import Jobs, JobsError
 from ptflow.jobs.rule_values import (
     RuleError,
+    RuleInputs,
     RuleValues,
     rule_request,
     sign_job_functions,
 )
 from ptflow.ops.run_hooks import RunHooks
-from ptflow.stages.evaluate import in_train_job
 
 try:
     # Snakemake has merged the embedded default, --configfile and --config into `config` already.
@@ -41,6 +39,7 @@ RUNTIME = SITE.runtime
 apply_site_env(SITE.process_env)
 JOBS = Jobs(CFG, SITE, LAYOUT)
 VALUES = RuleValues(JOBS)
+INPUTS = RuleInputs(JOBS)
 HOOKS = RunHooks(JOBS, workflow)
 HOOKS.patient_slurm_clients()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
@@ -92,24 +91,8 @@ def is_local(rule):
 threads_of = _workflow_error(VALUES.threads)
 resources_of = _workflow_error(VALUES.resources)
 supervised_held_of = _workflow_error(VALUES.supervised_held)
-
-
-def supervised_agents(supervised=True):
-    """Agents whose train job a login-node supervisor submits (ptflow.cluster.supervise): every agent on sites with
-    infra_retries, and kinds that submit a helper job first (SkyRL's runtime server). The others' train jobs are
-    the plugin's."""
-    return [
-        a.id
-        for a in CFG.agents.values()
-        if a.trains and (SITE.supervises("train", a) is not None) == supervised
-    ]
-
-
-def agent_constraint(supervised):
-    """The agent wildcard of the train rules, disjoint: plugin jobs (train) or login-node supervisors
-    (train_supervised)."""
-    ids = supervised_agents(supervised)
-    return "|".join(re.escape(i) for i in ids) if ids else "(?!)"
+supervised_agents = VALUES.supervised_agents
+agent_constraint = VALUES.agent_constraint
 
 
 def get_attempt(wildcards, attempt):
@@ -176,9 +159,7 @@ def get_train_input(wildcards):
 
 
 def env_inputs(wildcards):
-    """The software environments (rule env) this agent's train job runs with."""
-    names = envs.envs_for(RUNTIME, JOBS.agent(wildcards.agent))
-    return {f"env_{n}": LAYOUT.env_record(n) for n in names}
+    return INPUTS.envs(JOBS.agent(wildcards.agent))
 
 
 def get_env_build_spec(wildcards):
@@ -186,16 +167,7 @@ def get_env_build_spec(wildcards):
 
 
 def get_env_build_input(wildcards):
-    """An overlay venv sits on its image: the image (and EDF file) first."""
-    spec = envs.env_spec(RUNTIME, wildcards.env)
-    if spec["build"] != "overlay-venv":
-        return {}
-    return {
-        key: ancient(path)
-        for key, path in images.image_inputs(
-            RUNTIME, spec["image"] if images.needs_images(RUNTIME) else None
-        ).items()
-    }
+    return INPUTS.env_build(wildcards.env)
 
 
 def get_train_params(wildcards):
@@ -208,32 +180,10 @@ def get_train_params(wildcards):
 
 
 def get_evaluate_input(wildcards):
-    agent = JOBS.agent(wildcards.agent)
-    inputs = {}
-    if agent.trains:
-        inputs["manifest"] = LAYOUT.manifest(
-            wildcards.model, wildcards.eval, wildcards.agent
-        )
-    else:
-        cell = Cell(wildcards.model, wildcards.eval, wildcards.agent)
-        inputs["base"] = LAYOUT.model_marker(CFG.evaluated_model(cell).name)
-    inputs.update(_evaluation_data_input(wildcards.eval))
-    inputs.update(image_inputs_of("evaluate", wildcards))
-    return inputs
+    return INPUTS.evaluate(wildcards.model, wildcards.eval, wildcards.agent)
 
 
-def _evaluation_data_input(eval_id):
-    """The toy task's test parquet, the PostTrainBench checkout (its code loads its own data), or the marker of
-    everything else a task reads from the caches."""
-    if CFG.evals[eval_id].uses_parquet:
-        return {"test": LAYOUT.data(eval_id, "test")}
-    if CFG.evals[eval_id].from_checkout:
-        # ancient(): a refreshed cache does not rerun finished cells
-        return {
-            **ptb_input(),
-            "ptb_cache": ancient(LAYOUT.posttrainbench_cache_marker()),
-        }
-    return {"eval_data": LAYOUT.eval_data_marker(eval_id)}
+_evaluation_data_input = INPUTS.evaluation_data
 
 
 def get_evaluate_params(wildcards):
@@ -242,29 +192,14 @@ def get_evaluate_params(wildcards):
     ).to_params()
 
 
-_ADOPTS = (
-    {}
-)  # (cell, record's and manifest's mtimes) -> answer: each resource of a job asks it
-
-
 def get_adopts_evaluation(wildcards):
-    """Whether the cell's train job left an evaluation made in its allocation that this evaluate job can adopt
-    (ptflow.stages.evaluate.in_train_job): then the job is a CPU job of seconds, else a GPU evaluation. Snakemake
-    asks again when the job is ready to run (after the train job)."""
-    if not JOBS.agent(wildcards.agent).spec.evaluates_in_train_job:
-        return False
-    cell = (wildcards.model, wildcards.eval, wildcards.agent)
-    stamp = in_train_job.staged_stamp(LAYOUT.eval_json(*cell), LAYOUT.manifest(*cell))
-    if stamp is None:
-        return False  # asked first: the params of a checkout eval need the checkout, which may not exist yet
-    if (cell, stamp) not in _ADOPTS:
-        why_not = in_train_job.why_not_adoptable(
-            LAYOUT.eval_json(*cell),
-            get_evaluate_params(wildcards),
-            LAYOUT.manifest(*cell),
-        )
-        _ADOPTS[(cell, stamp)] = why_not is None
-    return _ADOPTS[(cell, stamp)]
+    """Whether the evaluate job adopts the evaluation its cell's train job made (RuleValues.adopts_evaluation)."""
+    return VALUES.adopts_evaluation(
+        wildcards.model,
+        wildcards.eval,
+        wildcards.agent,
+        lambda: get_evaluate_params(wildcards),
+    )
 
 
 evaluate_threads = VALUES.evaluate_threads(get_adopts_evaluation)
@@ -274,22 +209,11 @@ evaluate_resources = VALUES.evaluate_resources(get_adopts_evaluation)
 # ---- judge: agent-CLI cells' traces checked for contamination / disallowed models (optional) ----
 
 
-def judge_jsons():
-    cells = [c for c in CFG.cells if CFG.agent_for(c.agent).spec.agent_cli]
-    return [LAYOUT.judge_json(c.model, c.eval, c.agent) for c in cells]
+judge_jsons = INPUTS.judge_jsons
 
 
 def get_judge_input(wildcards):
-    return {
-        **(ptb_input() if CFG.evals[wildcards.eval].from_checkout else {}),
-        "manifest": LAYOUT.manifest(wildcards.model, wildcards.eval, wildcards.agent),
-        # an agentic judge runs its CLI in the agent's image (a CPU job)
-        **(
-            image_inputs_of("train", wildcards)
-            if (CFG.judge or {}).get("agent")
-            else {}
-        ),
-    }
+    return INPUTS.judge(wildcards.model, wildcards.eval, wildcards.agent)
 
 
 def get_judge_params(wildcards):
@@ -301,27 +225,12 @@ def get_judge_params(wildcards):
 # ---- report ----
 
 
-def eval_jsons():
-    return [LAYOUT.eval_json(c.model, c.eval, c.agent) for c in CFG.cells]
+eval_jsons = INPUTS.eval_jsons
+final_outputs = INPUTS.final_outputs
 
 
 def scoring_params():
     return JOBS.scoring(reference_table(CFG.raw, Path(workflow.basedir))).to_params()
-
-
-def final_outputs():
-    # Every cell's eval.json (and judge.json) is a target itself: Snakemake does not redo a missing intermediate file
-    # when what was made from it (summary.csv) is up to date, so a deleted eval.json would otherwise stay deleted.
-    return [
-        LAYOUT.cache_marker(),
-        *eval_jsons(),
-        *judge_jsons(),
-        LAYOUT.summary(),
-        LAYOUT.agents_csv(),
-        LAYOUT.leaderboard(),
-        LAYOUT.heatmap(),
-        LAYOUT.report_index(),
-    ]
 
 
 # ---- images: only on sites whose runtime is a container and only for stages/agents that name an image ----
@@ -332,10 +241,7 @@ RUN_TOKEN = time.strftime("%Y%m%dT%H%M%S")
 
 
 def image_inputs_of(stage, wildcards):
-    """ancient(): a rebuilt image does not make finished 10-hour cells stale; only a missing one is made."""
-    agent = JOBS.agent(wildcards.agent) if "agent" in wildcards.keys() else None
-    files = images.image_inputs(RUNTIME, images.image_for(RUNTIME, stage, agent))
-    return {key: ancient(path) for key, path in files.items()}
+    return INPUTS.images(stage, VALUES.agent_of(wildcards))
 
 
 def get_image_name(wildcards):
@@ -358,10 +264,8 @@ def get_image_runtime(wildcards):
 
 @_workflow_error
 def get_image_recipe(wildcards):
-    if JOBS.checkout_recipe(get_image_name(wildcards)) is not None:
-        return [ancient(LAYOUT.posttrainbench_marker())]
-    spec = get_image_spec(wildcards)
-    return [str(Path(workflow.basedir) / spec["recipe"])] if spec.get("recipe") else []
+    spec_of = lambda: get_image_spec(wildcards)
+    return INPUTS.image_recipe(get_image_name(wildcards), spec_of, workflow.basedir)
 
 
 def get_image_digest(wildcards):
@@ -411,27 +315,11 @@ def ptb_checkout_spec():
     return JOBS.checkout_spec()
 
 
-def ptb_input():
-    """ancient(): a re-made checkout marker (a new commit) reruns only the cells whose paths' ids changed (params)."""
-    return {"checkout": ancient(LAYOUT.posttrainbench_marker())}
-
-
-def aggregate_checkout_input():
-    """A run whose evals come from the checkout is scored as PostTrainBench's leaderboard scores it, from the
-    checkout's factors.json: the marker says where the checkout is (a new commit re-aggregates: cheap).
-    """
-    if any(CFG.evals[c.eval].from_checkout for c in CFG.cells):
-        return {"checkout": LAYOUT.posttrainbench_marker()}
-    return {}
+aggregate_checkout_input = INPUTS.aggregate_checkout
 
 
 def get_ptb_cache_input(wildcards):
-    """The checkout, and the standard image its download script runs in (where the site builds that image)."""
-    image = JOBS.download_image()
-    return {
-        **ptb_input(),
-        **{k: ancient(v) for k, v in images.image_inputs(RUNTIME, image).items()},
-    }
+    return INPUTS.checkout_cache()
 
 
 def get_ptb_cache_params(wildcards):

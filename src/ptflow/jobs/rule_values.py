@@ -1,5 +1,7 @@
-"""Threads and resources as Snakemake takes them from a rule: a value where every job of the rule gets the same,
-else a function of the job's wildcards (and attempt) answered from :class:`~ptflow.jobs.build.Jobs`' caches.
+"""What ``workflow/rules/common.smk`` hands its rules beside the params: threads and resources as Snakemake takes
+them from a rule (:class:`RuleValues`: a value where every job of the rule gets the same, else a function of the job's
+wildcards and attempt, answered from :class:`~ptflow.jobs.build.Jobs`' caches), and the rules' input files and the
+run's targets (:class:`RuleInputs`). common.smk keeps only thin ``get_*`` functions over these.
 
 Snakemake reads the parameters of an input, param or resource function through ``inspect.signature`` twice per
 job (which arguments to pass it): ~0.1 ms each, a tenth of a 10,000-cell dry-run. :func:`signed` states them once
@@ -10,11 +12,16 @@ pins that Snakemake then passes what was stated.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
+from pathlib import Path
 
+from ptflow.cluster import envs, images
 from ptflow.config.entries import Agent
+from ptflow.config.matrix import Cell
 from ptflow.config.rules import ADOPT_REQUEST, request_of
 from ptflow.jobs.build import Jobs
+from ptflow.stages.evaluate import in_train_job
 
 
 class RuleError(ValueError):
@@ -48,11 +55,20 @@ def slot_of(wildcards) -> str | None:
     return wildcards.agent if "agent" in wildcards.keys() else None
 
 
+def ancient(path: str):
+    """Snakemake's ``ancient()``: a newer copy of the file (a rebuilt image, a refreshed cache, a re-made checkout
+    marker) does not rerun the jobs that read it; only a missing one is made."""
+    from snakemake.io import ancient as snakemake_ancient
+
+    return snakemake_ancient(path)
+
+
 class RuleValues:
     """The per-rule factories of ``common.smk`` (``threads_of``, ``resources_of``, ...) over one :class:`Jobs`."""
 
     def __init__(self, jobs: Jobs):
         self.jobs = jobs
+        self._adopts: dict[tuple, bool] = {}  # (cell, record's and manifest's mtimes) -> adopts_evaluation's answer
 
     def agent_of(self, wildcards) -> Agent | None:
         slot = slot_of(wildcards)
@@ -67,6 +83,19 @@ class RuleValues:
         if agent_ids is None:
             return list(agents.values())
         return [agents[a] for a in agent_ids] or [None]
+
+    def supervised_agents(self, supervised: bool = True) -> list[str]:
+        """Agents whose train job a login-node supervisor submits (ptflow.cluster.supervise): every agent on sites
+        with infra_retries, and kinds that submit a helper job first (SkyRL's runtime server). The others' train jobs
+        are the plugin's (``supervised=False``)."""
+        agents = self.jobs.cfg.agents.values()
+        return [a.id for a in agents if a.trains and (self.jobs.site.supervises("train", a) is not None) == supervised]
+
+    def agent_constraint(self, supervised: bool) -> str:
+        """The agent wildcard of the train rules, disjoint: plugin jobs (train) or login-node supervisors
+        (train_supervised); a pattern that matches nothing where there are none."""
+        ids = self.supervised_agents(supervised)
+        return "|".join(re.escape(i) for i in ids) if ids else "(?!)"
 
     def threads(self, rule: str, agents: list[str] | None = None):
         """A number where every agent of the rule gets the same, else per job."""
@@ -104,6 +133,23 @@ class RuleValues:
             return all(key in t and type(t[key]) is type(first) and t[key] == first for t in tables)
 
         return {key: tables[0][key] if constant(key) else value_of(key) for key in keys}
+
+    def adopts_evaluation(self, model: str, eval_id: str, slot: str, evaluate_params: Callable[[], dict]) -> bool:
+        """Whether the cell's train job left an evaluation made in its allocation that its evaluate job can adopt
+        (ptflow.stages.evaluate.in_train_job): then the job is a CPU job of seconds, else a GPU evaluation.
+        Snakemake asks again when the job is ready to run (after the train job); each resource of a job asks, so
+        the answer is kept per staged evaluation. ``evaluate_params``: the evaluate job's params, asked only once
+        an evaluation is staged (the params of a checkout eval need the checkout, which may not exist before)."""
+        if not self.jobs.agent(slot).spec.evaluates_in_train_job:
+            return False
+        layout, cell = self.jobs.layout, (model, eval_id, slot)
+        stamp = in_train_job.staged_stamp(layout.eval_json(*cell), layout.manifest(*cell))
+        if stamp is None:
+            return False
+        if (cell, stamp) not in self._adopts:
+            why_not = in_train_job.why_not_adoptable(layout.eval_json(*cell), evaluate_params(), layout.manifest(*cell))
+            self._adopts[(cell, stamp)] = why_not is None
+        return self._adopts[(cell, stamp)]
 
     def evaluate_threads(self, adopts: Callable) -> Callable:
         """Rule evaluate's threads per job: the adoption request's where ``adopts(wildcards)`` (the cell's train
@@ -167,3 +213,108 @@ class RuleValues:
             return value
 
         return {key: value_of(key) for key in keys}
+
+
+class RuleInputs:
+    """The input files of the rules whose inputs depend on the job (the ``get_*_input`` functions of ``common.smk``)
+    and the run's targets, over one :class:`Jobs`. The inputs a newer copy of must not rerun finished cells are
+    :func:`ancient`."""
+
+    def __init__(self, jobs: Jobs):
+        self.jobs = jobs
+        self.cfg, self.layout, self.rt = jobs.cfg, jobs.layout, jobs.rt
+
+    def checkout(self) -> dict:
+        """PostTrainBench's checkout marker: a re-made marker (a new commit) reruns only the cells whose paths' ids
+        changed (their params)."""
+        return {"checkout": ancient(self.layout.posttrainbench_marker())}
+
+    def images(self, stage: str, agent: Agent | None) -> dict:
+        """The image files of a stage's job (an agent's for train), on sites whose runtime is a container: a
+        rebuilt image does not make finished 10-hour cells stale."""
+        files = images.image_inputs(self.rt, images.image_for(self.rt, stage, agent))
+        return {key: ancient(path) for key, path in files.items()}
+
+    def envs(self, agent: Agent) -> dict:
+        """The software environments (rule env) this agent's train job runs with."""
+        return {f"env_{n}": self.layout.env_record(n) for n in envs.envs_for(self.rt, agent)}
+
+    def env_build(self, env: str) -> dict:
+        """An overlay venv sits on its image: the image (and EDF file) first."""
+        spec = envs.env_spec(self.rt, env)
+        if spec["build"] != "overlay-venv":
+            return {}
+        image = spec["image"] if images.needs_images(self.rt) else None
+        return {key: ancient(path) for key, path in images.image_inputs(self.rt, image).items()}
+
+    def evaluation_data(self, eval_id: str) -> dict:
+        """The toy task's test parquet, the PostTrainBench checkout (its code loads its own data), or the marker of
+        everything else a task reads from the caches."""
+        e = self.cfg.evals[eval_id]
+        if e.uses_parquet:
+            return {"test": self.layout.data(eval_id, "test")}
+        if e.from_checkout:  # a refreshed cache does not rerun finished cells
+            return {**self.checkout(), "ptb_cache": ancient(self.layout.posttrainbench_cache_marker())}
+        return {"eval_data": self.layout.eval_data_marker(eval_id)}
+
+    def evaluate(self, model: str, eval_id: str, slot: str) -> dict:
+        """A trained cell's manifest, or the model an untrained cell evaluates; its data; its image."""
+        agent = self.jobs.agent(slot)
+        if agent.trains:
+            inputs = {"manifest": self.layout.manifest(model, eval_id, slot)}
+        else:
+            inputs = {"base": self.layout.model_marker(self.cfg.evaluated_model(Cell(model, eval_id, slot)).name)}
+        return {**inputs, **self.evaluation_data(eval_id), **self.images("evaluate", agent)}
+
+    def judge(self, model: str, eval_id: str, slot: str) -> dict:
+        """The checkout (for its evals' judge prompt), the cell's manifest, and the agent's image where an agentic
+        judge runs its CLI there (a CPU job)."""
+        return {
+            **(self.checkout() if self.cfg.evals[eval_id].from_checkout else {}),
+            "manifest": self.layout.manifest(model, eval_id, slot),
+            **(self.images("train", self.jobs.agent(slot)) if (self.cfg.judge or {}).get("agent") else {}),
+        }
+
+    def checkout_cache(self) -> dict:
+        """The checkout, and the standard image its download script runs in (where the site builds that image)."""
+        image = self.jobs.download_image()
+        return {**self.checkout(), **{k: ancient(v) for k, v in images.image_inputs(self.rt, image).items()}}
+
+    def aggregate_checkout(self) -> dict:
+        """A run whose evals come from the checkout is scored as PostTrainBench's leaderboard scores it, from the
+        checkout's factors.json: the marker says where the checkout is (a new commit re-aggregates: cheap)."""
+        if any(self.cfg.evals[c.eval].from_checkout for c in self.cfg.cells):
+            return {"checkout": self.layout.posttrainbench_marker()}
+        return {}
+
+    def image_recipe(self, name: str, spec_of: Callable[[], dict], basedir: str) -> list:
+        """What an image is built from: the checkout's marker for a recipe of the checkout, else the recipe file of
+        its spec (``spec_of()``, asked only then; none for a registry import)."""
+        if self.jobs.checkout_recipe(name) is not None:
+            return [ancient(self.layout.posttrainbench_marker())]
+        spec = spec_of()
+        return [str(Path(basedir) / spec["recipe"])] if spec.get("recipe") else []
+
+    def eval_jsons(self) -> list[str]:
+        return [self.layout.eval_json(c.model, c.eval, c.agent) for c in self.cfg.cells]
+
+    def judge_jsons(self) -> list[str]:
+        """The judge verdicts of the agent-CLI cells (traces checked for contamination / disallowed models)."""
+        cells = [c for c in self.cfg.cells if self.cfg.agent_for(c.agent).spec.agent_cli]
+        return [self.layout.judge_json(c.model, c.eval, c.agent) for c in cells]
+
+    def final_outputs(self) -> list[str]:
+        """Rule all's targets. Every cell's eval.json (and judge.json) is a target itself: Snakemake does not redo a
+        missing intermediate file when what was made from it (summary.csv) is up to date, so a deleted eval.json would
+        otherwise stay deleted."""
+        layout = self.layout
+        return [
+            layout.cache_marker(),
+            *self.eval_jsons(),
+            *self.judge_jsons(),
+            layout.summary(),
+            layout.agents_csv(),
+            layout.leaderboard(),
+            layout.heatmap(),
+            layout.report_index(),
+        ]
