@@ -123,6 +123,73 @@ class CheckoutAgent(_Fields):
 
 
 @dataclass(frozen=True)
+class EvalCall(_Fields):
+    """The evaluation of one of ptflow's tasks, as the final evaluation and an agent's kit run it (built by
+    ``ptflow.stages.evaluate.settings.build_call``). Its params are the kit's settings document
+    (``evaluate_settings.json``, read by the standalone ``kit/evaluate.py``), field by field in this order."""
+
+    schema: int
+    eval_id: str
+    task: str
+    task_args: Params
+    provider: str
+    chat_template_policy: str
+    sampling: Params
+    max_tokens: int
+    retry_max_tokens: list[int]
+    limit: int | None
+    epochs: int | None
+    max_connections: int | None
+    headline: Params | None
+    grader: Params | None
+    model_args: Params
+    model_args_by_family: Params
+
+
+@dataclass(frozen=True)
+class CheckoutCall:
+    """The evaluation of a PostTrainBench checkout eval: its files, the ladder's lower budgets or ``tries`` 1
+    (run_baseline.sh's single try, for baseline and instruct cells), the sample limit and the key names its
+    evaluate.py needs. The params keep the order and the left-out keys they always had."""
+
+    eval_id: str
+    task: str
+    files: CheckoutFiles
+    tries: int | None = None
+    retry_max_tokens: list[int] = field(default_factory=list)
+    limit: int | None = None
+    keys: list[str] = field(default_factory=list)
+
+    def to_params(self) -> Params:
+        ladder = {"tries": self.tries} if self.tries else {"retry_max_tokens": list(self.retry_max_tokens)}
+        return {
+            "eval_id": self.eval_id,
+            "task": self.task,
+            **ladder,
+            **({"limit": self.limit} if self.limit else {}),
+            **({"keys": list(self.keys)} if self.keys else {}),
+            "posttrainbench": self.files.to_params(),
+        }
+
+    @classmethod
+    def from_params(cls, d: Params) -> CheckoutCall:
+        return cls(
+            eval_id=d["eval_id"],
+            task=d["task"],
+            files=CheckoutFiles.from_params(d["posttrainbench"]),
+            tries=d.get("tries"),
+            retry_max_tokens=list(d.get("retry_max_tokens", [])),
+            limit=d.get("limit"),
+            keys=list(d.get("keys", [])),
+        )
+
+
+def call_from_params(d: Params) -> EvalCall | CheckoutCall:
+    """A call as a job's params keep it: a checkout eval's names its files (``posttrainbench``)."""
+    return CheckoutCall.from_params(d) if "posttrainbench" in d else EvalCall.from_params(d)
+
+
+@dataclass(frozen=True)
 class Supervise(_Fields):
     """A train job a login-node supervisor submits (ptflow.cluster.supervise), with its request resolved."""
 
@@ -164,7 +231,7 @@ class AgentCliSpec(_Fields):
     evals_cache: str | None = None
     eval_task: str | None = None
     max_new_tokens: int | None = None
-    eval_call: Params | None = None
+    eval_call: EvalCall | None = None
     eval_test_parquet: str | None = None
     # a PostTrainBench checkout eval: run_task.sh's task dir and prompt, the checkout's solve.sh
     posttrainbench: CheckoutAgent | None = None
@@ -186,7 +253,7 @@ class AgentCliSpec(_Fields):
                 "evals_cache": self.evals_cache,
                 "eval_task": self.eval_task,
                 "max_new_tokens": self.max_new_tokens,
-                "eval_call": self.eval_call,
+                "eval_call": self.eval_call.to_params() if self.eval_call else None,
                 **_unless_default(eval_test_parquet=(self.eval_test_parquet, None)),
             }
         # only when set, so the params (and finished cells) of agents without them stay as they were; a changed CLI
@@ -203,8 +270,14 @@ class AgentCliSpec(_Fields):
 
     @classmethod
     def from_params(cls, d: Params) -> AgentCliSpec:
-        checkout = d.get("posttrainbench")
-        return cls(**{**d, "posttrainbench": CheckoutAgent.from_params(checkout) if checkout else None})
+        checkout, call = d.get("posttrainbench"), d.get("eval_call")
+        return cls(
+            **{
+                **d,
+                "posttrainbench": CheckoutAgent.from_params(checkout) if checkout else None,
+                "eval_call": EvalCall.from_params(call) if call else None,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -288,7 +361,7 @@ class EvaluateSpec:
     counterpart), and the evaluation call (ptflow's task, or PostTrainBench's from its checkout)."""
 
     cell: CellRef
-    call: Params
+    call: EvalCall | CheckoutCall
     model_revision: str
     hf_home: str
     evals_cache: str
@@ -304,7 +377,7 @@ class EvaluateSpec:
         return {
             "cell": self.cell.to_params(),
             **({"evaluated_model": self.evaluated_model} if self.evaluated_model else {}),
-            "call": self.call,
+            "call": self.call.to_params(),
             "model_revision": self.model_revision,
             "hf_home": self.hf_home,
             "evals_cache": self.evals_cache,
@@ -315,7 +388,7 @@ class EvaluateSpec:
     def from_params(cls, d: Params) -> EvaluateSpec:
         return cls(
             cell=CellRef.from_params(d["cell"]),
-            call=d["call"],
+            call=call_from_params(d["call"]),
             model_revision=d["model_revision"],
             hf_home=d["hf_home"],
             evals_cache=d["evals_cache"],

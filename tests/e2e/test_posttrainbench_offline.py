@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from ptflow.config.entries import eval_from_entry
+from ptflow.specs import EvalCall
 from ptflow.stages.evaluate.kit import evaluate as kit
 from ptflow.stages.evaluate.run import validate_eval_json, write_agent_kit
 from ptflow.stages.evaluate.settings import Provider, build_call
@@ -80,7 +81,7 @@ def done(tmp_path_factory):
     return work, env, proc
 
 
-def call_of(ev: str) -> dict:
+def call_of(ev: str) -> EvalCall:
     """The eval's call as the workflow builds it from the config (its headline metric's spec, its settings)."""
     entry = next(e for e in yaml.safe_load(Path(OVERLAY).read_text())["evals"] if e["id"] == ev)
     return build_call(eval_from_entry(entry), Provider())
@@ -108,7 +109,7 @@ def test_every_cell_scored_with_its_task_headline_metric(done):
         assert data["checkpoint"]["kind"] == ("base" if agent == "baseline" else "trained")
         # the headline metric read back from the cell's inspect log is the one eval.json reports
         head = kit.headline_metric(work / RESULTS / "cells" / MODEL / ev / agent / data["inspect_log"],
-                                   call_of(ev)["headline"])  # fmt: skip
+                                   call_of(ev).headline)  # fmt: skip
         assert head == {**m, "scorer": data["scorer"]}, (ev, agent, head, m)
     gsm = load(work, "gsm8k", "sft")
     assert gsm["task"] == "inspect_evals/gsm8k" and gsm["task_args"] == {"fewshot": 2}

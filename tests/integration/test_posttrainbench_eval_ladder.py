@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.specs import CellRef, EvaluateSpec
+from ptflow.specs import CellRef, CheckoutCall, EvaluateSpec
 from ptflow.stages.evaluate.run import (
     EvalInputs,
     EvalOutputs,
@@ -50,7 +50,8 @@ def _evaluate(setup, name, lower, monkeypatch, fail_above=None, call=None):
         monkeypatch.setenv("PTB_FIXTURE_FAIL_ABOVE", str(fail_above))
     out = setup["root"] / name
     monkeypatch.chdir(setup["root"])  # paths.hf_home is relative to the run dir, as in a run: "." here
-    job = EvaluateSpec(CELL, call or _call(lower), model_revision="fixture", hf_home=".", evals_cache=".")
+    call = CheckoutCall.from_params(call or _call(lower))  # the params as build.py writes them
+    job = EvaluateSpec(CELL, call, model_revision="fixture", hf_home=".", evals_cache=".")
     model = str(setup["model"])
     data = evaluate_checkout_cell(
         job,

@@ -16,7 +16,9 @@ def agent_spec(**fields) -> AgentCliSpec:
     """An AgentCliSpec from the given fields; a ``checkout`` entry (the checkout's place) is left out."""
     fields.pop("checkout", None)
     if fields.get("posttrainbench") is not None:  # a test's checkout agent: the object ids are not read by the cell
-        fields["posttrainbench"] = CheckoutAgent(**{"solve": None, "objects": {}, **fields["posttrainbench"]})
+        fields["posttrainbench"] = CheckoutAgent(
+            **{"solve": None, "num_gpus": 1, "objects": {}, **fields["posttrainbench"]}
+        )
     base = {"cli": None, "model": None, "hours": 1, "grace_minutes": DEFAULT_GRACE_MINUTES, "command": None,
             "keys": [], "trace_dir": "", "hf_home": None}  # fmt: skip
     return AgentCliSpec(**{**base, **fields})

@@ -128,7 +128,10 @@ def test_task_dir_holds_prompt_kit_data_deadline_timer(tmp_path):
     # the evaluation kit: PostTrainBench's evaluate.py, the family templates and the final evaluation's call
     assert {p.name for p in td.iterdir()} >= {"evaluate.py", "ptflow_tasks.py", "templates", "evaluate_settings.json"}
     settings = json.loads((td / "evaluate_settings.json").read_text())
-    assert settings == {**call, "task_args": {"test_parquet": str(td / "eval_data" / "test.parquet"), "name": "add"}}
+    assert settings == {
+        **call.to_params(),
+        "task_args": {"test_parquet": str(td / "eval_data" / "test.parquet"), "name": "add"},
+    }
     # the toy task's data is the test split, for evaluate.py only (the agent is told not to train on it)
     assert (td / "eval_data" / "test.parquet").read_bytes() == b"PAR1-test"
     assert [p.name for p in td.rglob("test*")] == ["test.parquet"]

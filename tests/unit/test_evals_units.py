@@ -23,6 +23,7 @@ from ptflow.config import tasks as catalog
 from ptflow.config.entries import eval_from_entry
 from ptflow.config.matrix import build_config
 from ptflow.config.validate import ConfigError
+from ptflow.specs import EvalCall
 from ptflow.stages.evaluate.kit import evaluate as kit
 from ptflow.stages.evaluate.run import EvalConfigError, budget_ladder, check_call, evaluate
 from ptflow.stages.evaluate.settings import Provider, build_call
@@ -56,8 +57,13 @@ def one_line(exc: BaseException) -> str:
 # --- task resolution ---------------------------------------------------------------------------------------------
 
 
-def call_of(entry: dict, provider: Provider | None = None) -> dict:
+def call_of(entry: dict, provider: Provider | None = None) -> EvalCall:
     return build_call(eval_from_entry({"max_new_tokens": 64, **entry}), provider or Provider())
+
+
+def settings_of(entry: dict, provider: Provider | None = None) -> dict:
+    """The kit's settings document of an eval entry (what evaluate_settings.json holds), which the kit reads."""
+    return call_of(entry, provider).to_params()
 
 
 def test_unknown_registry_task_fails_at_once_with_one_line():
@@ -213,7 +219,7 @@ def test_vllm_call_as_text_for_a_base_llama_without_template(tmp_path):
     model = model_dir(tmp_path, "llama")
     raw = {"id": "bfcl", "task": "inspect_evals/bfcl", "max_new_tokens": 4096, "limit": 100, "max_connections": 6,
            "sampling": "greedy", "task_args": {"categories": ["simple_python", "multiple"]}}  # fmt: skip
-    call = call_of(raw, Provider(kind="vllm", device="cuda:0", gpus=2, gpu_memory_utilization=0.8))
+    call = settings_of(raw, Provider(kind="vllm", device="cuda:0", gpus=2, gpu_memory_utilization=0.8))
     argv = kit.inspect_argv(call, model, 4096, "logs")
     template = KIT_DIR / "templates" / "llama3.jinja"
     assert argv == [
@@ -242,7 +248,7 @@ def test_vllm_call_for_own_tasks_and_api_graders(tmp_path):
     model = model_dir(tmp_path, "qwen3", template="{{ messages }}")
     raw = {"id": "arenahardwriting", "task": "ptflow/arenahardwriting",
            "grader": {"model": "openai/gpt-5-mini", "keys": ["OPENAI_API_KEY"]}}  # fmt: skip
-    call = call_of(raw, Provider(kind="vllm", device="cuda:0", gpus=1))
+    call = settings_of(raw, Provider(kind="vllm", device="cuda:0", gpus=1))
     argv = kit.inspect_argv(call, model, 8192, "logs")
     assert argv[2] == f"{KIT_DIR / 'ptflow_tasks.py'}@arenahardwriting"
     assert ["-T", "judge_model=openai/gpt-5-mini"] == argv[argv.index("-T") : argv.index("-T") + 2]
@@ -261,7 +267,9 @@ def test_chat_template_policies(tmp_path):
         kit.chat_template_for(call, qwen_bare)
     always = {**call, "chat_template_policy": "always"}
     assert kit.chat_template_for(always, own) == str(KIT_DIR / "templates" / "gemma3.jinja")
-    hf_call = call_of({"id": "gsm8k", "task": "inspect_evals/gsm8k", "sampling": "greedy"}, Provider(device="cuda:0"))
+    hf_call = settings_of(
+        {"id": "gsm8k", "task": "inspect_evals/gsm8k", "sampling": "greedy"}, Provider(device="cuda:0")
+    )
     name, args = kit.model_spec(hf_call, bare)
     assert name == f"hf/{bare.resolve()}" and args["device"] == "cuda:0" and args["do_sample"] is False
     assert args["chat_template"].startswith("{#- ptflow's SmolLM3")  # the hf provider takes the template's text
@@ -272,7 +280,7 @@ def test_hf_on_a_gpu_allocation_uses_the_gpus_the_job_sees(tmp_path, capsys):
     evaluation runs. This machine has no CUDA (as the Slurm test cluster's placeholder GPUs): cpu, said on stderr."""
     import torch
 
-    hf_call = call_of({"id": "gsm8k", "task": "inspect_evals/gsm8k"}, Provider(device="cuda", gpus=1))
+    hf_call = settings_of({"id": "gsm8k", "task": "inspect_evals/gsm8k"}, Provider(device="cuda", gpus=1))
     assert hf_call["model_args"] == {"device": "cuda"}
     _, args = kit.model_spec(hf_call, model_dir(tmp_path, "llama", template="{{ x }}"))
     expected = ("cuda:0" if torch.cuda.device_count() == 1 else "auto") if torch.cuda.is_available() else "cpu"
@@ -578,7 +586,7 @@ def test_generic_site_evaluates_posttrainbench_on_vllm_as_text(tmp_path, monkeyp
     agent = loaded.cfg.agents["claude-opus-4-6"]
     assert provider == Provider.from_site(loaded.site, "train", agent)
     assert (provider.kind, provider.gpus, provider.gpu_memory_utilization) == ("vllm", 1, None)
-    call = build_call(loaded.cfg.evals["gsm8k"], provider)
+    call = build_call(loaded.cfg.evals["gsm8k"], provider).to_params()
     model = model_dir(tmp_path, "gemma3")  # a base model without a chat template: gemma's gets forced in
     argv = kit.inspect_argv(call, model, 4000, "logs")
     assert argv == [

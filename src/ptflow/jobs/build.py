@@ -27,6 +27,7 @@ from ptflow.specs import (
     AgentCliSpec,
     CellRef,
     CheckoutAgent,
+    CheckoutCall,
     CheckoutFiles,
     EvaluateSpec,
     JudgeSpec,
@@ -335,18 +336,19 @@ class Jobs:
             runtime=self.runtime("evaluate", self.agent(slot)),
         )
 
-    def _checkout_eval_call(self, e: Eval, objects: Objects, untouched: bool = False) -> dict:
+    def _checkout_eval_call(self, e: Eval, objects: Objects, untouched: bool = False) -> CheckoutCall:
         """``untouched``: a baseline or instruct cell, evaluated as run_baseline.sh does it (one try, no ladder);
         the other cells as run_task.sh (its ladder, with the eval's lower budgets)."""
         name = ptb.eval_dir_name(e.task)
-        return {
-            "eval_id": e.id,
-            "task": e.task,
-            **({"tries": 1} if untouched else {"retry_max_tokens": list(e.retry_max_new_tokens)}),
-            **({"limit": e.limit} if e.limit else {}),
-            **({"keys": list(e.keys)} if e.keys else {}),
-            "posttrainbench": {"eval_dir": name, "objects": objects(ptb.eval_paths(name))},
-        }
+        return CheckoutCall(
+            eval_id=e.id,
+            task=e.task,
+            files=CheckoutFiles(name, objects(ptb.eval_paths(name))),
+            tries=1 if untouched else None,
+            retry_max_tokens=[] if untouched else list(e.retry_max_new_tokens),
+            limit=e.limit,
+            keys=list(e.keys),
+        )
 
     def judge(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> JudgeSpec:
         e = self.cfg.evals[eval_id]

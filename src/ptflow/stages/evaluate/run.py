@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -38,7 +38,7 @@ from ptflow.config.validate import SCHEMA_DIR
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.jobenv import thread_env
 from ptflow.keys import Masker
-from ptflow.specs import EvaluateSpec
+from ptflow.specs import CheckoutCall, EvalCall, EvaluateSpec
 from ptflow.stages.evaluate.kit import evaluate as kit
 from ptflow.stages.evaluate.sources import data_env, missing_sources
 
@@ -71,7 +71,7 @@ class EvalFailed(EvalError):
 class EvalLadderExhausted(EvalFailed):
     """Every rung of the retry ladder failed on a budget-curable error (``attempts`` lists them)."""
 
-    def __init__(self, message: str, attempts: list[dict], call: dict):
+    def __init__(self, message: str, attempts: list[dict], call: EvalCall):
         super().__init__(message)
         self.attempts, self.call = attempts, call
 
@@ -84,7 +84,7 @@ class EvalOutcome:
     log_path: str  # the inspect log of the successful attempt
     max_new_tokens: int
     attempts: list[dict] = field(default_factory=list)
-    call: dict = field(default_factory=dict)
+    call: EvalCall | None = None
     seconds: float = 0.0
 
 
@@ -145,37 +145,37 @@ def budget_ladder(max_new_tokens: int, lower) -> list[int]:
     return tries
 
 
-def with_toy_data(call: dict, test_parquet: str | Path) -> dict:
+def with_toy_data(call: EvalCall, test_parquet: str | Path) -> EvalCall:
     """The toy task's arguments: the workflow's test parquet (absolute: attempts run in their own directory)."""
-    args = {"test_parquet": str(Path(test_parquet).resolve()), "name": call["eval_id"]}
-    return {**call, "task_args": {**call["task_args"], **args}}
+    args = {"test_parquet": str(Path(test_parquet).resolve()), "name": call.eval_id}
+    return replace(call, task_args={**call.task_args, **args})
 
 
-def with_absolute_file_task(call: dict) -> dict:
+def with_absolute_file_task(call: EvalCall) -> EvalCall:
     """A ``<file>.py@<task>`` spec relative to this job's working directory, made absolute (attempts, and an agent's
     copy of the kit, run elsewhere)."""
-    if tasks.task_kind(call["task"]) != "file":
+    if tasks.task_kind(call.task) != "file":
         return call
-    path, name = call["task"].rsplit("@", 1)
-    return {**call, "task": f"{Path(path).resolve()}@{name}"}
+    path, name = call.task.rsplit("@", 1)
+    return replace(call, task=f"{Path(path).resolve()}@{name}")
 
 
-def _grader_arg(call: dict) -> dict:
-    grader = call.get("grader")
+def _grader_arg(call: EvalCall) -> dict:
+    grader = call.grader
     return {grader["task_arg"]: grader["model"]} if grader else {}
 
 
-def check_call(call: dict, env=None, keys: bool = True) -> None:
+def check_call(call: EvalCall, env=None, keys: bool = True) -> None:
     """What can be refused before any data check or attempt: the task and its arguments, the grader's settings and
     (``keys``) its keys. Resolving a registry or file task imports its code (seconds): preflight runs this too."""
     try:
-        fn = kit.task_function(call["task"])
-        kit.check_args(fn, call["task"], {**call.get("task_args", {}), **_grader_arg(call)})
+        fn = kit.task_function(call.task)
+        kit.check_args(fn, call.task, {**call.task_args, **_grader_arg(call)})
         if keys:
-            kit.check_keys(call, env)
+            kit.check_keys(call.to_params(), env)  # the kit reads its settings document
     except (kit.TaskSpecError, kit.MissingKeyError) as exc:
         raise EvalConfigError(str(exc)) from None
-    config = (call.get("grader") or {}).get("config") or {}
+    config = (call.grader or {}).get("config") or {}
     if config:
         from inspect_ai.model import GenerateConfig
 
@@ -184,8 +184,8 @@ def check_call(call: dict, env=None, keys: bool = True) -> None:
             raise EvalConfigError(f"grader.config: {', '.join(unknown)} are not inspect GenerateConfig fields")
 
 
-def call_sources(call: dict) -> list:
-    return tasks.sources_for(call["task"], call.get("task_args"), call.get("grader"))
+def call_sources(call: EvalCall) -> list:
+    return tasks.sources_for(call.task, call.task_args, call.grader)
 
 
 def attempt_argv(
@@ -234,7 +234,7 @@ def evaluate(
     """Evaluate ``model_path`` as ``call`` says. The successful attempt's inspect log lands as
     ``<log_dir>/<eval_id>.eval``; every attempt's log and output stay in ``<log_dir>/attempts/<n>/``."""
     t0 = time.time()
-    eval_id = call["eval_id"]
+    eval_id = call.eval_id
     call = with_absolute_file_task(call)
     check_call(call, env)
     missing = missing_sources(call_sources(call), hf_home, evals_cache, env=env)
@@ -249,12 +249,12 @@ def evaluate(
     shutil.rmtree(attempts_dir, ignore_errors=True)
     attempts_dir.mkdir(parents=True)
     settings_file = attempts_dir / kit.SETTINGS_NAME
-    write_json_atomic(settings_file, call)
+    write_json_atomic(settings_file, call.to_params())
     environment = child_env(env, hf_home, evals_cache, threads)
 
     attempts: list[dict] = []
     skip_budget = None
-    for n, budget in enumerate(budget_ladder(call["max_tokens"], call.get("retry_max_tokens", ())), start=1):
+    for n, budget in enumerate(budget_ladder(call.max_tokens, call.retry_max_tokens), start=1):
         if budget == skip_budget:
             continue
         attempt_dir = attempts_dir / str(n)
@@ -279,7 +279,7 @@ def evaluate(
             os.replace(result["log"], dest)
             h = result["headline"]
             log(f"{eval_id}: {h['name']} = {h['value']:.4f} (n={h['n']}, {budget} tokens, attempt {n})")
-            return EvalOutcome(eval_id, call["task"], h, str(dest), budget, attempts, call, round(time.time() - t0, 2))
+            return EvalOutcome(eval_id, call.task, h, str(dest), budget, attempts, call, round(time.time() - t0, 2))
         if result is None:
             tail = output.strip().splitlines()[-1:] or ["no output"]
             record.update(error=f"attempt exited without a result: {tail[0]}"[:500], failure_kind=None)
@@ -302,23 +302,23 @@ def evaluate(
     )
 
 
-def write_agent_kit(dest_dir: str | Path, call: dict) -> Path:
+def write_agent_kit(dest_dir: str | Path, call: EvalCall) -> Path:
     """The kit an agent measures with: ``evaluate.py``, ``ptflow_tasks.py``, ``templates/`` and the call as
     ``evaluate_settings.json``, all in ``dest_dir``; returns the script's path."""
     dest = Path(dest_dir)
     (dest / "templates").mkdir(parents=True, exist_ok=True)
     files = {dest / src.relative_to(kit.KIT_DIR): src for src in [KIT_SCRIPT, kit.OWN_TASKS_FILE]}
     files.update({dest / "templates" / src.name: src for src in sorted(kit.TEMPLATES_DIR.glob("*.jinja"))})
-    if tasks.task_kind(call["task"]) == "file":  # the task's file goes with the kit (evaluate.py looks beside it)
-        path, name = with_absolute_file_task(call)["task"].rsplit("@", 1)
+    if tasks.task_kind(call.task) == "file":  # the task's file goes with the kit (evaluate.py looks beside it)
+        path, name = with_absolute_file_task(call).task.rsplit("@", 1)
         files[dest / Path(path).name] = Path(path)
-        call = {**call, "task": f"{Path(path).name}@{name}"}
+        call = replace(call, task=f"{Path(path).name}@{name}")
     for target, src in files.items():
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         os.close(fd)
         shutil.copyfile(src, tmp)
         os.replace(tmp, target)
-    write_json_atomic(dest / kit.SETTINGS_NAME, call)
+    write_json_atomic(dest / kit.SETTINGS_NAME, call.to_params())
     return dest / KIT_SCRIPT.name
 
 
@@ -350,7 +350,11 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _write_eval_json(eval_json, cell: dict, call: dict, model: ModelUnderTest, record: EvalRecord) -> dict:
+def _write_eval_json(
+    eval_json, cell: dict, call: EvalCall | CheckoutCall, model: ModelUnderTest, record: EvalRecord
+) -> dict:
+    # a checkout's evaluate.py takes no task arguments; it runs vLLM, which eval.json names once it has run
+    checkout = isinstance(call, CheckoutCall)
     data = {
         "schema_version": EVAL_JSON_VERSION,
         **cell,
@@ -358,9 +362,9 @@ def _write_eval_json(eval_json, cell: dict, call: dict, model: ModelUnderTest, r
         **({"agent_run": model.agent_run} if model.agent_run else {}),
         "metrics": record.metrics,
         "scorer": record.scorer,
-        "task": call["task"],
-        "task_args": call.get("task_args") or {},
-        "provider": call.get("provider"),
+        "task": call.task,
+        "task_args": {} if checkout else call.task_args,
+        "provider": ("vllm" if record.status != "no_model" else None) if checkout else call.provider,
         "checkpoint": model.checkpoint,
         "inspect_log": record.inspect_log,
         "max_new_tokens": record.max_new_tokens,
@@ -404,7 +408,7 @@ def evaluate_cell(
     """Evaluate one cell and write its eval.json: ``scored``, or ``eval_failed`` when the whole ladder failed on
     budget-curable errors. Any other failure raises (the job fails with one line; nothing is written)."""
     cell, call = job.cell.to_params(), job.call
-    if call["task"] == tasks.TOY_TASK:
+    if call.task == tasks.TOY_TASK:
         call = with_toy_data(call, inputs.test_parquet)
     out_dir = Path(outputs.inspect_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -453,7 +457,7 @@ def evaluate_checkout_cell(
     out_dir.mkdir(parents=True)
     started, t0 = _now(), time.time()
     # the tries carried over are for this model and call only
-    identity = {"model": model.path, "checkpoint": model.checkpoint, "call": call}
+    identity = {"model": model.path, "checkpoint": model.checkpoint, "call": call.to_params()}
     try:
         out = ptb_eval.evaluate(
             checkout["path"],
@@ -466,7 +470,6 @@ def evaluate_checkout_cell(
         )
     except ptb_eval.CheckoutEvalError as exc:
         raise EvalConfigError(str(exc)) from None
-    call = {**call, "provider": "vllm"}
     last_budget = out["attempts"][-1]["max_new_tokens"]
     if not out["ok"]:
         tries = "its one try" if len(out["attempts"]) == 1 else f"all {len(out['attempts'])} tries of its ladder"

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from ptflow.config import tasks
 from ptflow.config.entries import Eval
 from ptflow.config.sites import Site
+from ptflow.specs import EvalCall
 
 CALL_SCHEMA = 1  # = kit/evaluate.py SETTINGS_SCHEMA
 
@@ -56,8 +57,8 @@ def sampling_of(ev: Eval) -> dict:
     return {"greedy": True} if sampling == "greedy" else dict(sampling)
 
 
-def build_call(ev: Eval, provider: Provider) -> dict:
-    """The call document (JSON-able, keys sorted by the writer) of eval ``ev`` on ``provider``."""
+def build_call(ev: Eval, provider: Provider) -> EvalCall:
+    """The call of eval ``ev`` on ``provider`` (its params: the kit's settings document)."""
     facts = tasks.facts(ev.task)
     call: dict = {
         "schema": CALL_SCHEMA,
@@ -92,4 +93,4 @@ def build_call(ev: Eval, provider: Provider) -> dict:
             "model_args": dict(ev.grader.get("model_args") or {}),
             "config": dict(ev.grader.get("config") or {}),
         }
-    return call
+    return EvalCall.from_params(call)

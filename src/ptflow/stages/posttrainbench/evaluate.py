@@ -35,6 +35,7 @@ from ptflow.config import posttrainbench as ptb
 from ptflow.config.sites import EVAL_HUB_ENV
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump, looks_like_secret
+from ptflow.specs import CheckoutCall
 from ptflow.stages.evaluate.sources import OFFLINE_ENV
 
 ATTEMPT_TIMEOUT_S = 28800  # run_task.sh: timeout --signal=TERM --kill-after=60s 28800s per attempt
@@ -67,13 +68,13 @@ class CheckoutEval:
     once: bool = False
 
     @classmethod
-    def from_call(cls, call: dict) -> CheckoutEval:
+    def from_call(cls, call: CheckoutCall) -> CheckoutEval:
         return cls(
-            eval_dir=call["posttrainbench"]["eval_dir"],
-            lower=tuple(call.get("retry_max_tokens", ())),
-            limit=call.get("limit"),
-            keys=tuple(call.get("keys", ())),
-            once=call.get("tries") == 1,
+            eval_dir=call.files.eval_dir,
+            lower=tuple(call.retry_max_tokens),
+            limit=call.limit,
+            keys=tuple(call.keys),
+            once=call.tries == 1,
         )
 
 
