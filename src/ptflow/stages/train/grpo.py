@@ -1,25 +1,16 @@
 """GRPO with TRL's GRPOTrainer on a verl parquet (the job's GPUs, or the CPU where it has none); reward = the GSM8K
 strict rule.
 
-What it shares with SFT (settings, model loading, arguments, resumable training, the ``run`` adapter) lives in
+What it shares with SFT (settings, device, start model, checkpoints and resuming, the ``run`` adapter) lives in
 ``ptflow.stages.train.trl_common``; here: the reward, GRPO's own settings and config, and its reward mean."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
-from ptflow.stages.train.trl_common import (
-    TrlSettings,
-    device_args,
-    load_start_model,
-    log_callback,
-    read_verl_rows,
-    run_trainer,
-    train_and_save,
-    trainer_output_dir,
-)
+from ptflow.stages.train.trl_common import TrlSettings, log_callback, run_trainer, train_trl
 
 
 def completion_text(completion) -> str:
@@ -47,6 +38,8 @@ def gsm8k_reward(prompts, completions, ground_truth, **kwargs) -> list[float]:
 class GrpoSettings(TrlSettings):
     """Kind ``trl-grpo``'s params: the shared TRL settings and the sampling of each prompt's group."""
 
+    scratch_prefix: ClassVar[str] = "ptflow-grpo-"
+
     num_generations: int
     max_completion_length: int
 
@@ -69,16 +62,8 @@ def train_grpo(
     Returns ``{"step", "train_loss", "seconds", "reward_mean", "resumed_from"}`` (reward averaged over this
     attempt's steps).
     """
-    t0 = time.perf_counter()
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
     if hp.num_generations < 2:
         raise ValueError("GRPO needs num_generations >= 2 (advantages are relative within a group)")
-    device = device_args(gpus, log)
-    rows = read_verl_rows(train_parquet)
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in rows])
-    model, tokenizer = load_start_model(model_path)
     rewards: list[float] = []
 
     def reward_fn(prompts, completions, ground_truth, **kwargs):
@@ -87,7 +72,12 @@ def train_grpo(
         return out
 
     reward_fn.__name__ = "gsm8k_strict"
-    with trainer_output_dir(resume, "ptflow-grpo-") as scratch:
+
+    def grpo_trainer(scratch: str, device: dict, rows: list[dict], model, tokenizer):
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+
+        dataset = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in rows])
         config = GRPOConfig(
             **hp.trainer_args(scratch, batch_size=hp.batch_size * hp.num_generations),
             **device,
@@ -98,7 +88,7 @@ def train_grpo(
             num_iterations=1,
             steps_per_generation=1,
         )
-        trainer = GRPOTrainer(
+        return GRPOTrainer(
             model=model,
             reward_funcs=[reward_fn],
             args=config,
@@ -106,14 +96,14 @@ def train_grpo(
             processing_class=tokenizer,
             callbacks=[log_callback(log)],
         )
-        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=hp.save_minutes, log=log)
-    seconds = time.perf_counter() - t0
+
+    result = train_trl(model_path, train_parquet, output_dir, hp, grpo_trainer, resume=resume, log=log, gpus=gpus)
     reward_mean = sum(rewards) / len(rewards) if rewards else float("nan")
     log(
         f"grpo done: {result['step']} steps, train_loss={result['train_loss']:.4f}, "
-        f"reward_mean={reward_mean:.3f}, {seconds:.1f}s"
+        f"reward_mean={reward_mean:.3f}, {result['seconds']:.1f}s"
     )
-    return {**result, "seconds": seconds, "reward_mean": reward_mean}
+    return {**result, "reward_mean": reward_mean}
 
 
 def run(job) -> dict:

@@ -18,15 +18,19 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrlSettings:
     """The params every TRL kind takes (the agent's ``params`` in config, as the train job carries them); a kind's
     own settings add its fields to these. Keyword-only, so a kind's required fields may follow these defaults."""
+
+    scratch_prefix: ClassVar[str] = "ptflow-trl-"  # the temp checkpoint dir's name where nothing resumes
 
     steps: int
     batch_size: int
@@ -57,6 +61,32 @@ def run_trainer(train: Callable[..., dict], settings_type: type[TrlSettings], jo
     (``train_sft``, ``train_grpo``)."""
     hp = settings_type(**job.params)
     return train(job.start_model, job.train_parquet, job.out, hp, resume=job.resume, log=job.log, gpus=job.run.gpus)
+
+
+def train_trl(
+    model_path,
+    train_parquet,
+    output_dir,
+    hp: TrlSettings,
+    make_trainer: Callable[[str, dict, list[dict], Any, Any], Any],
+    *,
+    resume=None,
+    log: Callable[[str], None] = print,
+    gpus: int | None = None,
+) -> dict:
+    """What every TRL training does around its own trainer: the device the job's ``gpus`` decide
+    (:func:`device_args`), the train split's rows (:func:`read_verl_rows`), the start model and its tokenizer, this
+    attempt's checkpoint dir (:func:`trainer_output_dir`); ``make_trainer(checkpoint_dir, device_args, rows, model,
+    tokenizer)`` builds the kind's Trainer, which then trains (resuming from ``resume``) and saves the final model to
+    ``output_dir`` (:func:`train_and_save`). Returns train_and_save's dict and ``seconds``, the whole call's."""
+    t0 = time.perf_counter()
+    device = device_args(gpus, log)
+    rows = read_verl_rows(train_parquet)
+    model, tokenizer = load_start_model(model_path)
+    with trainer_output_dir(resume, hp.scratch_prefix) as scratch:
+        trainer = make_trainer(scratch, device, rows, model, tokenizer)
+        result = train_and_save(trainer, tokenizer, output_dir, resume=resume, save_minutes=hp.save_minutes, log=log)
+    return {**result, "seconds": time.perf_counter() - t0}
 
 
 def load_start_model(model_path):
@@ -201,8 +231,6 @@ def resume_callback(resume, warning, log: Callable[[str], None], save_seconds: f
     (2) turns a warning into "save at this step and stop", (3) saves when ``save_seconds`` of training passed since
     the last checkpoint (no ``save_freq``), (4) skips the Trainer's extra save at the last step (the final model is
     saved by :func:`save_final`; a full checkpoint there would only cost time and disk)."""
-    import time
-
     from transformers import TrainerCallback
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
