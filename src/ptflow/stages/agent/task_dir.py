@@ -126,7 +126,7 @@ def _fill_task_dir(task_dir: Path, setup: TaskSetup) -> None:
         return
     call = agent.eval_call
     if call:
-        if call["task"] == tasks.TOY_TASK:
+        if call.task == tasks.TOY_TASK:
             # The toy task's data is the workflow's test parquet (PostTrainBench's evals read theirs from the
             # caches): the agent measures on it, as the final evaluation does, and must not train on it.
             (task_dir / "eval_data").mkdir()
