@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.config.clis.gemini import trace_lines
+from ptflow.stages.agent.clis.gemini import trace_lines
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
 from tests.support.providers import Faults, Step

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ptflow.config.clis import CLIS
+from ptflow.config.agent_clis import CLI_PACKAGES
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("PTFLOW_TEST_CLI_CACHE", REPO / ".venv" / "agent-clis"))
@@ -19,7 +19,7 @@ CACHE = Path(os.environ.get("PTFLOW_TEST_CLI_CACHE", REPO / ".venv" / "agent-cli
 def cli_bin_dir(name: str, version: str | None = None) -> Path:
     """The ``node_modules/.bin`` holding the real CLI ``name`` at ``version`` (default: its pin), installed if
     missing. Put it first on PATH to run the CLI as a cell would."""
-    cli = CLIS[name]
+    cli = CLI_PACKAGES[name]
     version = version or cli.pinned
     prefix = CACHE / f"{name}-{version}"
     binary = prefix / "node_modules" / ".bin" / cli.binary

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from ptflow.cluster import image_build, images
-from ptflow.config.clis import CLIS, cell_environment
+from ptflow.config.agent_clis import CLI_PACKAGES
 from ptflow.config.matrix import build_config
 from ptflow.config.sites import RuntimeSpec
+from ptflow.stages.agent.clis import CLIS, cell_environment
 from ptflow.stages.agent.task_dir import keep_workspace
 from ptflow.stages.judge import judge_cell, read_verdict_files
 from tests.conftest import REPO
@@ -30,6 +31,13 @@ def test_pins_default_to_posttrainbench_and_can_be_changed(default_raw):
     cfg = build_config(default_raw)
     assert cfg.cli_versions["codex"] == "0.80.1" and cfg.cli_versions["claude"] == "2.0.55"
     assert cfg.image_build_args["CODEX_CLI_VERSION"] == "0.80.1" and cfg.image_build_args["NODE_MAJOR"] == "24"
+
+
+def test_every_pinned_cli_has_its_module_and_each_module_its_pin():
+    """The facts (config.agent_clis) and the code acting on them (stages.agent.clis) name the same CLIs, and each
+    module's AgentCli takes its package facts from config rather than a copy."""
+    assert list(CLIS) == list(CLI_PACKAGES)
+    assert all(cli.package is CLI_PACKAGES[name] for name, cli in CLIS.items())
 
 
 def test_a_version_range_or_unknown_cli_is_one_clear_line(default_raw):

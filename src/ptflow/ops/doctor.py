@@ -111,28 +111,30 @@ def partition_requests(cfg, site: Site) -> dict[str, tuple[str, Request]]:
 
 def api_hosts(cfg) -> list[str]:
     """Where the matrix's agent CLIs send their requests (each CLI's API host), for the outbound check."""
-    from ptflow.config.clis import CLIS
+    from ptflow.config.agent_clis import CLI_PACKAGES
 
     clis = {cfg.agents[c.agent].cli for c in cfg.cells if cfg.agents[c.agent].spec.agent_cli}
-    return sorted({CLIS[c].api_host for c in clis if c in CLIS and CLIS[c].api_host})
+    return sorted({CLI_PACKAGES[c].api_host for c in clis if c in CLI_PACKAGES})
 
 
 def cli_checks(cfg, site: Site, partition: str) -> list[dict]:
     """For the probe of a partition where agent cells run: each real CLI those agents use, its ``--version`` argv
     in the site's agent image, and its pin (config ``agent_clis``)."""
-    from ptflow.config.clis import CLIS
+    from ptflow.config.agent_clis import CLI_PACKAGES
 
     rt = site.runtime
     agents = {c.agent_id: cfg.agents[c.agent_id] for c in cfg.cells if cfg.agents[c.agent_id].spec.agent_cli}
     here = [
         a
         for a in agents.values()
-        if a.cli in CLIS and not a.command and (site.request("train", a).get("partition") or "(default)") == partition
+        if a.cli in CLI_PACKAGES
+        and not a.command
+        and (site.request("train", a).get("partition") or "(default)") == partition
     ]
     checks = []
     for name in sorted({a.cli for a in here}):
         image = images.image_for(rt, "train", next(a for a in here if a.cli == name))
-        argv = [CLIS[name].binary, "--version"]
+        argv = [CLI_PACKAGES[name].binary, "--version"]
         if image:
             argv = runtime_argv(rt, argv, image=images.runtime_handle(rt, image), gpus=0)
         image_file = images.image_path(rt, image) if image else None

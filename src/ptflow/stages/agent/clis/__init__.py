@@ -1,31 +1,24 @@
-"""The agent CLIs ptflow drives in ``cli-agent`` cells, one module each (see ``base.py`` for what each knows)."""
+"""The agent CLIs ptflow drives in ``cli-agent`` cells and judges, one module each (see ``base.py`` for what each
+does): the registry ``CLIS``, the environment a CLI starts from, and the settings written into the cell's private
+home. The CLIs' package facts (names, pins, Node.js) are ``ptflow.config.agent_clis``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ptflow.config.clis.base import AgentCli, CellHome
-from ptflow.config.clis.claude import CLAUDE
-from ptflow.config.clis.codex import CODEX
-from ptflow.config.clis.gemini import GEMINI
 from ptflow.keys import looks_like_secret
+from ptflow.stages.agent.clis.base import AgentCli, CellHome
+from ptflow.stages.agent.clis.claude import CLAUDE
+from ptflow.stages.agent.clis.codex import CODEX
+from ptflow.stages.agent.clis.gemini import GEMINI
 
 CLIS: dict[str, AgentCli] = {c.name: c for c in (CLAUDE, CODEX, GEMINI)}
 
-NODE_MAJOR = 22  # the agent image's Node.js: satisfies the engines of every pinned CLI (gemini-cli's deps: >= 22)
-SCRIPTED = "scripted"  # ptflow's scripted agent (ptflow.standins.scripted_agent), run like a CLI
-
-__all__ = ["CLIS", "NODE_MAJOR", "SCRIPTED", "AgentCli", "CellHome", "build_arg", "cell_environment", "get",
-           "prepare_cli_home"]  # fmt: skip
+__all__ = ["CLIS", "AgentCli", "CellHome", "cell_environment", "get", "prepare_cli_home"]
 
 
 def get(name: str) -> AgentCli | None:
     return CLIS.get(name)
-
-
-def build_arg(name: str) -> str:
-    """The image recipes' build argument holding CLI ``name``'s version (envs/standard.def: CLAUDE_CLI_VERSION)."""
-    return f"{name.upper()}_CLI_VERSION"
 
 
 def cell_environment(agent: dict, environ: dict[str, str]) -> dict[str, str]:

@@ -1,9 +1,11 @@
-"""What ptflow knows about one agent CLI (claude, codex, gemini): its npm package and pinned version, the variables
-it reads its key and base URL from, its default command, the settings it needs in the cell's private home to run
-non-interactively with every tool approved, and how to read its stream-json output.
+"""What ptflow does with one agent CLI (claude, codex, gemini): the variables it reads its key and base URL from,
+its default command, the settings it needs in the cell's private home to run non-interactively with every tool
+approved, how to read its stream-json output (the trace, the API spend, a refused key) and its judge command.
 
-One module per CLI (``clis/claude.py`` ...) holds one :class:`AgentCli`; ``clis/__init__.py`` is the registry.
-Nothing here runs the CLI (``stages/agent/launch.py`` does) or reads a secret's value.
+Its package facts (npm package, pin, binary, API host) are ``ptflow.config.agent_clis``, which config and the image
+build read without this code. One module per CLI (``clis/claude.py`` ...) holds one :class:`AgentCli`;
+``clis/__init__.py`` is the registry. Nothing here runs the CLI (``stages/agent/launch.py`` does) or reads a
+secret's value.
 """
 
 from __future__ import annotations
@@ -14,13 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptflow.config.agent_clis import CliPackage
 from ptflow.files import write_text_atomic
-
-# Where the agent cell's private home appears inside a container (apptainer ``--home <home>:/home/ben``, pyxis
-# ``--container-mounts=<home>:/home/ben``): the path PostTrainBench's run_task.sh binds, which its solve.sh variants
-# write under (codexhigh's ``/home/ben/.codex/config.toml``, claude_non_api's ``/home/ben/oauth_token``). The one
-# place this path is written; ``ptflow.cluster.runtime.AGENT_HOME`` is this.
-CONTAINER_HOME = "/home/ben"
 
 
 @dataclass(frozen=True)
@@ -78,10 +75,7 @@ def count(value) -> int:
 
 @dataclass(frozen=True)
 class AgentCli:
-    name: str
-    npm_package: str
-    pinned: str  # PostTrainBench's pin (containers/standard.def at 9082063); config key agent_clis.<name>.version
-    binary: str
+    package: CliPackage  # its name, npm package, pin, binary and API host (ptflow.config.agent_clis)
     key_var: str  # the variable the CLI reads its API key from
     accepted_keys: tuple[str, ...]  # key names an agent may list for this CLI (first one found is passed on)
     base_url_var: str | None  # the CLI's own base-URL setting (a gateway, or the tests' provider stand-in)
@@ -91,7 +85,6 @@ class AgentCli:
     # one JSONL event of the CLI's stdout as markdown lines (None: not this CLI's shape)
     trace_lines: Callable[[dict], list[str] | None]
     env: dict[str, str] = field(default_factory=dict)  # fixed variables (PostTrainBench's solve.sh)
-    api_host: str | None = None  # where its requests go by default (ptflow doctor's outbound check)
     # the judge's argv template ({model} {prompt}), when it differs from ``command``
     judge_command: tuple[str, ...] | None = None
     # did the provider refuse the key? (exit code, this attempt's JSONL events) -> bool: from the CLI's structured
@@ -99,6 +92,10 @@ class AgentCli:
     auth_failed: Callable[[int, list[dict]], bool] | None = None
     # the API spend its JSONL events report (every session in them): an ApiUsage, or None where they report none
     usage: Callable[[list[dict]], ApiUsage | None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.package.name
 
     def key_env(self, agent_keys: list[str], environ: dict[str, str]) -> dict[str, str]:
         """The key variable the CLI reads, from the first of the agent's keys this CLI accepts that is set."""

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 
-from ptflow.config.clis.base import AgentCli, ApiUsage, CellHome, clip, count, total, write_json
+from ptflow.config.agent_clis import CLI_PACKAGES
+from ptflow.stages.agent.clis.base import AgentCli, ApiUsage, CellHome, clip, count, total, write_json
 
 CONFIG_DIR = ".claude"  # under the cell's home; CLAUDE_CONFIG_DIR
 # retries of a failed API request (claude's default: 10); see above for the trade-off
@@ -203,10 +204,7 @@ def auth_failed(rc: int, events: list[dict]) -> bool:
 
 
 CLAUDE = AgentCli(
-    name="claude",
-    npm_package="@anthropic-ai/claude-code",
-    pinned="2.0.55",
-    binary="claude",
+    package=CLI_PACKAGES["claude"],
     key_var="ANTHROPIC_API_KEY",
     accepted_keys=("ANTHROPIC_API_KEY",),
     base_url_var="ANTHROPIC_BASE_URL",
@@ -223,7 +221,6 @@ CLAUDE = AgentCli(
     ),
     write_home=write_home,
     trace_lines=trace_lines,
-    api_host="api.anthropic.com",
     env={"BASH_MAX_TIMEOUT_MS": "36000000"},
     auth_failed=auth_failed,
     usage=usage,

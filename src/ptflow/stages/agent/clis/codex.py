@@ -30,8 +30,9 @@ import re
 import shlex
 import tomllib
 
-from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, http_status, total
+from ptflow.config.agent_clis import CLI_PACKAGES
 from ptflow.files import write_text_atomic
+from ptflow.stages.agent.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, http_status, total
 
 BASE_URL_VAR = "OPENAI_BASE_URL"
 KEY_VAR = "CODEX_API_KEY"
@@ -64,7 +65,7 @@ def config_toml(model: str, task_dir: str) -> str:
         "analytics": {"enabled": False},
         "notice": {"hide_full_access_warning": True},
     }
-    lines = ["# written by ptflow for this cell: codex runs unattended (see ptflow/config/clis/codex.py)"]
+    lines = ["# written by ptflow for this cell: codex runs unattended (see ptflow/stages/agent/clis/codex.py)"]
     for name, values in tables.items():
         if name:
             lines += ["", f"[{name}]"]
@@ -243,10 +244,7 @@ def auth_failed(rc: int, events: list[dict]) -> bool:
 
 
 CODEX = AgentCli(
-    name="codex",
-    npm_package="@openai/codex",
-    pinned="0.79.0",
-    binary="codex",
+    package=CLI_PACKAGES["codex"],
     key_var=KEY_VAR,
     accepted_keys=(KEY_VAR, "OPENAI_API_KEY"),
     base_url_var=BASE_URL_VAR,
@@ -265,7 +263,6 @@ CODEX = AgentCli(
     ),  # fmt: skip
     write_home=write_home,
     trace_lines=trace_lines,
-    api_host="api.openai.com",
     judge_command=tuple(judge_command("{model}")),
     auth_failed=auth_failed,
     usage=usage,

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 
-from ptflow.config.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, total, write_json
+from ptflow.config.agent_clis import CLI_PACKAGES
+from ptflow.stages.agent.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, total, write_json
 
 AUTH_TYPE = "gemini-api-key"  # AuthType.USE_GEMINI in @google/gemini-cli-core
 BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"
@@ -135,17 +136,13 @@ def auth_failed(rc: int, events: list[dict]) -> bool:
 
 
 GEMINI = AgentCli(
-    name="gemini",
-    npm_package="@google/gemini-cli",
-    pinned="0.18.4",
-    binary="gemini",
+    package=CLI_PACKAGES["gemini"],
     key_var="GEMINI_API_KEY",
     accepted_keys=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
     base_url_var=BASE_URL_VAR,
     command=("gemini", "--yolo", "--output-format", "stream-json", "--model", "{model}", "--prompt", "{prompt}"),
     write_home=write_home,
     trace_lines=trace_lines,
-    api_host="generativelanguage.googleapis.com",
     env={"GEMINI_SANDBOX": "false"},
     auth_failed=auth_failed,
     usage=usage,
