@@ -52,7 +52,7 @@ def _checkout(root: Path, evals=EVALS, **kw) -> dict:
 
 def _evaluate_offline(checkout: dict, eval_id: str, hf_home: Path, model: Path, out: Path):
     """The fixture's evaluate.py, in its dir, with the environment ptflow gives a checkout evaluation (offline)."""
-    from ptflow.stages.posttrainbench.evaluate import eval_environment
+    from ptflow.stages.posttrainbench.checkout_eval import eval_environment
 
     env = eval_environment({**os.environ, "HF_HOME": str(hf_home)}, ())
     templates = str(Path(checkout["path"]) / ptb.TEMPLATES_DIR)
@@ -65,7 +65,7 @@ def _evaluate_offline(checkout: dict, eval_id: str, hf_home: Path, model: Path, 
 def _load_questions_offline(checkout: dict, eval_id: str, hf_home: Path):
     """The fixture's evaluate.py's own load_questions() (datasets.load_dataset of its HUB entry), in its dir, under
     the same offline environment as _evaluate_offline: the questions alone, without torch, the model and scoring."""
-    from ptflow.stages.posttrainbench.evaluate import eval_environment
+    from ptflow.stages.posttrainbench.checkout_eval import eval_environment
 
     env = eval_environment({**os.environ, "HF_HOME": str(hf_home)}, ())
     code = "import json, evaluate\nprint(json.dumps(evaluate.load_questions()))"

@@ -209,7 +209,7 @@ def test_an_agent_that_prints_its_keys_leaves_them_in_no_file(tmp_path, monkeypa
 
 def test_a_checkout_evaluation_that_prints_its_graders_key_keeps_it_masked(tmp_path):
     """posttrainbench/<eval>: the checkout's evaluate.py gets its grader's key; its output file keeps ***."""
-    from ptflow.stages.posttrainbench.evaluate import _run
+    from ptflow.stages.posttrainbench.checkout_eval import _run
 
     child = "import os, sys; sys.stdout.write(os.environ['OPENAI_API_KEY']); print(' to stderr', file=sys.stderr)"
     env = {**os.environ, "OPENAI_API_KEY": KEY}

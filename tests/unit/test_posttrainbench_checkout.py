@@ -11,7 +11,7 @@ import pytest
 
 from ptflow.config import posttrainbench as ptb
 from ptflow.config.matrix import build_config
-from ptflow.stages.posttrainbench import evaluate as ptb_eval
+from ptflow.stages.posttrainbench import checkout_eval as ptb_eval
 from ptflow.stages.posttrainbench.checkout import make_checkout, verify
 from tests.unit.test_config import error_of
 

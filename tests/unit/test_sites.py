@@ -311,7 +311,7 @@ def test_a_site_whose_compute_nodes_reach_the_hub_has_its_checkout_evaluations_r
     switch, not even one the job inherited; the default keeps them offline. A misspelt value names the key."""
     from ptflow.config.sites import EVAL_HUB_ENV
     from ptflow.stages.evaluate.sources import OFFLINE_ENV
-    from ptflow.stages.posttrainbench.evaluate import eval_environment
+    from ptflow.stages.posttrainbench.checkout_eval import eval_environment
 
     path = tmp_path / "s.yaml"
     path.write_text("name: s\nscheduler: slurm\nevaluation: {hub: online}\nresources:\n  default: {threads: 1}\n")

@@ -444,11 +444,11 @@ def evaluate_cell(
 def evaluate_checkout_cell(
     job: EvaluateSpec, model: ModelUnderTest, outputs: EvalOutputs, inputs: EvalInputs, log=print
 ) -> dict:
-    """An eval of the PostTrainBench checkout (``ptflow.stages.posttrainbench.evaluate``; ``inputs.checkout``: its
+    """An eval of the PostTrainBench checkout (``ptflow.stages.posttrainbench.checkout_eval``; ``inputs.checkout``: its
     marker): ``scored`` with its metrics.json kept verbatim in the inspect dir, or ``eval_failed`` when every try of
     its ladder failed. ``inputs.progress``/``deadline``: the ladder carried over jobs (OutOfJobTime when this job
     ends first)."""
-    from ptflow.stages.posttrainbench import evaluate as ptb_eval
+    from ptflow.stages.posttrainbench import checkout_eval as ptb_eval
 
     checkout = json.loads(Path(inputs.checkout).read_text())
     cell, call = job.cell.to_params(), job.call
