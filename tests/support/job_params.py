@@ -82,8 +82,10 @@ def _plan(config: str, site: str, workdir: Path) -> tuple[dict, tuple[str, dict]
         for job in workflow.dag.jobs:
             key = job.rule.name + "".join(f" {k}={v}" for k, v in sorted(job.wildcards_dict.items()))
             # what Snakemake compares to decide a rerun (persistence: repr of each value): key order and
-            # list-vs-tuple count, not only the values
-            params[key] = {name: repr(value) for name, value in job.params.items()}
+            # list-vs-tuple count, not only the values; a param derived from the job's input, output, threads or
+            # resources is not compared (rule train's evaluation: tests/unit/test_snakemake_contract.py)
+            derived = {name for name, value in job.rule.params.items() if job.rule._is_deriving_function(value)}
+            params[key] = {name: repr(value) for name, value in job.params.items() if name not in derived}
             if job.rule.name == CHECKOUT_RULE:
                 checkout = (str(job.output[0]), dict(job.params.spec))
         return params, checkout

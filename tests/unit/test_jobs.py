@@ -192,3 +192,21 @@ def test_an_evaluate_job_adopts_only_a_staged_evaluation_for_its_params(tmp_path
     assert values.adopts_evaluation(*cell, params) and values.adopts_evaluation(*cell, params) and len(asked) == 1
     other = next(c for c in jobs.cfg.cells if not jobs.agent(c.agent).spec.agent_cli)
     assert values.adopts_evaluation(other.model, other.eval, other.agent, params) is False
+
+
+def test_a_train_job_evaluates_with_the_evaluate_jobs_params(tmp_path):
+    """Rule train's evaluation param (agent cells evaluate in their own allocation): the evaluate job's params, so the
+    evaluate job adopts what the train job made; other kinds evaluate only in their evaluate job."""
+    jobs = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
+    kinds = set()
+    for c in jobs.cfg.cells:
+        handoff = jobs.evaluation_in_train_job(c.model, c.eval, c.agent, objects)
+        if not jobs.agent(c.agent).spec.evaluates_in_train_job:
+            assert handoff is None
+            continue
+        kinds.add(jobs.agent(c.agent).kind)
+        assert handoff == {
+            "eval_json": jobs.layout.eval_json(c.model, c.eval, c.agent),
+            "job": jobs.evaluate(c.model, c.eval, c.agent, objects).to_params(),
+        }
+    assert kinds == {"cli-agent"}

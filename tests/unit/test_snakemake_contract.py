@@ -26,6 +26,8 @@ The reliances, and what pins each here:
 - ``ptflow.warmstart.hand_over`` re-runs a script job from the top of the file Snakemake generated (``sys.argv[0]``);
 - ``ptflow.cluster.patience``'s shims rely on the plugin running the Slurm commands by name from PATH (the stand-ins
   here are found that way).
+- rule train's ``evaluation`` param (common.smk's ``get_train_evaluation``) takes the job's input, so Snakemake does
+  not compare it to decide a rerun (test_a_param_derived_from_the_input_is_no_rerun_trigger).
 
 Beside the pins, the code says so at run time where that is cheap: ``snakemake_once.install()`` returns what it could
 not patch, ``limits.apply`` refuses a scheduler without the tables, ``plan_jobs.parse_dry_run`` refuses a dry-run whose
@@ -661,3 +663,39 @@ def test_a_refusal_prints_its_problems_alone_and_exits_78(tmp_path, refuse):
     assert out.rstrip().splitlines()[-len(problems) :] == problems, out
     assert not (tmp_path / "sbatch.calls").exists() and not (work / "out.txt").exists()
     assert not (work / ".ptflow" / "driver.lock").exists(), "a refused driver gives the directory back"
+
+
+DERIVED_SNAKEFILE = """
+rule all:
+    input: "out.txt"
+
+rule make:
+    output: "out.txt"
+    params:
+        compared=lambda wildcards: config["compared"],
+        derived=lambda wildcards, input: config["derived"],
+    shell: "echo {params.compared} > {output}"
+"""
+
+
+def test_a_param_derived_from_the_input_is_no_rerun_trigger(tmp_path):
+    """Rule train's ``evaluation`` (common.smk's get_train_evaluation takes the job's input) hands the train job the
+    evaluate job's params: a changed evaluation must rerun the evaluate job, never the 10-hour training. Snakemake
+    compares only the params not derived from input, output, threads or resources (tests/support/job_params.py
+    records those, as the golden params). The job's output says whether it ran again."""
+    (tmp_path / "Snakefile").write_text(DERIVED_SNAKEFILE)
+    out = tmp_path / "out.txt"
+
+    def runs(compared: str, derived: str) -> None:
+        proc = run(tmp_path, "--cores", "1", "--config", f"compared={compared}", f"derived={derived}")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    runs("1", "1")
+    first = out.stat().st_mtime_ns
+    runs("1", "2")
+    assert out.stat().st_mtime_ns == first, broken(
+        "common.smk's get_train_evaluation (rule train's evaluation param)",
+        "a param that takes the job's input being no rerun trigger",
+    )
+    runs("2", "2")  # a compared param that changes does rerun: the test can see a rerun
+    assert out.read_text().strip() == "2" and out.stat().st_mtime_ns != first

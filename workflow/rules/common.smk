@@ -176,6 +176,17 @@ def get_train_params(wildcards):
     ).to_params()
 
 
+def get_train_evaluation(wildcards, input):
+    """The cell's evaluation for its train job to make in its allocation (Jobs.evaluation_in_train_job), the
+    checkout's object ids read only where the job's input names the checkout. A param that takes the input is one
+    Snakemake does not compare to decide a rerun (tests/unit/test_snakemake_contract.py): a changed evaluation
+    reruns the evaluate job, whose params these are, never the training."""
+    objects = _ptb_objects if input.get("checkout") else _no_objects
+    return JOBS.evaluation_in_train_job(
+        wildcards.model, wildcards.eval, wildcards.agent, objects
+    )
+
+
 # ---- evaluate ----
 
 
@@ -338,6 +349,13 @@ def _ptb_objects(paths):
     """The git object ids of ``paths`` from the checkout's marker."""
     objects = _ptb_checkout_marker()["objects"]
     return {p: objects[p] for p in sorted(paths)}
+
+
+def _no_objects(paths):
+    """A cell without the checkout asks for no object id."""
+    raise WorkflowError(
+        f"no PostTrainBench checkout in this job's input for {sorted(paths)}"
+    )
 
 
 # Every get_* that rules call per job: its signature stated once.

@@ -23,6 +23,7 @@ rule train:
         **resources_of("train", supervised_agents(False)),
     params:
         job=get_train_params,
+        evaluation=get_train_evaluation,
     script:
         "../scripts/train.py"
 
@@ -49,5 +50,6 @@ rule train_supervised:
         attempt=get_attempt,
     params:
         job=get_train_params,
+        evaluation=get_train_evaluation,
     script:
         "../scripts/train.py"

@@ -1,9 +1,9 @@
-"""Adapter: rule evaluate -> ptflow.jobs.evaluation.evaluate_job (the train job's staged evaluation adopted, else
+"""Adapter: rule evaluate -> ptflow.stages.evaluate.job.evaluate_job (the train job's staged evaluation adopted, else
 the cell evaluated here)."""
 
 from ptflow.jobenv import rule_log
-from ptflow.jobs.evaluation import evaluate_job
 from ptflow.specs import EvaluateSpec
+from ptflow.stages.evaluate.job import evaluate_job
 from ptflow.stages.evaluate.run import EvalInputs, EvalOutputs
 from ptflow.warmstart import hand_over
 

@@ -5,7 +5,6 @@ the cell's evaluation in the same allocation where the kind evaluates there."""
 
 import os
 import sys
-from pathlib import Path
 
 from ptflow.cluster.preempt import warning_seconds
 from ptflow.cluster.runtime import reexec_in_runtime
@@ -20,16 +19,15 @@ hand_over()  # a local run: go on in a process that has the heavy libraries impo
 
 
 def evaluate_after_agent(threads: int, log) -> None:
-    """The cell's evaluation in this allocation, staged for the evaluate job (ptflow.jobs.evaluation); whatever
+    """The cell's evaluation in this allocation, staged for the evaluate job (ptflow.stages.evaluate.job); whatever
     happens to it, this job has done its work (the evaluate job evaluates by itself then)."""
-    from ptflow.jobs.evaluation import evaluate_in_train_job, spec_for_train_job
+    from ptflow.specs import EvaluateSpec
+    from ptflow.stages.evaluate.job import evaluate_in_train_job
 
-    cell = (snakemake.wildcards.model, snakemake.wildcards.eval, snakemake.wildcards.agent)
-    checkout = snakemake.input.get("checkout")
-    workflow_dir = Path(snakemake.scriptdir).resolve().parents[1]  # scriptdir: workflow/rules/../scripts
+    evaluation = snakemake.params.evaluation
     try:
-        spec, eval_json = spec_for_train_job(snakemake.config, workflow_dir, cell, checkout)
-        evaluate_in_train_job(spec, eval_json=eval_json, manifest=snakemake.output[0], checkout=checkout,
+        evaluate_in_train_job(EvaluateSpec.from_params(evaluation["job"]), eval_json=evaluation["eval_json"],
+                              manifest=snakemake.output[0], checkout=snakemake.input.get("checkout"),
                               test_parquet=snakemake.input.get("test"), threads=threads, log=log)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - the agent's work is done and kept; only the shortcut is lost
         log(f"no evaluation in this allocation ({type(exc).__name__}: {exc}); the evaluate job evaluates")

@@ -32,6 +32,7 @@ from ptflow.specs import (
     EvaluateSpec,
     JudgeSpec,
     Multinode,
+    Params,
     RuntimeServer,
     ScoringSpec,
     StageRuntime,
@@ -335,6 +336,16 @@ class Jobs:
             evals_cache=self.layout.evals_cache,
             runtime=self.runtime("evaluate", self.agent(slot)),
         )
+
+    def evaluation_in_train_job(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> Params | None:
+        """What a train job needs to evaluate its cell in its own allocation (kinds that do: agent cells): the
+        evaluate job's params and the cell's eval.json; None for other kinds. Rule train passes it as a param
+        derived from its input (the checkout marker), which Snakemake does not compare to decide a rerun: a changed
+        evaluation reruns the evaluate job, whose params these are, never the training."""
+        if not self.agent(slot).spec.evaluates_in_train_job:
+            return None
+        spec = self.evaluate(model_name, eval_id, slot, objects)
+        return {"eval_json": self.layout.eval_json(model_name, eval_id, slot), "job": spec.to_params()}
 
     def _checkout_eval_call(self, e: Eval, objects: Objects, untouched: bool = False) -> CheckoutCall:
         """``untouched``: a baseline or instruct cell, evaluated as run_baseline.sh does it (one try, no ladder);

@@ -1,10 +1,12 @@
-"""A cell's evaluation as one call, for the evaluate rule's job and for an agent cell's train job, which evaluates in
-its own allocation once the agent has ended (``ptflow.stages.evaluate.in_train_job``: staging and adoption).
+"""A cell's evaluation as jobs run it: rule evaluate's job (:func:`evaluate_job`), and an agent cell's train job,
+which evaluates in its own allocation once the agent has ended (:func:`evaluate_in_train_job`; staging and adoption:
+``ptflow.stages.evaluate.in_train_job``).
 
-The train job builds the cell's :class:`EvaluateSpec` with the same :class:`~ptflow.jobs.build.Jobs` as the
-workflow (from the job's own config), so the evaluation it makes is the one the evaluate job would make; the
-evaluate job adopts it only for equal params. It runs in the evaluate stage's runtime (its image, its HF view) as
-a child with a deadline before the job's end, so the train job, whose output is already written, always ends in time.
+The train job gets the cell's :class:`EvaluateSpec` from its rule, as the evaluate job's params (rule train's
+``evaluation``, built by ``ptflow.jobs.build.Jobs.evaluation_in_train_job``), so the evaluation it makes is the one
+the evaluate job would make; the evaluate job adopts it only for equal params. It runs in the evaluate stage's
+runtime (its image, its HF view) as a child with a deadline before the job's end, so the train job, whose output is
+already written, always ends in time.
 """
 
 from __future__ import annotations
@@ -29,19 +31,13 @@ from ptflow.stages.evaluate.run import (
     evaluate_checkout_cell,
     no_model_eval,
 )
-from ptflow.stages.posttrainbench.evaluate import PROGRESS_FILE
+from ptflow.stages.posttrainbench.checkout_eval import PROGRESS_FILE
 
 # Seconds the train job keeps after its evaluation for leaving the allocation (Slurm's KillWait is 30 s by default,
 # and the job's own epilogue and file syncs come after): the evaluation is stopped that long before the job's end.
 END_MARGIN_S = 180
 # An allocation with less time left than this does not start an evaluation: the evaluate job makes it.
 MIN_EVALUATION_S = 300
-
-
-def objects_of(marker: dict):
-    """The git object ids of the PostTrainBench checkout's paths, from its marker (``Jobs``' ``objects``)."""
-    objects = marker["objects"]
-    return lambda paths: {p: objects[p] for p in sorted(paths)}
 
 
 def evaluate_job(job: EvaluateSpec, inputs: EvalInputs, outputs: EvalOutputs, log=print) -> None:
@@ -89,20 +85,6 @@ def _model_under_test(job: EvaluateSpec, man: dict | None) -> ModelUnderTest:
     snap = hfcache.snapshot_path(job.hf_home, evaluated["id"], "model", evaluated["revision"])
     kind = "instruct" if job.evaluated_model else "base"
     return ModelUnderTest(str(snap), {"path": str(snap), "kind": kind, "commit_or_hash": snap.name, "step": None})
-
-
-def spec_for_train_job(
-    config: dict, workflow_dir: Path, cell: tuple[str, str, str], checkout: str | None
-) -> tuple[EvaluateSpec, str]:
-    """The cell's EvaluateSpec as the workflow builds it, from the config the train job was given, and the path of
-    its eval.json."""
-    from ptflow.config.load import resolve
-    from ptflow.jobs.build import Jobs
-
-    loaded = resolve(config, workflow_dir)
-    marker = json.loads(Path(checkout).read_text()) if checkout else {"objects": {}}
-    spec = Jobs(loaded.cfg, loaded.site, loaded.layout).evaluate(*cell, objects_of(marker))
-    return spec, loaded.layout.eval_json(*cell)
 
 
 def ladder_progress(eval_json: str | Path) -> Path:
@@ -169,7 +151,7 @@ def evaluate_in_train_job(
         outputs = EvalOutputs(str(staged_json), str(staged_inspect))
         request.write_text(json.dumps({"job": params, **asdict(inputs), **asdict(outputs)}))
         script = staged_json.parent / "evaluate.py"
-        script.write_text(f"from ptflow.jobs.evaluation import main\nmain({str(request)!r})\n")
+        script.write_text(f"from ptflow.stages.evaluate.job import main\nmain({str(request)!r})\n")
         log(
             f"evaluating in the train job's allocation (deadline: {'none' if timeout is None else f'{int(timeout)} s'})"
         )
