@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ptflow.config.entries import DEFAULT_GRACE_MINUTES
 from ptflow.specs import AgentCliSpec, CellRef, CheckoutAgent, TrainSpec
-from ptflow.stages.agent.job import AgentJob
-from ptflow.stages.train.cell import TrainJob, TrainRun
+from ptflow.stages.agent.context import AgentCell
+from ptflow.stages.train.cell import Training, TrainRun
 
 
 def agent_spec(**fields) -> AgentCliSpec:
@@ -41,8 +41,8 @@ def agent_job(
     env: dict | None = None,
     threads: int | None = None,
     log=print,
-) -> AgentJob:
-    """The AgentJob of a test's agent dict (with its checkout's place under ``checkout.path``) and cell dict: the
+) -> AgentCell:
+    """The AgentCell of a test's agent dict (with its checkout's place under ``checkout.path``) and cell dict: the
     training a train job hands the agent cell (its spec as the rule's params make it)."""
     checkout = Path(agent["checkout"]["path"]) if agent.get("checkout") else None
     spec = agent_spec(**agent)
@@ -50,4 +50,4 @@ def agent_job(
                       checkpoint_dir=str(Path(out).parent / "checkpoint"), config_hash="test", hf_home="",
                       runtime=runtime, agent=spec)  # fmt: skip
     run = TrainRun(start_model, train_parquet, str(Path(out).parent / "manifest.json"), threads=threads, log=log)
-    return AgentJob(TrainJob(train, run, Path(out), resume, attempt), checkout=checkout, env=env)
+    return AgentCell(Training(train, run, Path(out), resume, attempt), checkout=checkout, env=env)

@@ -14,7 +14,7 @@ from ptflow.config.sites import load_site
 from ptflow.results.report import ReportOutputs, score_cells, write_report
 from ptflow.results.settings import Settings
 from ptflow.specs import CellRef, StageRuntime
-from ptflow.stages.agent.job import AgentCellError
+from ptflow.stages.agent.context import AgentCellError
 from ptflow.stages.agent.launch import DEFAULT_COMMANDS, agent_command, build_argv, timeout_argv
 from ptflow.stages.agent.task_dir import TaskSetup, make_task_dir
 from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
@@ -52,7 +52,7 @@ def test_the_agent_defaults_live_in_the_config_entries_and_the_job_reads_the_sam
     import inspect
 
     from ptflow.config import entries
-    from ptflow.stages.agent import budget, cell, job, launch, task_dir
+    from ptflow.stages.agent import budget, cell, context, launch, task_dir
 
     parsed = entries.build_agents([{"id": "c", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 1}])["c"]
     assert parsed == Agent("c", "cli-agent", cli="scripted", model="m", hours=1)  # the dataclass's defaults agree
@@ -62,7 +62,7 @@ def test_the_agent_defaults_live_in_the_config_entries_and_the_job_reads_the_sam
     assert entries.ON_RESTART_MODES[0] == parsed.on_restart  # the agent cell checks against the entries' modes
     assert launch.DEFAULT_SYNC_MINUTES is entries.DEFAULT_SYNC_MINUTES
     # every agent.get(<key>, <default>) of the agent cell takes its default from a name, never a literal of its own
-    tree = ast.parse("\n".join(inspect.getsource(m) for m in (job, task_dir, budget, launch, cell)))
+    tree = ast.parse("\n".join(inspect.getsource(m) for m in (context, task_dir, budget, launch, cell)))
     literal = [
         f"{call.args[0].value}: {ast.unparse(call.args[1])}"
         for call in ast.walk(tree)

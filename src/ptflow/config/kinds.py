@@ -27,7 +27,7 @@ class AgentKind:
     # The rule's process re-runs itself inside the site's container/venv. False: it stays on the batch host and
     # puts only its children there (Ray kinds start srun steps per node; a cli-agent puts only the agent inside).
     reexec_in_runtime: bool = True
-    trainer: str | None = None  # "module:function" taking a ptflow.stages.train.cell.TrainJob
+    trainer: str | None = None  # "module:function" taking a ptflow.stages.train.cell.Training
     agent_cli: bool = False  # an LLM coding agent under a time budget: keys, task dir, judge, budget preflight
     site_requests: tuple[str, ...] = ()  # further site requests its jobs submit (preflight: the site must have them)
     # evaluates each model's instruct counterpart zero-shot (models[].instruct): the reference of PostTrainBench's

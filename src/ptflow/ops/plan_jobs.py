@@ -40,6 +40,8 @@ class JobRequest:
     gpus: int
     nodes: int
     mem_mb: int | None
+    # minutes: the time limit, under the name the site's requests and the Slurm plugin give it (and `ptflow plan
+    # --json`); everywhere else in ptflow "runtime" is where software runs (a container runtime or a venv)
     runtime: int
     by: str = "plugin"
     expected_runtime: float | None = None  # the site's minutes for a usual job of the stage (at most runtime)

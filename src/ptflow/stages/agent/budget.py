@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.cluster.preempt import ResumeDir
-from ptflow.stages.agent.job import AgentEnd, AgentJob
+from ptflow.stages.agent.context import AgentCell, AgentEnd
 from ptflow.stages.agent.task_dir import sync_workspace
 
 TIMEOUT_EXIT = 124  # timeout(1): the command was stopped with TERM
@@ -114,19 +114,19 @@ class Budget:
         return _describe_earlier(self.earlier) if self.earlier else None
 
 
-def budget_of(job: AgentJob) -> Budget:
+def budget_of(agent_cell: AgentCell) -> Budget:
     """The budget this attempt finds: the earlier attempts' agent time counts, unless ``on_restart: fresh`` discards
     them (their workspace removed, each marked discarded in attempts.json)."""
-    earlier = previous_agent_runs(job.resume, job.attempt)
+    earlier = previous_agent_runs(agent_cell.resume, agent_cell.attempt)
     first_attempt = not earlier
-    if earlier and job.agent.on_restart == "fresh":
-        job.log(f"on_restart fresh: starting over with the full budget ({_describe_earlier(earlier)} discarded)")
-        shutil.rmtree(job.workspace, ignore_errors=True)
-        job.resume.record_attempt({"id": job.attempt, "fresh_after": [a["id"] for a in earlier]})
+    if earlier and agent_cell.agent.on_restart == "fresh":
+        agent_cell.log(f"on_restart fresh: starting over with the full budget ({_describe_earlier(earlier)} discarded)")
+        shutil.rmtree(agent_cell.workspace, ignore_errors=True)
+        agent_cell.resume.record_attempt({"id": agent_cell.attempt, "fresh_after": [a["id"] for a in earlier]})
         for a in earlier:
-            job.resume.record_attempt({"id": a["id"], "discarded": True})
+            agent_cell.resume.record_attempt({"id": a["id"], "discarded": True})
         earlier = []
-    return Budget(job.agent.on_restart, job.agent.hours * 3600, earlier, first_attempt)
+    return Budget(agent_cell.agent.on_restart, agent_cell.agent.hours * 3600, earlier, first_attempt)
 
 
 def budget_exhausted(budget: Budget, end: AgentEnd) -> bool:

@@ -43,22 +43,22 @@ from pathlib import Path
 from ptflow.cluster.preempt import StoppedToResume
 from ptflow.config.entries import ON_RESTART_MODES
 from ptflow.stages.agent.budget import TIMEOUT_EXIT, Budget, attempt_records, budget_exhausted, budget_of
-from ptflow.stages.agent.job import AgentCellError, AgentEnd, AgentJob, AttemptContext
+from ptflow.stages.agent.context import AgentCell, AgentCellError, AgentEnd, AttemptContext
 from ptflow.stages.agent.launch import api_usage, run_attempt, timeout_minutes
 from ptflow.stages.agent.task_dir import TaskSetup, copy_final_model, keep_workspace, make_task_dir, own_dir
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.posttrainbench import agent as ptb_agent
-from ptflow.stages.train.cell import TrainJob
+from ptflow.stages.train.cell import Training
 
 
-def train_agent_cell(job: AgentJob) -> dict:
+def train_agent_cell(agent_cell: AgentCell) -> dict:
     """Run the agent (continuing an earlier attempt's workspace with the budget left); put its final_model (if any)
     into ``job.out``. Returns the trainer result for the manifest; raises StoppedToResume when the warning or
     SIGTERM stopped it (after a sync: the next attempt continues). The steps: the budget, the staging (HF view and
     task dir), the run, the final model and workspace kept, the manifest's record."""
-    _check_job(job)
-    budget = budget_of(job)
-    trace_dir = Path(job.agent.trace_dir)
+    _check_cell(agent_cell)
+    budget = budget_of(agent_cell)
+    trace_dir = Path(agent_cell.agent.trace_dir)
     if budget.first_attempt:  # (a restart, fresh or not, appends to the trace: every attempt's stays readable)
         shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True, exist_ok=True)
@@ -68,24 +68,24 @@ def train_agent_cell(job: AgentJob) -> dict:
     tmp_root = node_tmp()  # $TMPDIR (Slurm's node-local SSD) when set, else /tmp: PostTrainBench's choice
     view = task_dir = None
     try:
-        view, base_model = _open_view(job, tmp_root)
-        task_dir = make_task_dir(tmp_root, _task_setup(job, budget, base_model, started))
+        view, base_model = _open_view(agent_cell, tmp_root)
+        task_dir = make_task_dir(tmp_root, _task_setup(agent_cell, budget, base_model, started))
         staging_seconds = time.time() - started
         if budget.earlier:
-            job.log(
-                f"continuing {budget.described} in {task_dir} (workspace {job.workspace}): "
+            agent_cell.log(
+                f"continuing {budget.described} in {task_dir} (workspace {agent_cell.workspace}): "
                 f"{max(budget.left, 0) / 60:.1f} of {budget.seconds / 60:.1f} minutes left"
             )
-        ctx = AttemptContext(job, task_dir, view, trace_dir, budget.left, budget.earlier)
+        ctx = AttemptContext(agent_cell, task_dir, view, trace_dir, budget.left, budget.earlier)
         end = _run_or_skip(ctx, budget)
         has_model, kept = _keep_results(ctx, budget, end)
     finally:
         if view is not None:
             from ptflow.cluster import hfview
 
-            hfview.close_view(view, log=job.log)
+            hfview.close_view(view, log=agent_cell.log)
         if task_dir is not None:
-            shutil.rmtree(own_dir(task_dir, job.agent), ignore_errors=True)
+            shutil.rmtree(own_dir(task_dir, agent_cell.agent), ignore_errors=True)
     return {
         "step": None,
         "train_loss": None,
@@ -94,10 +94,10 @@ def train_agent_cell(job: AgentJob) -> dict:
     }
 
 
-def _check_job(job: AgentJob) -> None:
+def _check_cell(agent_cell: AgentCell) -> None:
     """The agent's keys are in the environment and its restart mode is known."""
-    agent = job.agent
-    missing = [k for k in agent.keys if not (job.env or os.environ).get(k)]
+    agent = agent_cell.agent
+    missing = [k for k in agent.keys if not (agent_cell.env or os.environ).get(k)]
     if missing:
         raise AgentCellError(
             f"agent {agent.id} needs environment variable(s) {', '.join(missing)}; export them before running"
@@ -108,34 +108,34 @@ def _check_job(job: AgentJob) -> None:
         )
 
 
-def _open_view(job: AgentJob, tmp_root: str):
+def _open_view(agent_cell: AgentCell, tmp_root: str):
     """The HF cache as the agent's private writable view (None without a cache), and the base model's path in it."""
     from ptflow.cluster import hfview
 
-    hf_home = job.agent.hf_home
+    hf_home = agent_cell.agent.hf_home
     if not (hf_home and Path(hf_home).is_dir()):
-        return None, job.start_model
+        return None, agent_cell.start_model
     # an agent always gets a private view (it may write to the cache); the site picks overlay or copy
-    method = job.runtime.site_runtime.hf_view if job.runtime else "auto"
+    method = agent_cell.runtime.site_runtime.hf_view if agent_cell.runtime else "auto"
     method = "auto" if method == "none" else method
     view_root = Path(tempfile.mkdtemp(prefix="ptflow-hfview-", dir=tmp_root))
     # a copy takes the base model's repo only (the agent may load no other model; datasets come whole)
-    view = hfview.open_view(hf_home, view_root, method=method, log=job.log, models=[job.cell.model])
-    rel = os.path.relpath(os.path.abspath(job.start_model), os.path.abspath(hf_home))
-    return view, (job.start_model if rel.startswith("..") else str(view.path / rel))
+    view = hfview.open_view(hf_home, view_root, method=method, log=agent_cell.log, models=[agent_cell.cell.model])
+    rel = os.path.relpath(os.path.abspath(agent_cell.start_model), os.path.abspath(hf_home))
+    return view, (agent_cell.start_model if rel.startswith("..") else str(view.path / rel))
 
 
-def _task_setup(job: AgentJob, budget: Budget, base_model: str, started: float) -> TaskSetup:
+def _task_setup(agent_cell: AgentCell, budget: Budget, base_model: str, started: float) -> TaskSetup:
     return TaskSetup(
-        agent=job.agent,
-        cell=job.cell,
+        agent=agent_cell.agent,
+        cell=agent_cell.cell,
         base_model=base_model,
-        train_parquet=job.train_parquet,
+        train_parquet=agent_cell.train_parquet,
         started=started,
         hours_left=max(budget.left, 0) / 3600,
-        workspace=job.workspace if budget.earlier else None,
+        workspace=agent_cell.workspace if budget.earlier else None,
         earlier=budget.described,
-        checkout=job.checkout,
+        checkout=agent_cell.checkout,
     )
 
 
@@ -144,7 +144,7 @@ def _run_or_skip(ctx: AttemptContext, budget: Budget) -> AgentEnd:
     if not (budget.finished_before or budget.left <= 0):
         return run_attempt(ctx)
     done = [a["agent"] for a in budget.earlier if a["agent"].get("finished")]
-    ctx.job.log(
+    ctx.agent_cell.log(
         f"agent {ctx.agent.id} is not run again: "
         + ("it ended by itself in an earlier attempt" if budget.finished_before else "its budget is used up")
     )
@@ -154,30 +154,34 @@ def _run_or_skip(ctx: AttemptContext, budget: Budget) -> AgentEnd:
 def _keep_results(ctx: AttemptContext, budget: Budget, end: AgentEnd) -> tuple[bool, Path | None]:
     """After the run: a stopped agent stops the job (its workspace is synced); else ``final_model/`` to scratch and
     the workspace kept for the judge. (Whether there is a final model, the kept workspace.)"""
-    job, agent = ctx.job, ctx.agent
+    agent_cell, agent = ctx.agent_cell, ctx.agent
     if end.stopped:
         raise StoppedToResume(
             f"agent {agent.id} stopped after {end.time_taken:.0f} s of this attempt "
             f"({(budget.used + end.time_taken) / 60:.1f} of {budget.seconds / 60:.1f} minutes used); its workspace "
-            f"is synced to {job.workspace}: the next attempt continues there",
+            f"is synced to {agent_cell.workspace}: the next attempt continues there",
             reason="agent stopped for a restart",
         )
     final = ctx.task_dir / "final_model"
     has_model = has_weights(final)
     if has_model:
-        moved = copy_final_model(final, job.out, job.workspace / "final_model" if job.workspace is not None else None)
-        job.log(f"final_model/ to scratch: {moved['linked']} files linked from the workspace just synced, "
-                f"{moved['copied']} copied")  # fmt: skip
+        moved = copy_final_model(
+            final, agent_cell.out, agent_cell.workspace / "final_model" if agent_cell.workspace is not None else None
+        )
+        agent_cell.log(
+            f"final_model/ to scratch: {moved['linked']} files linked from the workspace just synced, "
+            f"{moved['copied']} copied"
+        )
     else:
-        job.out.mkdir(parents=True, exist_ok=True)
+        agent_cell.out.mkdir(parents=True, exist_ok=True)
     kept = None
-    if job.resume is not None:
+    if agent_cell.resume is not None:
         kept = keep_workspace(
-            ctx.task_dir, job.resume.kept_workspace, job.log, whole=bool(agent.posttrainbench),
-            final_model=job.out if has_model else None,
+            ctx.task_dir, agent_cell.resume.kept_workspace, agent_cell.log, whole=bool(agent.posttrainbench),
+            final_model=agent_cell.out if has_model else None,
         )  # fmt: skip
     status = "budget exhausted (timeout)" if budget_exhausted(budget, end) else f"exit {end.rc}"
-    job.log(
+    agent_cell.log(
         f"agent {agent.id}: {status} after {end.time_taken:.1f} s this attempt, "
         f"{budget.used + end.time_taken:.1f} s in all; "
         "final_model: " + ("copied to scratch" if has_model else "none — the cell will show 'no final model'")
@@ -191,7 +195,7 @@ def agent_run_record(
     """The manifest's ``agent_run``: how the agent ended, its time over every attempt, its settings, the API spend
     the CLI reported, the staging cost and the workspace kept for the judge."""
     agent, view = ctx.agent, ctx.view
-    attempts = attempt_records(ctx.job.resume)
+    attempts = attempt_records(ctx.agent_cell.resume)
     counted = [a for a in attempts if not a.get("discarded")]
     return {
         "exit_code": end.rc,
@@ -218,8 +222,8 @@ def agent_run_record(
     }
 
 
-def run(training: TrainJob) -> dict:
+def run(training: Training) -> dict:
     """Kind ``cli-agent``: a coding agent under a time budget (PostTrainBench)."""
     agent = training.spec.agent_cli
     checkout = ptb_agent.checkout_of(training.run.checkout_marker) if agent.posttrainbench else None
-    return train_agent_cell(AgentJob(training, checkout=checkout))
+    return train_agent_cell(AgentCell(training, checkout=checkout))

@@ -29,7 +29,7 @@ from ptflow.keys import DRAIN_SECONDS, Masker, Pump
 from ptflow.specs import AgentCliSpec, StageRuntime
 from ptflow.stages.agent.budget import KILLED_EXIT, TIMEOUT_EXIT, AttemptClock
 from ptflow.stages.agent.clis import CLIS, cell_environment, prepare_cli_home
-from ptflow.stages.agent.job import AgentCellError, AgentEnd, AttemptContext
+from ptflow.stages.agent.context import AgentCellError, AgentEnd, AttemptContext
 from ptflow.stages.agent.task_dir import own_dir
 from ptflow.stages.evaluate.sources import data_env
 from ptflow.stages.posttrainbench import agent as ptb_agent
@@ -183,7 +183,7 @@ class AgentHome:
     def of(cls, ctx: AttemptContext, host_home: Path) -> AgentHome:
         from ptflow.cluster.runtime import HOME_BOUND
 
-        kind = ctx.job.runtime.kind if ctx.job.runtime else "venv"
+        kind = ctx.agent_cell.runtime.kind if ctx.agent_cell.runtime else "venv"
         bound = kind in HOME_BOUND
         home = AGENT_HOME if bound else str(host_home)
         # the task dir as the agent sees it: a checkout cell's is in its home (/home/ben/task in a container)
@@ -211,18 +211,20 @@ def _run_in_home(ctx: AttemptContext, host_home: Path) -> AgentEnd:
     binds += ([] if h.bound else [str(host_home)]) + ([f"{ctx.view.path}:{hf_in}"] if hf_in else [])
     if hf_in:
         (host_home / "hf_cache").mkdir(exist_ok=True)  # the mount point in the bound home
-    argv = build_argv(agent, values, ctx.job.runtime, str(host_home), binds, hours=ctx.left / 3600, workdir=h.task_in)
+    argv = build_argv(
+        agent, values, ctx.agent_cell.runtime, str(host_home), binds, hours=ctx.left / 3600, workdir=h.task_in
+    )
     prompt_copy = "prompt.md" if not ctx.earlier else f"prompt-{len(ctx.earlier) + 1}.md"
     shutil.copyfile(own / "prompt.md", ctx.trace_dir / prompt_copy)
     job_env, child_env = _environment(ctx, h, agent, values["prompt"], hf_in)
     shown = [a if a != values["prompt"] else "<prompt.md>" for a in argv]
-    ctx.job.log(
+    ctx.agent_cell.log(
         f"agent {agent.id} in {ctx.task_dir} ({ctx.left / 3600:g} h of {agent.hours:g} h left): $ " + " ".join(shown)
     )
     # the agent's keys, the CLI's own variable, every secret-looking variable of the job and the child: ***
     masker = Masker.for_env({**job_env, **child_env}, agent.keys)
     if masker.notice():
-        ctx.job.log(f"agent {agent.id}: {masker.notice()}")
+        ctx.agent_cell.log(f"agent {agent.id}: {masker.notice()}")
     return _launch(ctx, argv, child_env, masker)
 
 
@@ -232,8 +234,8 @@ def _install_home(ctx: AttemptContext, h: AgentHome) -> AgentCliSpec:
     agent = ctx.agent
     if not agent.posttrainbench:
         return agent
-    ptb_agent.check_home(agent, ctx.job.checkout, h.kind)
-    ptb_agent.install_home(agent, ctx.job.checkout, h.host)  # run_task.sh's copies into its job dir
+    ptb_agent.check_home(agent, ctx.agent_cell.checkout, h.kind)
+    ptb_agent.install_home(agent, ctx.agent_cell.checkout, h.host)  # run_task.sh's copies into its job dir
     if agent.posttrainbench.solve and not agent.command:  # agents/<agent>/solve.sh, where run_task.sh puts it
         return replace(agent, command=["bash", f"{h.home}/{ptb_agent.SOLVE_NAME}"])
     return agent
@@ -251,7 +253,7 @@ def _environment(
     settings, its temp dir, the task's variables, solve.sh's (run_task.sh's), the evaluation's caches, the HF view."""
     checkout = bool(agent.posttrainbench)
     root = os.geteuid() == 0  # the CLI runs as the job's user in every runtime ptflow builds (docs: agent cells)
-    job_env = dict(ctx.job.env or os.environ)
+    job_env = dict(ctx.agent_cell.env or os.environ)
     if not h.container:  # the job's python first (a venv site's interpreter need not be on the job's PATH)
         job_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), job_env.get("PATH", "")])
     hf_home = hf_in or (str(ctx.view.path) if ctx.view else None)
@@ -260,7 +262,7 @@ def _environment(
     host_values = None if h.bound else host_values
     cli_env = prepare_cli_home(agent.to_params(), h.host, h.home, h.task_in, root, host_values=host_values)
     if root and agent.cli in CLIS:
-        ctx.job.log(
+        ctx.agent_cell.log(
             f"agent {agent.id}: the job runs as root; {agent.cli} gets its sandbox switch (see docs/concepts.md)"
         )
     (h.host / "tmp").mkdir(exist_ok=True)  # the agent's own temp dir (the CLIs leave error reports there)
@@ -279,21 +281,21 @@ def _environment(
         "PTFLOW_AGENT_KEYS": ",".join(agent.keys),  # names only: the values are in the env already
         **solve_env,
     }
-    if ctx.job.threads:
+    if ctx.agent_cell.threads:
         # The agent's torch (its training, its evaluate.py) as many threads as the job has CPUs, as ptflow's own
         # trainings and evaluations are (bench/RESULTS.md, "the second cut"); a value the job's environment sets (in
         # child_env already, from cell_environment) wins.
-        for name, value in thread_env(ctx.job.threads).items():
+        for name, value in thread_env(ctx.agent_cell.threads).items():
             child_env.setdefault(name, value)
     if agent.evals_cache and agent.hf_home:  # evaluate.py reads offline from the evaluation's caches
         child_env.update(data_env(agent.hf_home, agent.evals_cache))
     if hf_home:
         child_env["HF_HOME"] = hf_home
-    if ctx.job.runtime:
+    if ctx.agent_cell.runtime:
         from ptflow.cluster.runtime import container_env
 
         # apptainer: HOME is the user's real home for --home's handling; the container sees /home/ben
-        child_env = container_env(ctx.job.runtime.site_runtime, child_env)
+        child_env = container_env(ctx.agent_cell.runtime.site_runtime, child_env)
     return job_env, child_env
 
 
@@ -301,7 +303,7 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
     """Run the agent with its output into the trace (masked), this attempt's time and workspace synced as it runs
     (with a resume dir), stopped on the warning or SIGTERM; a refused key or a command that could not run fails the
     cell; how it ended goes to attempts.json."""
-    job, agent = ctx.job, ctx.agent
+    agent_cell, agent = ctx.agent_cell, ctx.agent
     header = (
         f"=== ptflow: attempt {len(ctx.earlier) + 1} ({socket.gethostname()}, job {os.environ.get('SLURM_JOB_ID')}) ==="
     )
@@ -313,14 +315,19 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
             fh.flush()
         stdout_from = so.tell()  # this attempt's events start here
         with SaveOnWarning(term=True) as warning:
-            if job.resume is not None:
+            if agent_cell.resume is not None:
                 clock = AttemptClock(
-                    job.resume, job.attempt, ctx.task_dir, job.workspace, float(sync_minutes) * 60, job.log
+                    agent_cell.resume,
+                    agent_cell.attempt,
+                    ctx.task_dir,
+                    agent_cell.workspace,
+                    float(sync_minutes) * 60,
+                    agent_cell.log,
                 )
                 clock.__enter__()
             t0 = time.time()
             try:
-                rc, stopped = run_agent(argv, ctx.task_dir, child_env, so, se, warning, job.log, masker)
+                rc, stopped = run_agent(argv, ctx.task_dir, child_env, so, se, warning, agent_cell.log, masker)
             finally:
                 if clock is not None:
                     clock.__exit__(None, None, None)
@@ -336,9 +343,9 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
     if clock is not None:
         clock.sync("agent stopped for a restart" if stopped else "agent ended")
         ended_by = "stopped for a restart" if stopped else ("timeout" if rc in (TIMEOUT_EXIT, KILLED_EXIT) else "exit")
-        job.resume.record_attempt(
+        agent_cell.resume.record_attempt(
             {
-                "id": job.attempt,
+                "id": agent_cell.attempt,
                 "agent": {
                     "time_taken": round(time_taken, 3),
                     "exit_code": rc,

@@ -51,7 +51,7 @@ class TrainRun:
 
 
 @dataclass(frozen=True)
-class TrainJob:
+class Training:
     """What every trainer gets: the job's spec and files, where to write (a staging dir that becomes the checkpoint
     only when the trainer returns), the cell's resume state on scratch and this attempt's id there
     (``resume.attempts()`` holds the earlier ones)."""
@@ -88,7 +88,7 @@ class TrainJob:
         return self.run.log
 
 
-def trainer_of(kind: str) -> Callable[[TrainJob], dict]:
+def trainer_of(kind: str) -> Callable[[Training], dict]:
     """The ``run(job)`` of an agent kind, from the registry (``ptflow.config.kinds``)."""
     spec = KINDS[kind]
     if spec.trainer is None:
@@ -145,7 +145,7 @@ def train_cell(spec: TrainSpec, run: TrainRun) -> dict:
     resume.record_attempt(
         {"id": this_attempt, "started": started, "host": socket.gethostname(), "slurm_job_id": _job_id()}
     )
-    result = _train(TrainJob(spec, run, staging, resume, this_attempt))
+    result = _train(Training(spec, run, staging, resume, this_attempt))
     seconds = time.time() - started
     attempts = resume.record_attempt(
         {"id": this_attempt, "ended": time.time(), "completed": True, "resumed_from": result.get("resumed_from")}
@@ -164,7 +164,7 @@ def train_cell(spec: TrainSpec, run: TrainRun) -> dict:
     return manifest
 
 
-def _train(job: TrainJob) -> dict:
+def _train(job: Training) -> dict:
     """The kind's trainer on rank 0; a failed or stopped attempt is recorded and its staging dir removed."""
     try:
         return trainer_of(job.spec.kind)(job)
@@ -213,7 +213,7 @@ def _other_rank(spec: TrainSpec, run: TrainRun, ckpt: Path) -> dict:
     resume = ResumeDir.for_checkpoint(ckpt, spec.config_hash)
     # (no time-limit warning of its own: rank 0 decides when to save)
     try:
-        return trainer_of(spec.kind)(TrainJob(spec, replace(run, warn_seconds=None), staging, resume))
+        return trainer_of(spec.kind)(Training(spec, replace(run, warn_seconds=None), staging, resume))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -107,5 +107,5 @@ def train_grpo(
 
 
 def run(job) -> dict:
-    """Kind ``trl-grpo`` (a ``ptflow.stages.train.cell.TrainJob``)."""
+    """Kind ``trl-grpo`` (a ``ptflow.stages.train.cell.Training``)."""
     return run_trainer(train_grpo, GrpoSettings, job)

@@ -160,7 +160,7 @@ def default_checkout(runtime: StageRuntime | None) -> str | None:
 
 def train_nemo(cell) -> dict:
     """On-policy distillation on a Ray cluster over this job's allocation, then the student's newest step converted
-    to HF format in the cell's staging dir (``cell``: a ``ptflow.stages.train.cell.TrainJob``). Needs GPUs and a
+    to HF format in the cell's staging dir (``cell``: a ``ptflow.stages.train.cell.Training``). Needs GPUs and a
     NeMo-RL checkout: it does not run on the CPU test machine."""
     from ptflow.cluster import slurm
     from ptflow.cluster.preempt import deadline_settings, job_deadline, stopped_by_deadline

@@ -69,5 +69,5 @@ def train_sft(
 
 
 def run(job) -> dict:
-    """Kind ``trl-sft`` (a ``ptflow.stages.train.cell.TrainJob``)."""
+    """Kind ``trl-sft`` (a ``ptflow.stages.train.cell.Training``)."""
     return run_trainer(train_sft, SftSettings, job)

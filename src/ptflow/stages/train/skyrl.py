@@ -34,7 +34,7 @@ def trainer_argv(params: dict, start_model: str, out: str) -> list[str]:
 
 
 def run(job) -> dict:
-    """Train one cell (a ``ptflow.stages.train.cell.TrainJob``) inside the trainer job its supervisor submitted."""
+    """Train one cell (a ``ptflow.stages.train.cell.Training``) inside the trainer job its supervisor submitted."""
     coord = os.environ.get(COORD_ENV)
     if not coord:
         raise SkyRLError(

@@ -56,7 +56,7 @@ class TrlSettings:
 
 
 def run_trainer(train: Callable[..., dict], settings_type: type[TrlSettings], job) -> dict:
-    """A TRL kind's ``run(job)``: ``job`` (a ``ptflow.stages.train.cell.TrainJob``) params as ``settings_type``,
+    """A TRL kind's ``run(job)``: ``job`` (a ``ptflow.stages.train.cell.Training``) params as ``settings_type``,
     its start model, train split, staging dir, resume state, log and the GPUs it asked for, given to ``train``
     (``train_sft``, ``train_grpo``)."""
     hp = settings_type(**job.params)

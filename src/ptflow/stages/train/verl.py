@@ -204,7 +204,7 @@ def state_dir(out: Path) -> Path:
 
 def train_verl(cell) -> dict:
     """Run the verl trainer on a Ray cluster over this job's allocation, then merge its newest checkpoint into
-    the cell's staging dir in HF format (``cell``: a ``ptflow.stages.train.cell.TrainJob``). Needs GPUs and verl:
+    the cell's staging dir in HF format (``cell``: a ``ptflow.stages.train.cell.Training``). Needs GPUs and verl:
     it does not run on the CPU test machine."""
     from ptflow.cluster import slurm
     from ptflow.cluster.preempt import deadline_settings, job_deadline

@@ -1,5 +1,5 @@
-"""One agent cell's job and one attempt of it, as the other modules of the agent cell read them: ``AgentJob`` (the
-train job's ``TrainJob`` as the cell reads it, never copied), ``AttemptContext`` (this attempt's task dir, HF view,
+"""One agent cell and one attempt of it, as the other modules of the agent cell read them: ``AgentCell`` (the
+train job's ``Training`` as the cell reads it, never copied), ``AttemptContext`` (this attempt's task dir, HF view,
 trace dir and budget left), ``AgentEnd`` (how the attempt's agent ended) and ``AgentCellError`` (a cell that cannot
 run, in one line).
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ptflow.cluster.preempt import ResumeDir
 from ptflow.specs import AgentCliSpec, CellRef, StageRuntime
-from ptflow.stages.train.cell import TrainJob
+from ptflow.stages.train.cell import Training
 
 
 class AgentCellError(RuntimeError):
@@ -23,13 +23,13 @@ class AgentCellError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class AgentJob:
+class AgentCell:
     """One agent cell as its train job runs it: the training as every trainer gets it (``training``: the rule's
     spec, the job's files, where the final model goes, the cell's resume state and this attempt's id), the
     PostTrainBench cell's checkout (from the rule's marker) and the environment the keys come from (None: this
     process's). The rest is read from the training, never copied."""
 
-    training: TrainJob
+    training: Training
     checkout: Path | None = None
     env: dict | None = None
 
@@ -86,7 +86,7 @@ class AttemptContext:
     """This attempt's agent run: the cell's job, its task dir (in a checkout cell's home), the private HF view (None:
     none), the trace dir in the cell's results, the seconds of budget left, and the earlier attempts that count."""
 
-    job: AgentJob
+    agent_cell: AgentCell
     task_dir: Path
     view: object | None
     trace_dir: Path
@@ -95,7 +95,7 @@ class AttemptContext:
 
     @property
     def agent(self) -> AgentCliSpec:
-        return self.job.agent
+        return self.agent_cell.agent
 
 
 @dataclass(frozen=True)
