@@ -18,6 +18,7 @@ from ptflow.stages.agent.clis import CLIS, cell_environment
 from ptflow.stages.agent.task_dir import keep_workspace
 from ptflow.stages.judge import judge_cell, read_verdict_files
 from tests.conftest import REPO
+from tests.support.agent_cells import agent_spec
 
 
 def _cli_agent(**kw):
@@ -76,14 +77,16 @@ def test_standard_image_installs_the_pins_through_build_arguments(tmp_path):
 def test_each_cli_sees_only_its_own_providers_key():
     environ = {"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o", "GEMINI_API_KEY": "g", "HF_TOKEN": "h",
                "PATH": "/bin", "MY_SECRET": "s"}  # fmt: skip
-    claude = cell_environment({"cli": "claude", "keys": ["ANTHROPIC_API_KEY"]}, environ)
+    claude = cell_environment(agent_spec(id="a", cli="claude", keys=["ANTHROPIC_API_KEY"]), environ)
     assert claude["ANTHROPIC_API_KEY"] == "a" and claude["PATH"] == "/bin"
     assert not {"OPENAI_API_KEY", "GEMINI_API_KEY", "HF_TOKEN", "MY_SECRET"} & set(claude)
-    codex = cell_environment({"cli": "codex", "keys": ["OPENAI_API_KEY"]}, environ)
+    codex = cell_environment(agent_spec(id="a", cli="codex", keys=["OPENAI_API_KEY"]), environ)
     assert codex["CODEX_API_KEY"] == "o" and "OPENAI_API_KEY" not in codex  # as PostTrainBench's run_task.sh
-    graded = cell_environment({"cli": "codex", "keys": ["OPENAI_API_KEY"], "grader_keys": ["OPENAI_API_KEY"]}, environ)
+    graded = cell_environment(
+        agent_spec(id="a", cli="codex", keys=["OPENAI_API_KEY"], grader_keys=["OPENAI_API_KEY"]), environ
+    )
     assert graded["CODEX_API_KEY"] == "o" and graded["OPENAI_API_KEY"] == "o"  # the eval's grader needs it
-    gemini = cell_environment({"cli": "gemini", "keys": ["GEMINI_API_KEY"]}, environ)
+    gemini = cell_environment(agent_spec(id="a", cli="gemini", keys=["GEMINI_API_KEY"]), environ)
     assert gemini[CLIS["gemini"].key_var] == "g" and "ANTHROPIC_API_KEY" not in gemini
 
 

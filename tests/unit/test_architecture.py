@@ -188,3 +188,26 @@ def test_every_kind_names_a_trainer_that_exists():
     for kind, spec in KINDS.items():
         if spec.trainer is not None:
             assert callable(trainer_of(kind)), kind
+
+
+MAX_MODULE_LINES = 600
+MODULE_REASON = "# module size:"  # a comment line of the module: why it is longer (issue 47)
+MAX_COMMON_SMK_LINES = 400
+
+
+def test_no_module_is_over_600_lines_without_a_reason_in_it():
+    """Issue 47: a module is a room one reads in a sitting. One that has to be longer says why on a
+    ``# module size: ...`` line of its own."""
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        reason = any(ln.strip().startswith(MODULE_REASON) and len(ln.strip()) > len(MODULE_REASON) + 20 for ln in lines)
+        if len(lines) > MAX_MODULE_LINES and not reason:
+            long.append(f"{path.relative_to(PACKAGE)}: {len(lines)} lines")
+    assert long == []
+
+
+def test_common_smk_stays_a_set_of_thin_get_functions():
+    """The rules' values are computed in the package (ptflow.jobs); common.smk names them for the rules."""
+    lines = (REPO / "workflow" / "rules" / "common.smk").read_text().splitlines()
+    assert len(lines) < MAX_COMMON_SMK_LINES, f"common.smk has {len(lines)} lines"

@@ -320,7 +320,7 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
     cell of a PostTrainBench checkout: in the task dir as the agent left it (:func:`checkout_judge_dir`), with no
     time limit of its own, as run_task.sh runs it."""
     from ptflow.jobenv import node_tmp
-    from ptflow.stages.agent.clis import CLIS, cell_environment, prepare_cli_home
+    from ptflow.stages.agent.clis import CLIS, JudgeCliUser, cell_environment, prepare_cli_home
 
     cli = CLIS[judge["agent"]]
     workspace = Path(run.get("workspace") or "")
@@ -352,9 +352,7 @@ def _agentic_verdict(cell, run, judge, trace_md, trace_dir, runtime, log, checko
             files={q: name for q, (name, _) in VERDICT_FILES.items()},
             answers={q: list(a) for q, (_, a) in VERDICT_FILES.items()},
         )
-        spec = {"id": "judge", "cli": cli.name, "model": judge["model"], "keys": list(judge.get("keys", []))}
-        if judge.get("base_url"):
-            spec["base_url"] = judge["base_url"]
+        spec = JudgeCliUser(cli.name, judge["model"], list(judge.get("keys", [])), base_url=judge.get("base_url"))
         from ptflow.cluster.runtime import AGENT_HOME, HOME_BOUND
 
         # apptainer and pyxis bind the judge's home at AGENT_HOME (/home/ben), as they do the agent's

@@ -260,7 +260,7 @@ def _environment(
     # what the checkout's codex config sets for the agent's commands, where the home is a host dir: the real paths
     host_values = {"HOME": h.home, "HF_HOME": hf_home, "PATH": job_env["PATH"], "LD_LIBRARY_PATH": None}
     host_values = None if h.bound else host_values
-    cli_env = prepare_cli_home(agent.to_params(), h.host, h.home, h.task_in, root, host_values=host_values)
+    cli_env = prepare_cli_home(agent, h.host, h.home, h.task_in, root, host_values=host_values)
     if root and agent.cli in CLIS:
         ctx.agent_cell.log(
             f"agent {agent.id}: the job runs as root; {agent.cli} gets its sandbox switch (see docs/concepts.md)"
@@ -271,7 +271,7 @@ def _environment(
     # the variables run_task.sh gives solve.sh
     solve_env = ptb_agent.solve_environment(agent, prompt, h.home, job_env["PATH"]) if _solving(ctx) else {}
     child_env = {
-        **cell_environment(agent.to_params(), job_env),
+        **cell_environment(agent, job_env),
         **cli_env,
         "TMPDIR": f"{h.home}/tmp",
         # ptflow's own cells are offline; a checkout's agents are not (run_task.sh's prompt: internet unrestricted)
