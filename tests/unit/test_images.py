@@ -68,27 +68,16 @@ def test_posttrainbench_def_uses_fakeroot_unless_root(tmp_path):
     rt = site("generic")
     spec = images.image_spec(rt, "standard")
     assert images.builder_of(rt, spec) == "apptainer-def"
-    plan = image_build.plan_build(
-        rt,
-        "standard",
-        "/s/standard.sif",
-        digest="d",
-        recipe_root=REPO,
-        workdir=tmp_path,
-        job=image_build.BuildJob(euid=5),
-    )
+
+    def plan_as(euid: int) -> image_build.BuildPlan:
+        job = image_build.BuildJob(euid=euid)
+        return image_build.plan_build(rt, "standard", "/s/standard.sif", digest="d", recipe_root=REPO,
+                                      workdir=tmp_path, job=job)  # fmt: skip
+
+    plan = plan_as(5)
     assert plan.steps == [["apptainer", "build", "--fakeroot", str(plan.tmp_output), str(REPO / "envs/standard.def")]]
     assert plan.cwd == str(REPO)
-    root = image_build.plan_build(
-        rt,
-        "standard",
-        "/s/standard.sif",
-        digest="d",
-        recipe_root=REPO,
-        workdir=tmp_path,
-        job=image_build.BuildJob(euid=0),
-    )
-    assert "--fakeroot" not in root.steps[0]
+    assert "--fakeroot" not in plan_as(0).steps[0]
 
 
 def test_pyxis_registry_source_is_enroot_import(tmp_path):
