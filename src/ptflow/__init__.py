@@ -6,16 +6,24 @@ Layers, each importing only those before it (``tests/unit/test_architecture.py``
   ``jobenv`` (a job's environment and rule log), ``warmstart`` (local jobs forked from warm processes),
   ``snakemake_once`` (two of Snakemake's per-job computations, done once);
 - ``config``  — the validated configuration: models, evals, agents, cells, agent kinds, sites, paths;
-- ``specs``   — the job contract: one frozen value per rule's job, what its params carry and its script, stage
-  and cluster code take (``TrainSpec``, ``EvaluateSpec``, ...);
+- ``specs``   — the job contract: one frozen value per rule's job, typed all the way down (its stage's runtime,
+  its evaluation call, a checkout cell's files), what its params carry and its script, stage and cluster code take
+  (``TrainSpec``, ``EvaluateSpec``, ...);
 - ``cluster`` — the machine: Slurm commands, preflight, supervision and infra retries, container runtimes and
   images, the shared HF cache and private views of it, time-limit warnings, multi-node helpers;
 - ``launch``  — programs spread over an allocation: the Ray launcher, SkyRL's two-job coordination;
-- ``stages``  — the steps jobs run: cache, data, train (one module per agent kind), evaluate, judge;
+- ``stages``  — the steps jobs run: cache, data, train (one module per agent kind), an agent-CLI cell (``agent``),
+  evaluate (a cell's evaluation in its evaluate job or its train job's allocation), judge;
 - ``standins`` — programs that stand in for what cannot run here, selectable on purpose (the scripted agent);
-- ``jobs``    — the specs built from config, site and layout (``workflow/rules/common.smk`` looks them up), and
-  what a job does beyond one stage (an evaluation in a train job's allocation);
+- ``jobs``    — the specs built from config, site and layout, and the rules' inputs, threads and resources
+  (``workflow/rules/common.smk`` looks them up);
 - ``results`` — the read side over finished cells: score, tables, report, PostTrainBench export, a cell's state
   from its files; it starts no job;
 - ``ops``     — the ``ptflow`` command (plan, status, cancel, logs, remote) and the driver's hooks.
+
+Words, one meaning each: a *job* is a Slurm or Snakemake job; a *spec* is what a rule's params hand its job; a
+*runtime* is where a job's software runs (a container runtime or a venv; only the site's requests and the Slurm
+plugin call a time limit ``runtime``); a *model* is an LLM (the config's structure is ``config.entries`` and
+``config.matrix``); *evaluate* is the final evaluation of a cell (``stages.evaluate``), the agent's own kit script
+keeping PostTrainBench's name ``evaluate.py``.
 """
