@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow.ops.remote import EXCLUDES
+from ptflow.ops.remote import EXCLUDES, EXCLUDES_ANYWHERE
 from tests.e2e.smk import REPO
 from tests.support.sshd import LoopbackSshd, SshdError
 
@@ -46,8 +46,14 @@ def sshd():
 def remote_dir():
     WORK_ROOT.mkdir(parents=True, exist_ok=True)
     path = WORK_ROOT / f"remote-{uuid.uuid4().hex[:8]}"
+
     # "The workstation": a checkout of the workflow (code and config only), where ptflow remote is typed.
-    shutil.copytree(REPO, path / "workstation", ignore=shutil.ignore_patterns(*EXCLUDES))
+    # as `ptflow remote` stages it: EXCLUDES are the directory's own entries (a package named results, src/ptflow/
+    # results, is code, not the run's results), EXCLUDES_ANYWHERE are caches at any depth
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        return [n for n in names if n in EXCLUDES_ANYWHERE or (Path(directory) == REPO and n in EXCLUDES)]
+
+    shutil.copytree(REPO, path / "workstation", ignore=ignore)
     # The remote mechanics do not need the default matrix, nor a training: one cell, the baseline of one model on
     # one eval (cache, preprocess, one evaluation, the aggregate's summary.csv and status.png). A second cell or an
     # SFT job would only cost CPU (a training and a second evaluation) without touching SSH differently.
@@ -116,6 +122,8 @@ def test_remote_run_completes_default_and_reads_back_over_ssh(sshd, remote_dir):
     """
     started = ptflow_remote(sshd, remote_dir, "run")
     assert "started snakemake on 127.0.0.2:2222" in started.stdout, started.stdout
+    # staged as code: the package named results (only the workflow directory's own results/ stays behind)
+    assert (remote_dir / "wf" / "src" / "ptflow" / "results" / "scoring.py").is_file()
     # failover: the dead host was tried first
     assert DEAD_HOST.split(":")[0] in started.stderr
     # no key material and no secret on any logged command line

@@ -65,7 +65,10 @@ def settings(env: dict | None = None, files=DOTENV_FILES) -> dict[str, str]:
     return merged
 
 
-EXCLUDES = (".venv", "results", ".scratch", ".snakemake", ".git", ".ptflow", "__pycache__", ".pytest_cache")
+# Not staged: the workflow directory's own run outputs and environments (EXCLUDES: its top-level entries only, so a
+# package named results, src/ptflow/results, is staged) and caches wherever they are (EXCLUDES_ANYWHERE).
+EXCLUDES = (".venv", "results", ".scratch", ".snakemake", ".git", ".ptflow")
+EXCLUDES_ANYWHERE = ("__pycache__", ".pytest_cache")
 
 
 class RemoteError(RuntimeError):
@@ -210,7 +213,8 @@ mkdir -p {shlex.quote(self.remote_dir)} 2>/dev/null && test -w {shlex.quote(self
 
     def stage(self, local_dir: Path) -> None:
         """Copy the workflow directory (code and config, not results or environments) to the remote dir."""
-        tar = ["tar", "-C", str(local_dir), *[f"--exclude=./{e}" for e in EXCLUDES], "-czf", "-", "."]
+        excludes = [f"--exclude=./{e}" for e in EXCLUDES] + [f"--exclude={e}" for e in EXCLUDES_ANYWHERE]
+        tar = ["tar", "-C", str(local_dir), *excludes, "-czf", "-", "."]
         LOG.info("run: %s", tar)
         data = subprocess.run(tar, capture_output=True, check=True).stdout
         d = shlex.quote(self.remote_dir)
