@@ -35,6 +35,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/judge.smk"
+include: "workflow/rules/rescore.smk"
 include: "workflow/rules/report.smk"
 
 

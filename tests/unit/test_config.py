@@ -343,3 +343,17 @@ def test_on_restart_modes_and_default_are_the_config_entries():
     assert enums and set(enums) == {ON_RESTART_MODES}
     row = next(line for line in (REPO / "docs/configuration.md").read_text().splitlines() if "| `on_restart` |" in line)
     assert f"`{DEFAULT_ON_RESTART}` (default)" in row and all(f"`{m}`" in row for m in ON_RESTART_MODES)
+
+
+def test_rescorers_default_to_the_tasks_and_an_unknown_or_a_checkout_one_is_refused(default_raw):
+    from ptflow.config.entries import eval_from_entry
+
+    gsm8k = {"id": "gsm8k", "task": "inspect_evals/gsm8k", "max_new_tokens": 64}
+    assert eval_from_entry(gsm8k).rescore == ("exact_numeric",)  # the task's default (PostTrainBench's rescoring)
+    assert eval_from_entry({**gsm8k, "rescore": []}).rescore == ()
+    assert build_config(default_raw).evals["add"].rescore == ()  # the toy task: none unless asked
+    with pytest.raises(ConfigError, match=r"evals\[0\]\.rescore: 'exactly' is not a rescorer; use exact_numeric"):
+        eval_from_entry({**gsm8k, "rescore": ["exactly"]})
+    checkout = {"id": "gsm8k", "task": "posttrainbench/gsm8k", "rescore": ["exact_numeric"]}
+    with pytest.raises(ConfigError, match=r"rescore: eval 'gsm8k' runs the PostTrainBench checkout's evaluate.py"):
+        eval_from_entry(checkout)

@@ -42,6 +42,7 @@ RULE_STAGE = {
     "evaluate": "evaluate",
     "aggregate": "aggregate",
     "judge": "judge",
+    "rescore": "aggregate",
 }
 NOT_SUBMITTED = ("all", "edf", "hf_cache")  # run on the login node: no Slurm job to price
 
@@ -180,6 +181,16 @@ def test_cpu_hours_count_threads_on_generic(posttrainbench_generic):
     assert out["jobs_per_rule"]["train"] == 224 and out["jobs_per_rule"]["evaluate"] == 280
     assert gpu["gpu_hours"] == pytest.approx(gpu["node_hours"]) == pytest.approx(224 * 12 + 56 * 3)
     assert out["totals"]["gpu_allocations"] == 224 + 56  # one GPU queue wait per cell
+
+
+def test_rescoring_is_a_cpu_job_per_cell_of_its_evals(posttrainbench_generic):
+    """Rule rescore (gsm8k and aime2025 by default: exact_numeric) scores each cell's stored inspect log again: no
+    model, no GPU. The plan prices it with the aggregate request: 80 cells of those two evals, 0 GPUs each."""
+    out, ctx = posttrainbench_generic
+    rescore = [j for j in out["jobs"] if j["rule"] == "rescore"]
+    cells = [c for c in ctx.cfg.cells if c.eval in ("gsm8k", "aime2025")]
+    assert len(rescore) == len(cells) == out["jobs_per_rule"]["rescore"] == 80
+    assert {(r["stage"], r["gpus"]) for j in rescore for r in j["requests"]} == {("aggregate", 0)}
 
 
 def test_supervised_trainings_keep_their_gpu_job_on_pyxis(posttrainbench_pyxis):

@@ -93,6 +93,7 @@ resources_of = _workflow_error(VALUES.resources)
 supervised_held_of = _workflow_error(VALUES.supervised_held)
 supervised_agents = VALUES.supervised_agents
 agent_constraint = VALUES.agent_constraint
+rescorer_constraint = VALUES.rescorer_constraint
 
 
 def get_attempt(wildcards, attempt):
@@ -231,6 +232,12 @@ def get_judge_params(wildcards):
     return JOBS.judge(
         wildcards.model, wildcards.eval, wildcards.agent, _ptb_objects
     ).to_params()
+
+
+# ---- rescore: a cell's stored inspect log scored again (no model, no GPU) ----
+
+
+rescore_jsons = INPUTS.rescore_jsons
 
 
 # ---- report ----

@@ -7,6 +7,7 @@ rule aggregate:
         **aggregate_checkout_input(),
         evals=eval_jsons(),
         judges=judge_jsons(),
+        rescores=rescore_jsons(),
     output:
         summary=LAYOUT.summary(),
         agents=LAYOUT.agents_csv(),

@@ -108,7 +108,7 @@ def check_site_requests(cfg: Config, site: Site) -> list[str]:
 def check_multinode(cfg: Config, site: Site) -> list[str]:
     """A train request over several nodes only for kinds that can use them (``AgentKind.multinode``)."""
     problems = []
-    for agent_id in sorted({c.agent for c in cfg.training_cells()}):
+    for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
         agent = cfg.agents[agent_id]
         nodes = site.request("train", agent).get("nodes", 1)
         if nodes > 1 and agent.spec.multinode is None:
@@ -297,7 +297,7 @@ def required_inputs(cfg: Config, site: Site) -> list[tuple[str, str]]:
 
     out = []
     kinds_in_use = set()
-    for agent_id in sorted({c.agent for c in cfg.training_cells()}):
+    for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
         agent = cfg.agents[agent_id]
         kinds_in_use |= {agent.id, agent.kind}
         if agent.params.get("checkout"):

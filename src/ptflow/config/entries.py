@@ -47,6 +47,7 @@ class Eval:
     sampling: str | dict | None = None  # "greedy", {temperature, top_p, seed}, or None: the provider's defaults
     grader: dict | None = None  # {model, keys, model_args, config}: keys are names, values come from the environment
     keys: tuple[str, ...] = ()  # posttrainbench/<eval>: names of the variables its evaluate.py reads (grader's key)
+    rescore: tuple[str, ...] = ()  # scorers rule rescore applies to its cells' stored inspect logs (tasks.RESCORERS)
 
     @property
     def from_checkout(self) -> bool:
@@ -213,8 +214,20 @@ def build_evals(entries: list[dict]) -> dict[str, Eval]:
             canonical(e.get("sampling")),
             canonical(e.get("grader")),
             tuple(e.get("keys", ())),
+            _rescore(i, e),
         )
     return evals
+
+
+def _rescore(i: int, e: dict) -> tuple[str, ...]:
+    """The eval's rescorers: its own list (``rescore``; [] for none), else its task's default."""
+    names = tuple(e["rescore"]) if "rescore" in e else tasks.facts(e["task"]).rescore
+    unknown = [n for n in names if n not in tasks.RESCORERS]
+    if unknown:
+        raise ConfigError(
+            f"config error at evals[{i}].rescore: {unknown[0]!r} is not a rescorer; use {', '.join(tasks.RESCORERS)}"
+        )
+    return names
 
 
 # ptflow's own evaluation settings: the checkout's evaluate.py and run_task.sh decide these for a posttrainbench eval.
@@ -230,6 +243,11 @@ def _checkout_eval(i: int, e: dict) -> Eval:
         naming.check_safe_id("eval", e["id"])
     except naming.NameError_ as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    if e.get("rescore"):
+        raise ConfigError(
+            f"{where}.rescore: eval {e['id']!r} runs the PostTrainBench checkout's evaluate.py, which keeps no inspect "
+            "log ptflow can read; remove rescore, or rescore ptflow's own task of this eval (inspect_evals/...)"
+        )
     mixed = [k for k in _OWN_EVAL_SETTINGS if k in e]
     if mixed:
         raise ConfigError(

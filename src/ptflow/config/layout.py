@@ -65,6 +65,10 @@ class Layout:
     def eval_json(self, model: str, eval_id: str, agent: str) -> str:
         return f"{self.cell_dir(model, eval_id, agent)}/eval.json"
 
+    def rescore_json(self, model: str, eval_id: str, agent: str, scorer: str) -> str:
+        """The cell's stored inspect log scored again by ``scorer`` (rule rescore), beside its eval.json."""
+        return f"{self.cell_dir(model, eval_id, agent)}/rescore/{scorer}.json"
+
     def inspect_dir(self, model: str, eval_id: str, agent: str) -> str:
         return f"{self.cell_dir(model, eval_id, agent)}/inspect"
 

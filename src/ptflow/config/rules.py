@@ -54,6 +54,7 @@ RULE_REQUESTS = {
     "train_supervised": "train",
     "evaluate": "evaluate",
     "judge": "judge",
+    "rescore": "aggregate",  # a stored inspect log scored again: no model, no GPU
     "aggregate": "aggregate",
 }
 

@@ -253,9 +253,15 @@ class TaskFacts:
     vllm_args_by_family: dict = field(default_factory=dict)
     sources_import_task: bool = False  # deriving the sources imports the task's package (BFCL's category table)
     sampling: str | None = None  # the task's own default when the eval sets none ("greedy"; None: the provider's)
+    # the scorers its stored logs are rescored with by default (RESCORERS; config evals[].rescore overrides)
+    rescore: tuple[str, ...] = ()
 
 
 _ACCURACY = {"metric": "accuracy", "stderr": "stderr", "scorer": None}
+# The scorers rule rescore applies to a cell's stored inspect log (ptflow.results.rescore.SCORERS, one function each):
+# exact_numeric compares the last number by value, where the inspect of PostTrainBench's image compared with endswith.
+RESCORERS = ("exact_numeric",)
+_NUMERIC = ("exact_numeric",)
 _BFCL_VLLM = {
     fam: {"enable_auto_tool_choice": None, "tool_call_parser": parser}
     for fam, parser in (("qwen", "hermes"), ("gemma", "hermes"), ("smollm", "hermes"), ("llama", "llama3_json"))
@@ -265,8 +271,10 @@ TASKS: dict[str, TaskFacts] = {
     t.spec: t
     for t in (
         TaskFacts(TOY_TASK, headline={**_ACCURACY, "scorer": "gsm8k_strict"}, sampling="greedy"),
-        TaskFacts("inspect_evals/gsm8k", _gsm8k, headline=_ACCURACY),
-        TaskFacts("inspect_evals/aime2025", lambda a: [HFDataset(*AIME2025, ("test",))], headline=_ACCURACY),
+        TaskFacts("inspect_evals/gsm8k", _gsm8k, headline=_ACCURACY, rescore=_NUMERIC),
+        TaskFacts(
+            "inspect_evals/aime2025", lambda a: [HFDataset(*AIME2025, ("test",))], headline=_ACCURACY, rescore=_NUMERIC
+        ),
         TaskFacts("inspect_evals/humaneval", lambda a: [HFDataset(*HUMANEVAL, ("test",))], headline=_ACCURACY),
         TaskFacts(
             "inspect_evals/bfcl",

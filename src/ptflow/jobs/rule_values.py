@@ -17,8 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ptflow.cluster import envs, images
+from ptflow.config import tasks
 from ptflow.config.entries import Agent
 from ptflow.config.matrix import Cell
+from ptflow.config.naming import RUN_SEPARATOR
 from ptflow.config.rules import ADOPT_REQUEST, request_of
 from ptflow.jobs.build import Jobs
 from ptflow.stages.evaluate import in_train_job
@@ -93,9 +95,17 @@ class RuleValues:
 
     def agent_constraint(self, supervised: bool) -> str:
         """The agent wildcard of the train rules, disjoint: plugin jobs (train) or login-node supervisors
-        (train_supervised); a pattern that matches nothing where there are none."""
+        (train_supervised), each agent's repeats with it (``<id>@run<k>``); a pattern that matches nothing where there
+        are none."""
         ids = self.supervised_agents(supervised)
-        return "|".join(re.escape(i) for i in ids) if ids else "(?!)"
+        if not ids:
+            return "(?!)"
+        return "(?:" + "|".join(re.escape(i) for i in ids) + ")" + f"(?:{re.escape(RUN_SEPARATOR)}[1-9][0-9]*)?"
+
+    @staticmethod
+    def rescorer_constraint() -> str:
+        """The scorer wildcard of rule rescore: the rescorers ptflow has (``ptflow.config.tasks.RESCORERS``)."""
+        return "|".join(re.escape(name) for name in tasks.RESCORERS)
 
     def threads(self, rule: str, agents: list[str] | None = None):
         """A number where every agent of the rule gets the same, else per job."""
@@ -303,6 +313,14 @@ class RuleInputs:
         cells = [c for c in self.cfg.cells if self.cfg.agent_for(c.agent).spec.agent_cli]
         return [self.layout.judge_json(c.model, c.eval, c.agent) for c in cells]
 
+    def rescore_jsons(self) -> list[str]:
+        """Each cell's stored inspect log scored again by its eval's rescorers (``evals[].rescore``)."""
+        return [
+            self.layout.rescore_json(c.model, c.eval, c.agent, scorer)
+            for c in self.cfg.cells
+            for scorer in self.cfg.evals[c.eval].rescore
+        ]
+
     def final_outputs(self) -> list[str]:
         """Rule all's targets. Every cell's eval.json (and judge.json) is a target itself: Snakemake does not redo a
         missing intermediate file when what was made from it (summary.csv) is up to date, so a deleted eval.json would
@@ -312,6 +330,7 @@ class RuleInputs:
             layout.cache_marker(),
             *self.eval_jsons(),
             *self.judge_jsons(),
+            *self.rescore_jsons(),
             layout.summary(),
             layout.agents_csv(),
             layout.leaderboard(),

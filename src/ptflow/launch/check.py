@@ -25,7 +25,9 @@ PLACEHOLDER_JOB_ID = 1  # the rendered ports and temp dirs of a job id that is n
 
 
 def ray_agents(cfg: Config) -> list:
-    return [cfg.agents[a] for a in sorted({c.agent for c in cfg.training_cells()}) if cfg.agents[a].spec.ray_launcher]
+    return [
+        cfg.agents[a] for a in sorted({c.agent_id for c in cfg.training_cells()}) if cfg.agents[a].spec.ray_launcher
+    ]
 
 
 def check_ray_launchers(cfg: Config, site: Site, layout: Layout | None = None) -> list[str]:

@@ -113,7 +113,7 @@ def api_hosts(cfg) -> list[str]:
     """Where the matrix's agent CLIs send their requests (each CLI's API host), for the outbound check."""
     from ptflow.config.agent_clis import CLI_PACKAGES
 
-    clis = {cfg.agents[c.agent].cli for c in cfg.cells if cfg.agents[c.agent].spec.agent_cli}
+    clis = {cfg.agent_for(c.agent).cli for c in cfg.cells if cfg.agent_for(c.agent).spec.agent_cli}
     return sorted({CLI_PACKAGES[c].api_host for c in clis if c in CLI_PACKAGES})
 
 
@@ -267,7 +267,7 @@ def pick_cell(cfg, spec: str | None = None):
         return parse_cell(spec, cfg)
 
     def rank(c):
-        agent = cfg.agents[c.agent]
+        agent = cfg.agent_for(c.agent)
         return (
             not agent.spec.agent_cli,
             not agent.trains,
@@ -299,9 +299,9 @@ def smoke_agent(agent: dict, kind, hours: float, steps: int) -> dict:
 def smoke_config(raw: dict, cfg, cell, hours: float, steps: int) -> tuple[dict, str]:
     """The merged config with the smoke agent added and the matrix cut to its one cell; (config, agent id)."""
     agents = list(raw["agents"])
-    original = next(a for a in agents if a["id"] == cell.agent)
-    smoke = smoke_agent(original, cfg.agents[cell.agent].spec, hours, steps)
-    if not cfg.agents[cell.agent].trains:
+    original = next(a for a in agents if a["id"] == cell.agent_id)
+    smoke = smoke_agent(original, cfg.agent_for(cell.agent).spec, hours, steps)
+    if not cfg.agent_for(cell.agent).trains:
         smoke = original
     else:
         agents = [a for a in agents if a["id"] != smoke["id"]] + [smoke]

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptflow.config import naming
+from ptflow.config import naming, tasks
 from ptflow.results.settings import Settings
 
 SCORED, NO_MODEL, EVAL_FAILED, MISSING = "scored", "no_model", "eval_failed", "missing"
@@ -59,6 +59,8 @@ class ScoredCell:
     gpu_hours: float | None = None
     gpu_hours_source: str = "unknown"
     api_usage: dict | None = None  # eval.json's agent_run.api_usage: what the agent's CLI reported spending
+    # rescore/<scorer>.json beside eval.json (rule rescore): the stored inspect log's metric under each scorer
+    rescored: dict[str, float] = field(default_factory=dict)
     # filled by scoring
     score: float | None = None
     score_stderr: float = math.nan
@@ -210,4 +212,17 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Scored
         gpu_hours=gpu_hours,
         gpu_hours_source=gpu_source,
         api_usage=run_info.get("api_usage") if isinstance(run_info.get("api_usage"), dict) else None,
+        rescored=read_rescored(path.parent),
     )
+
+
+def read_rescored(cell_dir: Path) -> dict[str, float]:
+    """The cell's rescored metric values by scorer (``rescore/<scorer>.json``), those that have one."""
+    out = {}
+    for name in tasks.RESCORERS:
+        path = cell_dir / "rescore" / f"{name}.json"
+        if path.is_file():
+            metrics = json.loads(path.read_text()).get("metrics")
+            if metrics is not None:
+                out[name] = float(metrics["value"])
+    return out

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ptflow.files import atomic_path
 from ptflow.results.cells import ScoredCell, read_cell
-from ptflow.results.scoring import Result, score
+from ptflow.results.scoring import Result, rescored_scores, score
 from ptflow.results.settings import Settings, settings_from_config
 from ptflow.results.tables import board_lines, board_text, ranked, write_outputs
 from ptflow.specs import ScoringSpec
@@ -142,7 +142,10 @@ def score_cells(
     """The cells read from their files, their GPU-hours from Slurm's accounting where it has them, then scored."""
     cells = [read_cell(p, settings) for p in eval_jsons]
     apply_accounting(cells, slurm_usage(cells, log))
-    return score(cells, settings, expected, model_ids)
+    expected = list(expected) if expected is not None else None
+    result = score(cells, settings, expected, model_ids)
+    result.rescored = rescored_scores(result.cells, settings, expected, model_ids)
+    return result
 
 
 def write_report(

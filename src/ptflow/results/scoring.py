@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ptflow.results.cells import (
@@ -129,6 +129,8 @@ class Result:
     # a checkout run's leaderboard score (ptflow.results.ptb_score.Leaderboard), set by the aggregate stage; None: the
     # score is ptflow's weights alone
     leaderboard: Any = None
+    # scorer -> agent id -> the agent's score with its cells' rescored values (rule rescore; rescored_scores)
+    rescored: dict = field(default_factory=dict)
 
     def agent(self, agent_id: str) -> AgentScore:
         for a in self.agents:
@@ -394,3 +396,20 @@ def reference_scores(result: Result) -> dict[str, float]:
         "base (zero-shot)": sum(r.weight * r.base_mean for r in result.weights),
         "instruct (zero-shot)": sum(r.weight * r.instruct_mean for r in result.weights),
     }
+
+
+def rescored_scores(
+    cells: list[ScoredCell], settings: Settings | None = None, expected: Iterable | None = None, model_ids=None
+) -> dict[str, dict[str, AgentScore]]:
+    """Each rescorer's leaderboard (scorer -> agent id -> score): the matrix scored again with every cell's metric
+    replaced by its rescored value where it has one (rule rescore), its weights and fallbacks computed the same way.
+    A scorer no cell has is left out."""
+    out = {}
+    for scorer in sorted({name for c in cells for name in c.rescored}):
+        again = [
+            replace(c, metric=replace(c.metric, value=c.rescored[scorer])) if scorer in c.rescored and c.metric else c
+            for c in cells
+        ]
+        again = [replace(c, score=None, fallback=False, fallback_reason="", score_source="") for c in again]
+        out[scorer] = {a.agent_id: a for a in score(again, settings, expected, model_ids).agents}
+    return out

@@ -8,6 +8,7 @@ import csv
 import io
 from pathlib import Path
 
+from ptflow.config import tasks
 from ptflow.files import write_text_atomic
 from ptflow.results.scoring import AgentScore, Result, reference_scores
 
@@ -34,6 +35,8 @@ SUMMARY_COLUMNS = [
     "gpu_hours_source",
     "inspect_log",
     "eval_json",
+    # the cell's stored inspect log scored again by each rescorer (rule rescore; empty where it was not)
+    *(f"rescore_{name}" for name in tasks.RESCORERS),
 ]
 
 
@@ -68,6 +71,7 @@ def summary_csv(result: Result) -> str:
         row |= {k: _f(getattr(c, k)) for k in ("score", "score_stderr", "time_taken_s", "budget_s", "gpu_hours")}
         row |= {k: getattr(c, k) for k in ("fallback_reason", "score_source", "gpu_hours_source", "eval_json")}
         row |= {"fallback": "yes" if c.fallback else "", "inspect_log": c.inspect_log or ""}
+        row |= {f"rescore_{name}": _f(value) for name, value in c.rescored.items()}
         rows.append(row)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, SUMMARY_COLUMNS, restval="", lineterminator="\n")
@@ -102,6 +106,8 @@ def agents_csv(result: Result) -> str:
     board = result.leaderboard
     if board is not None:  # a checkout run: the leaderboard's own score beside ptflow's (`score` columns)
         head += ["leaderboard_score", "leaderboard_score_sd", "leaderboard_why"]
+    rescorers = sorted(result.rescored)
+    head += [f"score_{name}" for name in rescorers]
     rows = [head]
     for a in result.agents:
         own = board.agents.get(a.agent_id) if board is not None else None
@@ -134,6 +140,7 @@ def agents_csv(result: Result) -> str:
             + [_f(a.per_eval[e].mean) if e in a.per_eval else "" for e in result.evals]
             + [_f(a.per_eval[e].stderr) if e in a.per_eval else "" for e in result.evals]
             + extra
+            + [_f(result.rescored[name][a.agent_id].score) for name in rescorers]
         )
     return _csv(rows)
 
@@ -260,6 +267,7 @@ def leaderboard_markdown(result: Result) -> str:
         lines.append(
             f"| {i} | {name} | {scores} | {a.fallbacks}/{a.cells}{missing} | {hms(a.mean_time_s)} | {pct} | {gpu} |"
         )
+    lines += rescored_lines(result)
     spend = [a for a in ranked(result) if a.api]
     if spend:
         lines += [
@@ -305,6 +313,24 @@ def leaderboard_markdown(result: Result) -> str:
     else:
         lines.append("None.")
     return "\n".join(lines) + "\n"
+
+
+def rescored_lines(result: Result) -> list[str]:
+    """The leaderboard's rescored column: each agent's score with its cells' stored inspect logs scored again (rule
+    rescore), beside the score above, and how many of its cells each rescorer changed."""
+    if not result.rescored:
+        return []
+    names = sorted(result.rescored)
+    lines = ["", "Rescored from the stored inspect logs, no model run again (rule rescore; " + "; ".join(
+        f"{n}: {RESCORER_TEXT.get(n, n)}" for n in names) + "):", ""]  # fmt: skip
+    lines += ["| agent | score | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for a in ranked(result):
+        again = [score_text(result.rescored[n][a.agent_id]) for n in names]
+        lines.append(f"| {a.agent_id} | {score_text(a)} | " + " | ".join(again) + " |")
+    return lines
+
+
+RESCORER_TEXT = {"exact_numeric": "the last number compared by value, where the pinned inspect compared with endswith"}
 
 
 def write_outputs(
