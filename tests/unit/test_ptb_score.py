@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,12 +29,13 @@ from ptflow.results.cells import read_cell
 from ptflow.results.ptb_export import export_posttrainbench
 from ptflow.results.report import ReportOutputs, aggregate, score_cells, write_report
 from ptflow.results.scoring import score
-from ptflow.results.settings import Settings
+from ptflow.results.settings import Settings, settings_from_config
 from ptflow.results.tables import board_text, leaderboard_markdown
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from tests.conftest import REPO
 from tests.support.cells import cell_dir, write_cell
-from tests.support.ptb_checkout import BENCHMARKS, make_fixture_checkout
+from tests.support.ptb_aggregation import constants_py
+from tests.support.ptb_checkout import BENCHMARKS, commit_change, make_fixture_checkout
 
 MODELS = {
     "google/gemma-3-4b-pt": "google/gemma-3-4b-it",
@@ -158,7 +160,8 @@ def full(tmp_path_factory):
         theirs = {row["method"]: float(row["metric"]) for row in csv.DictReader(fh)}
     factors = json.loads((checkout / "scripts/factors.json").read_text())
     return {"result": result, "theirs": theirs, "final": final, "factors": factors, "out": out, "log": lines,
-            "methods": summary.methods, "checkout": checkout}  # fmt: skip
+            "methods": summary.methods, "checkout": checkout, "dest": dest, "scoring": scoring,
+            "cells": cells}  # fmt: skip
 
 
 def test_the_headline_equals_compute_single_metrics_on_the_export(full):
@@ -212,6 +215,62 @@ def test_the_outputs_show_the_leaderboard_score_with_ptflow_weights_beside_it(fu
     scores = next(line for line in full["log"] if line.startswith("scores: "))
     assert scores.startswith(f"scores: instruct {board.agents['instruct'].score:.3f} (ptflow weights ")
     assert f"{CLAUDE} {board_text(result, result.agent(CLAUDE))} (ptflow weights " in scores
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_posttrainbench_aggregation_over_repeats_gives_ptflows_mean_and_sample_sd(full):
+    """PostTrainBench's own aggregation of repeats (scripts/compute_single_metrics_avg_stddev.py and
+    aggregate_avg_stddev_over_benchmarks.py at 9082063; constants.py's HARDCODED_AGENT_MAP says which methods are
+    runs of one agent) on the export of the claude agent's two runs: the headline's mean and sample sd over runs are
+    ptflow's (its scoring with PostTrainBench's factors as weights, and the leaderboard score), and so is every
+    benchmark's mean over models, averaged over runs, with its sd."""
+    checkout, dest, factors, result = full["checkout"], full["dest"], full["factors"], full["result"]
+    runs = ["claude_claude-opus-4-5_10h_run1", "claude_claude-opus-4-5_10h_run2"]
+    assert set(runs) <= set(full["methods"])
+    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest)}
+
+    def script(name: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, f"scripts/{name}"], cwd=checkout, env=env, capture_output=True,
+                              text=True)  # fmt: skip
+
+    # the shipped map names PostTrainBench's own runs, which this export lacks: it stops, as the real one does
+    failed = script("compute_single_metrics_avg_stddev.py")
+    assert failed.returncode != 0 and "claude_claude-opus-4-6_10h_run1_old_container" in failed.stderr
+    # an agent of one run: its n-1 is 0
+    commit_change(checkout, "scripts/constants.py", constants_py({"codex": ["codex_gpt-5.1-codex-max_10h"]}),
+                  "group the codex agent's one run")  # fmt: skip
+    failed = script("compute_single_metrics_avg_stddev.py")
+    assert failed.returncode != 0 and "one run" in failed.stderr
+    # one adds an agent by naming its runs' methods in constants.py
+    commit_change(checkout, "scripts/constants.py", constants_py({"Opus-4.5": runs}), "add ptflow's repeated agent")
+    for name in ("compute_single_metrics_avg_stddev.py", "aggregate_avg_stddev_over_benchmarks.py"):
+        proc = script(name)
+        assert proc.returncode == 0, (name, proc.stderr)
+
+    [theirs] = _csv_rows(dest / "single_metrics_aggregated.csv")
+    assert theirs["agent"] == "Opus-4.5" and theirs["n"] == "2"
+    board = result.leaderboard.agents[CLAUDE]
+    assert float(theirs["avg"]) == pytest.approx(board.score, abs=1e-12)
+    assert float(theirs["std"]) == pytest.approx(board.sd, abs=1e-12)
+    scoring = full["scoring"]
+    settings = replace(settings_from_config(scoring.raw, scoring.reference), weights=factors)
+    ours = score_cells(full["cells"], settings, scoring.expected, scoring.model_ids, log=lambda *_: None)
+    claude = ours.agent(CLAUDE)
+    assert claude.runs == 2 and claude.sd > 0.001  # the two runs differ (run 2's bump, one flagged cell)
+    assert float(theirs["avg"]) == pytest.approx(claude.score, abs=1e-12)
+    assert float(theirs["std"]) == pytest.approx(claude.sd, abs=1e-12)
+
+    avg = {r["benchmark"]: float(r["Opus-4.5"]) for r in _csv_rows(dest / "aggregated_avg_over_models.csv")}
+    std = {r["benchmark"]: float(r["Opus-4.5"]) for r in _csv_rows(dest / "aggregated_std_over_models.csv")}
+    assert sorted(avg) == sorted(std) == EVALS
+    for e in EVALS:  # weights play no part here: the run's scoring above and the aggregate stage's agree
+        assert avg[e] == pytest.approx(result.agent(CLAUDE).per_eval[e].mean, abs=1e-12), e
+        assert std[e] == pytest.approx(result.agent(CLAUDE).per_eval[e].sd, abs=1e-12), e
+        assert claude.per_eval[e].mean == pytest.approx(avg[e], abs=1e-12)
 
 
 # ---- what the leaderboard shows when the script's preconditions do not hold ----

@@ -40,8 +40,11 @@ What each ptflow cell becomes (cells of the matrix that have an eval.json; the o
   else the agent's ``cli``; ``<hours>`` is the budget (``10``, ``0.5``);
   ``_<g>gpu`` when the site's train request of the agent has more than one GPU (only when a site is given; the
   ``ptflow export`` command always gives it); ``<exp>`` is ``""`` for a single run and ``_run<k>`` for run k of an
-  agent with ``repeats`` > 1 (run 1 included), PostTrainBench's own naming of repeats. time_taken.txt is the agent's
-  time over all its attempts (the manifest's ``agent_run.time_taken``).
+  agent with ``repeats`` > 1 (run 1 included), PostTrainBench's own naming of repeats. Its scripts take an agent's
+  runs together where ``scripts/constants.py``'s ``HARDCODED_AGENT_MAP`` lists their method names (one adds them
+  there): ``compute_single_metrics_avg_stddev.py`` then gives the mean and sample sd over the runs that ptflow's
+  scoring gives (tests/unit/test_ptb_score.py). time_taken.txt is the agent's time over all its attempts (the
+  manifest's ``agent_run.time_taken``).
 * every other trained kind (trl-sft, trl-grpo, verl, nemo-distill, skyrl) -> ``<kind>_<agent id>_0h[_<g>gpu]<exp>``:
   the method name keeps PostTrainBench's shape, ``0h`` saying that no agent time budget applies. time_taken.txt is
   the training's wall time (the manifest's ``train_seconds``). No judge reads these cells, so they get no judgement
