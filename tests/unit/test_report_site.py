@@ -11,9 +11,13 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from ptflow.ops.report_server import serve
+from ptflow.results.cells import read_cell
 from ptflow.results.report_site import build_site
+from ptflow.results.scoring import rescored_scores, score
+from ptflow.results.settings import Settings
+from ptflow.results.tables import score_text
 from tests.support.inspect_log import make_inspect_log
-from tests.support.report_matrix import build_matrix
+from tests.support.report_matrix import AGENTS, REFERENCE, build_matrix
 
 
 class Links(HTMLParser):
@@ -152,3 +156,37 @@ def test_server_answers_range_requests(site):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_rescored_values_show_where_there_are_any(site, tmp_path):
+    """Rule rescore's results (rescore/<scorer>.json beside eval.json, here the gsm8k cells'): the score table gets
+    a column per scorer with each agent's rescored score, each rescored cell's page its rescored value beside the
+    stored metric; a humaneval cell (not rescored) and the site without any rescoring show neither."""
+    out, _ = site
+    assert "rescored" not in (out / "index.html").read_text()
+    assert not [p.name for p in (out / "cells").glob("*.html") if 'id="rescored"' in p.read_text()]
+
+    result, _ = build_matrix(tmp_path / "results", make_inspect_log(tmp_path / "inspect_src"))
+    for c in result.cells:
+        if c.eval == "gsm8k" and c.metric is not None:
+            (Path(c.cell_dir) / "rescore").mkdir()
+            metrics = {"name": "accuracy", "value": round(c.metric.value - 0.03, 6), "stderr": 0.02, "n": 100}
+            (Path(c.cell_dir) / "rescore" / "exact_numeric.json").write_text(json.dumps({"metrics": metrics}))
+    settings = Settings(reference=REFERENCE, agent_order=AGENTS, gpus={"train": 1, "eval": 1})
+    again = score([read_cell(c.eval_json, settings) for c in result.cells], settings)
+    again.rescored = rescored_scores(again.cells, settings)
+    index = build_site(again, tmp_path / "report", viewer=False, log=lambda *_: None)
+
+    rows = parse(index).rows
+    assert rows[0].startswith("rank agent score exact_numeric rescored gsm8k")
+    rescored = again.rescored["exact_numeric"]
+    for row in rows[1:]:
+        agent = row.split()[1]
+        assert f"{score_text(again.agent(agent))} {score_text(rescored[agent])} " in row, row
+    assert rescored["claude-opus-4-5"].score < again.agent("claude-opus-4-5").score  # lower by the 0.03 on gsm8k
+    assert 'id="rescored-note"' in index.read_text()
+    cell = (index.parent / "cells" / "Qwen--Qwen3-1.7B-Base__gsm8k__claude-opus-4-5__run1.html").read_text()
+    assert re.search(r'<td id="rescored">exact_numeric 0\.600 \(stored 0\.630\)', cell)
+    assert "accuracy 0.630 ± 0.020 (n=100)" in cell, "the stored metric stays"
+    other = (index.parent / "cells" / "Qwen--Qwen3-1.7B-Base__humaneval__claude-opus-4-5__run1.html").read_text()
+    assert 'id="rescored"' not in other

@@ -1,9 +1,10 @@
 """The browser report: ``results/report/index.html`` and what it links to, static and relative-linked.
 
 Built from a scored matrix (``ptflow.results.scoring``): the score table (agents × evals, weighted score, ± error,
-time used), a heatmap per agent (models × evals, inline SVG), the cell-state grid, and one page per cell with its
-metric, the judge's verdict and reason, the agent's readable trace and time used, linked to the cell's inspect log in
-a static copy of inspect's log viewer.
+time used, and each agent's score again from its cells' stored inspect logs rescored where rule ``rescore`` ran), a
+heatmap per agent (models × evals, inline SVG), the cell-state grid, and one page per cell with its
+metric (and its rescored values beside it, where there are any), the judge's verdict and reason, the agent's readable
+trace and time used, linked to the cell's inspect log in a static copy of inspect's log viewer.
 
 The viewer comes from ``inspect view bundle`` (``inspect_ai.log.bundle_log_dir``, the function behind that command):
 it copies the viewer's built web app and the logs into ``viewer/``, writes ``viewer/logs/listing.json`` and names
@@ -35,6 +36,7 @@ from ptflow.files import staged_dir
 from ptflow.results.cells import EVAL_FAILED, MISSING, NO_MODEL, ScoredCell
 from ptflow.results.scoring import Result, reference_scores
 from ptflow.results.tables import (
+    RESCORER_TEXT,
     agents_csv,
     board_lines,
     board_text,
@@ -190,6 +192,15 @@ def _metric_text(c: ScoredCell) -> str:
     return f"{m.name} {m.value:.3f}{se}" + (f" (n={m.n})" if m.n else "")
 
 
+def _rescored_text(c: ScoredCell) -> str | None:
+    """The cell's stored inspect log scored again, by each scorer that rescored it, beside the stored value; None
+    where no scorer did."""
+    if not c.rescored:
+        return None
+    stored = f" (stored {c.metric.value:.3f})" if c.metric is not None else ""
+    return "; ".join(f"{name} {value:.3f}" for name, value in sorted(c.rescored.items())) + stored
+
+
 def _time_text(c: ScoredCell) -> str:
     if c.time_taken_s is None:
         return "—"
@@ -232,6 +243,7 @@ def _cell_page(c: ScoredCell, site: Path, log_href: str | None, state: str, env,
             "status_detail": c.status_detail,
             "state_cls": state_class(state),
             "metric": _metric_text(c),
+            "rescored": _rescored_text(c),
             "score": "—" if c.score is None else f"{c.score:.3f}",
             "score_source": c.score_source,
             "fallback": c.fallback,
@@ -251,6 +263,11 @@ def _cell_page(c: ScoredCell, site: Path, log_href: str | None, state: str, env,
     return f"cells/{slug}.html"
 
 
+def _rescorers(result: Result) -> list[dict]:
+    """The scorers some cell was rescored with (rule rescore), each a column of the score table."""
+    return [{"name": name, "text": RESCORER_TEXT.get(name, name)} for name in sorted(result.rescored)]
+
+
 def _agent_rows(result: Result) -> list[dict]:
     rows = []
     for rank, a in enumerate(ranked(result), 1):
@@ -265,6 +282,11 @@ def _agent_rows(result: Result) -> list[dict]:
                 "role": a.role,
                 "score_text": score_text(a),
                 "board_text": board_text(result, a),
+                # the agent's score with its cells' rescored values, per scorer (the columns of _rescorers)
+                "rescored": [
+                    score_text(result.rescored[name][a.agent_id]) if a.agent_id in result.rescored[name] else "—"
+                    for name in sorted(result.rescored)
+                ],
                 "per_eval": per_eval,
                 "fallbacks": a.fallbacks,
                 "cells": a.cells,
@@ -318,6 +340,7 @@ def _build_into(result: Result, site: Path, *, states, title: str, viewer: bool,
         root="",
         counts=_counts(result),
         agents=_agent_rows(result),
+        rescorers=_rescorers(result),
         board=None
         if result.leaderboard is None
         else {"text": leaderboard_text(result.leaderboard), "lines": board_lines(result)},
