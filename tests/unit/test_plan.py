@@ -489,3 +489,36 @@ def test_plan_prints_the_caps_it_plans_under(tmp_path):
     assert m, text
     # at least the GPU work spread over 2 GPUs: 4 x 30 (SFT) + 4 x 2 x 40 (GRPO) + 12 x 10 (evaluations), halved
     assert int(m.group(1)) * 60 + int(m.group(2)) >= (4 * 30 + 4 * 2 * 40 + 12 * 10) / 2
+
+
+def test_the_plan_says_what_an_agents_repeats_cost(tmp_path):
+    """sft with ``repeats: 3`` (an override file, as a user writes it): its runs are cells and jobs of the plan
+    already (``sft``, ``sft@run2``, ``sft@run3``); the plan says what they cost, from those planned jobs: the JSON under
+    "repeats", the text one line per agent with repeats. The agents run once get none."""
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    agents = [{**a, "repeats": 3} if a["id"] == "sft" else a for a in default["agents"]]
+    override = tmp_path / "repeats.yaml"
+    override.write_text(yaml.safe_dump({"agents": agents}))
+    out = run_plan(tmp_path / "work", "--configfile", str(override))
+    # the test's own reading of the planned jobs: every job whose agent wildcard is sft or sft@run<k>
+    mine = [j for j in out["jobs"] if j["wildcards"].get("agent") in ("sft", "sft@run2", "sft@run3")]
+    cells = {(j["wildcards"]["model"], j["wildcards"]["eval"], j["wildcards"]["agent"]) for j in mine}
+    gpu_hours = sum(r["gpus"] * r["runtime"] / 60 for j in mine for r in j["requests"])
+    models, evals = len(default["models"]), len(default["evals"])
+    assert len(cells) == 3 * models * evals and {j["rule"] for j in mine} == {"train", "evaluate"}
+    assert gpu_hours > 0 and len(mine) == 2 * len(cells)
+    want = {"runs": 3, "cells": len(cells), "jobs": len(mine), "gpu_hours": pytest.approx(gpu_hours, abs=1e-4)}
+    assert out["repeats"] == {"sft": want}
+
+    argv = [PTFLOW, "plan", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path / "work")]
+    argv += ["--profile", str(REPO / "profiles" / "local"), "--config", f"site={SITE}", "--configfile", str(override)]
+    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": NO_CLUSTER})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = f"sft: 3 runs of each cell ({len(cells)} cells, {len(mine)} jobs, {gpu_hours:.2f} GPU-hours)"
+    assert [ln.strip() for ln in proc.stdout.splitlines() if "runs of each cell" in ln] == [line]
+
+
+def test_a_plan_without_repeats_says_nothing_of_them(fresh):
+    _, out = fresh
+    assert out["repeats"] == {}
+    assert "runs of each cell" not in planning.render(planning.Plan([], {}, {}, [], []))

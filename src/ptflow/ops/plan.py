@@ -3,7 +3,9 @@
 :func:`make_plan` reads the dry-run's jobs and prices each with the Slurm jobs it makes (``ptflow.ops.plan_jobs``),
 adds them up per partition and, on a Slurm site, into waves and a wall-clock estimate under the cluster's caps
 (``ptflow.ops.plan_estimate``), and gives every cell a state from the plan plus the files (done, to run, failed
-before, stale). :func:`render` writes the plan for a reader; :meth:`Plan.to_json` for a program.
+before, stale). An agent with ``repeats`` gets what its runs cost (:func:`repeat_costs`): every run is its own cell
+(``<agent>@run<k>``) with its own jobs, so they are in the jobs already; the plan says how many are theirs.
+:func:`render` writes the plan for a reader; :meth:`Plan.to_json` for a program.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ptflow.cluster.limits import Limits
+from ptflow.config import naming
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.config.rules import TRAIN_RULES
@@ -36,6 +39,37 @@ DONE, TO_RUN, FAILED_BEFORE, STALE = "done", "to run", "failed before", "stale"
 CELL_STATES = (DONE, TO_RUN, FAILED_BEFORE, STALE)
 
 
+@dataclass(frozen=True)
+class RepeatCost:
+    """What the planned runs of an agent with repeats cost: the planned jobs whose agent wildcard is the agent or
+    ``<agent>@run<k>``, the cells they belong to, and their GPU-hours (requests x runtime, as the totals count)."""
+
+    agent: str
+    runs: int  # the agent's repeats: runs of each of its cells
+    cells: int
+    jobs: int
+    gpu_hours: float
+
+    def line(self) -> str:
+        jobs = f"{self.cells} cells, {self.jobs} jobs, {self.gpu_hours:.2f} GPU-hours"
+        return f"{self.agent}: {self.runs} runs of each cell ({jobs})"
+
+
+def repeat_costs(cfg: Config, jobs: list[PlannedJob]) -> list[RepeatCost]:
+    """One :class:`RepeatCost` per agent with ``repeats`` > 1, in the config's order."""
+    out = []
+    for agent in cfg.agents.values():
+        if agent.repeats <= 1:
+            continue
+        # the agent wildcard is the agent's id (run 1) or <id>@run<k>; an id holds no '@'
+        mine = [j for j in jobs if j.wildcards.get("agent", "").partition(naming.RUN_SEPARATOR)[0] == agent.id]
+        w = [j.wildcards for j in mine]
+        cells = {(x["model"], x["eval"], x["agent"]) for x in w if {"model", "eval"} <= x.keys()}
+        hours = sum(req.gpus * req.runtime / 60 for j in mine if j.submitted for req in j.requests)
+        out.append(RepeatCost(agent.id, agent.repeats, len(cells), len(mine), round(hours, 4)))
+    return out
+
+
 @dataclass
 class Plan:
     jobs: list[PlannedJob]
@@ -47,6 +81,7 @@ class Plan:
     caps: Caps | None = None  # None: not a Slurm site, no waves and no estimate
     waves: list[Waves] = field(default_factory=list)
     estimate: Estimate | None = None
+    repeats: list[RepeatCost] = field(default_factory=list)  # the agents with repeats, what their runs cost
 
     @property
     def jobs_per_rule(self) -> dict[str, int]:
@@ -90,6 +125,7 @@ class Plan:
             "caps": asdict(self.caps) if self.caps else None,
             "waves": [w.to_json() for w in self.waves],
             "estimate": asdict(self.estimate) if self.estimate else None,
+            "repeats": {r.agent: {k: v for k, v in asdict(r).items() if k != "agent"} for r in self.repeats},
             "job_overhead_s": JOB_OVERHEAD_S,
             "jobs": [asdict(j) for j in self.jobs],
         }
@@ -149,6 +185,7 @@ def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_te
             priced[key] = job_requests(site, cfg, j.rule, w)
         j.requests = priced[key]
     plan = Plan(jobs, stats, cell_states(cfg, layout, workdir, jobs), requests(jobs), longest_chain(jobs))
+    plan.repeats = repeat_costs(cfg, jobs)
     if site.scheduler == "slurm":
         plan.limits = limits
         plan.caps = Caps.of(limits, driver_jobs)
@@ -178,6 +215,9 @@ def render(plan: Plan) -> str:
     for rule, n in sorted(plan.jobs_per_rule.items()):
         lines.append(f"  {rule:<14} {n}")
     lines.append(f"  {'total':<14} {len(plan.jobs)}")
+    if plan.repeats:
+        lines += ["", "Repeats (each run its own cell and jobs, counted above)"]
+        lines += [f"  {r.line()}" for r in plan.repeats]
     lines += ["", "Request (attempt 1; the site's requests x runtime; CPUs = cpus-per-task x tasks)"]
     head = f"{'jobs':>5} {'w/ GPU':>6} {'GPU-h':>10} {'node-h':>10} {'CPU-h':>10}"
     lines.append(f"  {'partition':<12} {'account':<12} {head}")
