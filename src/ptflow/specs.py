@@ -144,6 +144,13 @@ class EvalCall(_Fields):
     grader: Params | None
     model_args: Params
     model_args_by_family: Params
+    # one evaluation seed of a seeded eval (matrix.seeds / evals[].seeds): every sample's generation gets its own
+    # seed derived from it (the kit's per-sample seeds); only when set, so unseeded calls keep their params
+    seed: int | None = None
+
+    def to_params(self) -> Params:
+        out = super().to_params()
+        return out if self.seed is not None else {k: v for k, v in out.items() if k != "seed"}
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,12 @@
 fails when a request's token budget does not fit the context window: ``openai.BadRequestError`` with code
 ``context_length_exceeded``, raised here for budgets above ``context_tokens``. ``out_of_memory_once``: the first
 attempt fails with torch's (CUDA) ``OutOfMemoryError``, as a first try can when memory is fragmented, later ones
-answer. ``crashing``: fails with an error no budget cures. All use a two-sample in-memory dataset scored by exact
-match, except ``model_copies``: it answers with the real model and scores each sample by the number of copies of
-the hf model alive in the process once the sample is generated (an observation for the test, not a benchmark), and
+answer. ``crashing``: fails with an error no budget cures. ``out_of_memory_for_seed``: every attempt of one
+evaluation seed (``failing_seed``; the seed of the settings document the attempt runs from) fails with that
+OutOfMemoryError, the other seeds answer (a seed whose every stage fails, for the evaluation-seed tests). All use
+a two-sample in-memory dataset scored by exact match, except ``model_copies``: it answers with the real model and
+scores each sample by the number of copies of the hf model alive in the process once the sample is generated (an
+observation for the test, not a benchmark), and
 ``control_channel``: each sample scores 1 when inspect's control server of this process has published itself (its
 discovery file ``<inspect data dir>/control/<pid>.json``), else 0.
 """
@@ -76,6 +79,27 @@ def context_limited(context_tokens: int = 8) -> Task:
 @task
 def out_of_memory_once(marker: str) -> Task:
     return Task(dataset=list(SAMPLES), solver=fail_once_out_of_memory(marker), scorer=match())
+
+
+@solver
+def out_of_memory_at(failing_seed: int):
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        import json
+
+        import torch
+
+        # the kit runs each attempt in attempts/<n>/ beside its settings document (ptflow.stages.evaluate.run)
+        settings = json.loads((Path.cwd().parent / "evaluate_settings.json").read_text())
+        if settings.get("seed") == failing_seed:
+            raise torch.OutOfMemoryError(f"CUDA out of memory (stand-in, raised for seed {failing_seed})")
+        return await generate(state)
+
+    return solve
+
+
+@task
+def out_of_memory_for_seed(failing_seed: int) -> Task:
+    return Task(dataset=list(SAMPLES), solver=out_of_memory_at(failing_seed), scorer=match())
 
 
 @task

@@ -357,3 +357,19 @@ def test_rescorers_default_to_the_tasks_and_an_unknown_or_a_checkout_one_is_refu
     checkout = {"id": "gsm8k", "task": "posttrainbench/gsm8k", "rescore": ["exact_numeric"]}
     with pytest.raises(ConfigError, match=r"rescore: eval 'gsm8k' runs the PostTrainBench checkout's evaluate.py"):
         eval_from_entry(checkout)
+
+
+def test_evaluation_seeds_from_the_matrix_or_the_eval_and_never_for_a_checkout_eval(default_raw):
+    raw = {**default_raw, "matrix": {**default_raw["matrix"], "seeds": [72332, 87681]}}
+    raw["evals"] = [{**e, "seeds": [72332]} if e["id"] == "sub" else e for e in default_raw["evals"]]
+    evals = build_config(raw).evals
+    assert evals["add"].seeds == (72332, 87681) and evals["sub"].seeds == (72332,) and evals["add"].seeded
+    assert build_config(default_raw).evals["add"].seeds == () and not build_config(default_raw).evals["add"].seeded
+    from ptflow.config.entries import eval_from_entry
+
+    with pytest.raises(ConfigError, match=r"seeds: eval 'gsm8k' runs the PostTrainBench checkout's evaluate.py, which "
+                       "takes no --seed"):  # fmt: skip
+        eval_from_entry({"id": "gsm8k", "task": "posttrainbench/gsm8k", "seeds": [1]})
+    twice = {**default_raw, "evals": [{**e, "seeds": [1, 1]} for e in default_raw["evals"]]}
+    with pytest.raises(ConfigError, match=r"evals\[0\]\.seeds"):  # distinct non-negative integers (the schema)
+        build_config(twice)

@@ -182,6 +182,9 @@ def test_site_refuses_vllm_without_gpus(tmp_path):
 def test_budget_ladder_is_posttrainbench_s():
     assert budget_ladder(16384, (12288, 8192)) == [16384] * 4 + [12288] * 3 + [8192] * 2
     assert budget_ladder(4096, ()) == [4096] * 4
+    # a later evaluation seed starts at the stage where the first seed succeeded (run_final_eval.sh)
+    assert budget_ladder(16384, (12288, 8192), start_stage=1) == [12288] * 3 + [8192] * 2
+    assert budget_ladder(16384, (12288, 8192), start_stage=2) == [8192] * 2
 
 
 def _context_error():

@@ -214,6 +214,31 @@ def get_adopts_evaluation(wildcards):
     )
 
 
+def get_evaluate_seed_input(wildcards):
+    return INPUTS.evaluate_seed(
+        wildcards.model, wildcards.eval, wildcards.agent, int(wildcards.seed)
+    )
+
+
+def get_evaluate_seed_params(wildcards):
+    return JOBS.evaluate(
+        wildcards.model,
+        wildcards.eval,
+        wildcards.agent,
+        _ptb_objects,
+        seed=int(wildcards.seed),
+    ).to_params()
+
+
+def get_seed_mean_input(wildcards):
+    return INPUTS.seed_mean(wildcards.model, wildcards.eval, wildcards.agent)
+
+
+def get_seed_changes_data(wildcards):
+    return CFG.evals[wildcards.eval].seed_changes_data
+
+
+eval_constraint = VALUES.eval_constraint
 evaluate_threads = VALUES.evaluate_threads(get_adopts_evaluation)
 evaluate_resources = VALUES.evaluate_resources(get_adopts_evaluation)
 

@@ -1,5 +1,7 @@
 # Stage 4: one inspect-ai evaluation per cell; eval.json is derived from inspect's log, kept beside it. An agent
 # cell's train job evaluates in its own allocation after the agent; this job then adopts that result (a CPU job).
+# A seeded eval (matrix.seeds / evals[].seeds) is evaluated once per seed instead (evaluate_seed, each seed its own
+# file: a later seed reads the first's), and its cells' eval.json is the mean over the seeds (seed_mean).
 
 
 rule evaluate:
@@ -10,6 +12,8 @@ rule evaluate:
         inspect=directory(LAYOUT.inspect_dir("{model}", "{eval}", "{agent}")),
     log:
         LAYOUT.log("evaluate", "{model}", "{eval}", "{agent}"),
+    wildcard_constraints:
+        eval=eval_constraint(seeded=False),
     conda:
         CONDA_ENV
     # an agent cell whose train job evaluated in its own allocation: a CPU job that adopts that evaluation
@@ -20,3 +24,47 @@ rule evaluate:
         job=get_evaluate_params,
     script:
         "../scripts/evaluate.py"
+
+
+rule evaluate_seed:
+    input:
+        unpack(get_evaluate_seed_input),
+    output:
+        eval_json=LAYOUT.seed_eval_json("{model}", "{eval}", "{agent}", "{seed}"),
+        inspect=directory(
+            LAYOUT.seed_inspect_dir("{model}", "{eval}", "{agent}", "{seed}")
+        ),
+    log:
+        LAYOUT.log("evaluate", "{model}", "{eval}", "{agent}", "{seed}"),
+    wildcard_constraints:
+        eval=eval_constraint(seeded=True),
+        seed=r"\d+",
+    conda:
+        CONDA_ENV
+    threads: threads_of("evaluate_seed")
+    resources:
+        **resources_of("evaluate_seed"),
+    params:
+        job=get_evaluate_seed_params,
+        seed_changes_data=get_seed_changes_data,
+    script:
+        "../scripts/evaluate_seed.py"
+
+
+rule seed_mean:
+    input:
+        get_seed_mean_input,
+    output:
+        LAYOUT.eval_json("{model}", "{eval}", "{agent}"),
+    log:
+        LAYOUT.log("seed_mean", "{model}", "{eval}", "{agent}"),
+    wildcard_constraints:
+        eval=eval_constraint(seeded=True),
+    localrule: is_local("seed_mean")
+    conda:
+        CONDA_ENV
+    threads: threads_of("seed_mean")
+    resources:
+        **resources_of("seed_mean"),
+    script:
+        "../scripts/seed_mean.py"

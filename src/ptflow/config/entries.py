@@ -48,6 +48,13 @@ class Eval:
     grader: dict | None = None  # {model, keys, model_args, config}: keys are names, values come from the environment
     keys: tuple[str, ...] = ()  # posttrainbench/<eval>: names of the variables its evaluate.py reads (grader's key)
     rescore: tuple[str, ...] = ()  # scorers rule rescore applies to its cells' stored inspect logs (tasks.RESCORERS)
+    # evaluation seeds (None: matrix.seeds, applied by build_config; (): none): each its own evaluation of a cell
+    seeds: tuple[int, ...] | None = None
+    seed_changes_data: bool = False  # the seed shuffles samples (gpqamain): a greedy model still gets every seed
+
+    @property
+    def seeded(self) -> bool:
+        return bool(self.seeds)
 
     @property
     def from_checkout(self) -> bool:
@@ -215,6 +222,8 @@ def build_evals(entries: list[dict]) -> dict[str, Eval]:
             canonical(e.get("grader")),
             tuple(e.get("keys", ())),
             _rescore(i, e),
+            tuple(e["seeds"]) if "seeds" in e else None,
+            bool(e.get("seed_changes_data", False)),
         )
     return evals
 
@@ -243,6 +252,11 @@ def _checkout_eval(i: int, e: dict) -> Eval:
         naming.check_safe_id("eval", e["id"])
     except naming.NameError_ as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    if e.get("seeds"):
+        raise ConfigError(
+            f"{where}.seeds: eval {e['id']!r} runs the PostTrainBench checkout's evaluate.py, which takes no --seed "
+            "(the pinned checkout's; its newer final evaluation scripts are not that commit's); remove seeds here"
+        )
     if e.get("rescore"):
         raise ConfigError(
             f"{where}.rescore: eval {e['id']!r} runs the PostTrainBench checkout's evaluate.py, which keeps no inspect "
@@ -260,7 +274,18 @@ def _checkout_eval(i: int, e: dict) -> Eval:
     lower = list(e.get("retry_max_new_tokens", ()))
     if lower != sorted(lower, reverse=True) or len(set(lower)) != len(lower):
         raise ConfigError(f"{where}.retry_max_new_tokens: {lower} must fall (run_task.sh's second, then third budget)")
-    return Eval(e["id"], None, e["task"], None, "none", tuple(lower), {}, e.get("limit"), keys=tuple(e.get("keys", ())))
+    return Eval(
+        e["id"],
+        None,
+        e["task"],
+        None,
+        "none",
+        tuple(lower),
+        {},
+        e.get("limit"),
+        keys=tuple(e.get("keys", ())),
+        seeds=() if "seeds" in e else None,
+    )
 
 
 def eval_from_entry(entry: dict) -> Eval:

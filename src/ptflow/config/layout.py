@@ -65,6 +65,13 @@ class Layout:
     def eval_json(self, model: str, eval_id: str, agent: str) -> str:
         return f"{self.cell_dir(model, eval_id, agent)}/eval.json"
 
+    def seed_eval_json(self, model: str, eval_id: str, agent: str, seed: int | str) -> str:
+        """One evaluation seed of a seeded eval's cell; the cell's eval.json is the mean over its seeds."""
+        return f"{self.cell_dir(model, eval_id, agent)}/seeds/{seed}/eval.json"
+
+    def seed_inspect_dir(self, model: str, eval_id: str, agent: str, seed: int | str) -> str:
+        return f"{self.cell_dir(model, eval_id, agent)}/seeds/{seed}/inspect"
+
     def rescore_json(self, model: str, eval_id: str, agent: str, scorer: str) -> str:
         """The cell's stored inspect log scored again by ``scorer`` (rule rescore), beside its eval.json."""
         return f"{self.cell_dir(model, eval_id, agent)}/rescore/{scorer}.json"

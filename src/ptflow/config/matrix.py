@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ptflow.config import naming
@@ -240,7 +240,7 @@ def build_config(raw: dict[str, Any]) -> Config:
     """Validate a raw config dict (schema, then semantics) and expand its matrix."""
     validate_schema(raw)
     models = build_models(raw["models"])
-    evals = build_evals(raw["evals"])
+    evals = _with_matrix_seeds(build_evals(raw["evals"]), raw["matrix"].get("seeds"))
     agents = build_agents(raw["agents"])
     cells = _expand(raw, models, evals, agents)
     _check_scoring(raw.get("scoring") or {}, models, {c.eval for c in cells}, agents, cells)
@@ -251,6 +251,20 @@ def build_config(raw: dict[str, Any]) -> Config:
     cfg = Config(raw, models, evals, agents, cells, checkout)
     _check_posttrainbench(cfg)
     return cfg
+
+
+def _with_matrix_seeds(evals: dict[str, Eval], seeds: list | None) -> dict[str, Eval]:
+    """matrix.seeds for every eval that lists none of its own; a checkout eval must list none (``seeds: []``)
+    where the matrix asks for seeds: its evaluate.py takes no --seed."""
+    out = {}
+    for eval_id, e in evals.items():
+        if e.seeds is None and seeds and e.from_checkout:
+            raise ConfigError(
+                f"config error at matrix.seeds: eval {eval_id!r} runs the PostTrainBench checkout's evaluate.py, which "
+                f"takes no --seed; give it seeds: [] (evaluated once), or leave matrix.seeds out"
+            )
+        out[eval_id] = e if e.seeds is not None else replace(e, seeds=tuple(seeds or ()))
+    return out
 
 
 def _check_posttrainbench(cfg: Config) -> None:

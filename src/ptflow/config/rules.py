@@ -54,6 +54,8 @@ RULE_REQUESTS = {
     "train_supervised": "train",
     "evaluate": "evaluate",
     "judge": "judge",
+    "evaluate_seed": "evaluate",  # one evaluation seed of a seeded eval's cell: an evaluation like any other
+    "seed_mean": "aggregate",  # the mean over a cell's seeds: JSON files read, on the login node
     "rescore": "aggregate",  # a stored inspect log scored again: no model, no GPU
     "aggregate": "aggregate",
 }
@@ -75,7 +77,7 @@ SUPERVISOR_RULES = frozenset({"train_supervised"})
 # starts) between the last download and the run's end. (The judge is a CPU job: its agent CLI runs in the site's
 # agent image, which the login node may not have; compute nodes reach the agents' APIs, as the agent cells
 # themselves need.)
-LOGIN_NODE_RULES = frozenset({"edf", "hf_cache"}) | SUPERVISOR_RULES
+LOGIN_NODE_RULES = frozenset({"edf", "hf_cache", "seed_mean"}) | SUPERVISOR_RULES
 
 
 def request_of(rule: str) -> str:

@@ -320,7 +320,10 @@ class Jobs:
         empty = ptb.AGENT_DIR.format(agent="")
         return [p for p in ptb.agent_paths(self.cfg.ptb_agent(agent) or "", eval_dir) if p != empty]
 
-    def evaluate(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> EvaluateSpec:
+    def evaluate(
+        self, model_name: str, eval_id: str, slot: str, objects: Objects, seed: int | None = None
+    ) -> EvaluateSpec:
+        """Rule evaluate's spec, or with ``seed`` rule evaluate_seed's (one evaluation seed of a seeded eval)."""
         e = self.cfg.evals[eval_id]
         model = self.cfg.models[model_name]
         evaluated = self.cfg.evaluated_model(Cell(model_name, eval_id, slot))
@@ -330,7 +333,7 @@ class Jobs:
             evaluated_model={"id": evaluated.id, "revision": evaluated.revision} if evaluated is not model else None,
             call=self._checkout_eval_call(e, objects, untouched=not self.agent(slot).trains)
             if e.from_checkout
-            else build_call(e, Provider.from_site(self.site)),
+            else build_call(e, Provider.from_site(self.site), seed=seed),
             model_revision=model.revision,
             hf_home=self.layout.hf_home,
             evals_cache=self.layout.evals_cache,
@@ -342,7 +345,8 @@ class Jobs:
         evaluate job's params and the cell's eval.json; None for other kinds. Rule train passes it as a param
         derived from its input (the checkout marker), which Snakemake does not compare to decide a rerun: a changed
         evaluation reruns the evaluate job, whose params these are, never the training."""
-        if not self.agent(slot).spec.evaluates_in_train_job:
+        # a seeded eval's evaluations are its seeds' jobs (the first seed's decides the others'): none here
+        if not self.agent(slot).spec.evaluates_in_train_job or self.cfg.evals[eval_id].seeded:
             return None
         spec = self.evaluate(model_name, eval_id, slot, objects)
         return {"eval_json": self.layout.eval_json(model_name, eval_id, slot), "job": spec.to_params()}

@@ -102,6 +102,13 @@ class RuleValues:
             return "(?!)"
         return "(?:" + "|".join(re.escape(i) for i in ids) + ")" + f"(?:{re.escape(RUN_SEPARATOR)}[1-9][0-9]*)?"
 
+    def eval_constraint(self, seeded: bool) -> str:
+        """The eval wildcard of the evaluation rules, disjoint: one evaluate job per cell of an unseeded eval, one
+        evaluate_seed job per seed and a seed_mean job per cell of a seeded one; a pattern that matches nothing
+        where there are none."""
+        ids = [e.id for e in self.jobs.cfg.evals.values() if e.seeded == seeded]
+        return "|".join(re.escape(i) for i in ids) if ids else "(?!)"
+
     @staticmethod
     def rescorer_constraint() -> str:
         """The scorer wildcard of rule rescore: the rescorers ptflow has (``ptflow.config.tasks.RESCORERS``)."""
@@ -276,6 +283,17 @@ class RuleInputs:
             inputs = {"base": self.layout.model_marker(self.cfg.evaluated_model(Cell(model, eval_id, slot)).name)}
         return {**inputs, **self.evaluation_data(eval_id), **self.images("evaluate", agent)}
 
+    def evaluate_seed(self, model: str, eval_id: str, slot: str, seed: int) -> dict:
+        """One evaluation seed: what the cell's evaluation reads, and for a later seed the first seed's file (its
+        stage, its decoding, whether it succeeded: run_final_eval.sh's order)."""
+        first = self.cfg.evals[eval_id].seeds[0]
+        later = {} if seed == first else {"first_seed": self.layout.seed_eval_json(model, eval_id, slot, first)}
+        return {**self.evaluate(model, eval_id, slot), **later}
+
+    def seed_mean(self, model: str, eval_id: str, slot: str) -> list[str]:
+        """A seeded cell's seeds' files, the first seed first."""
+        return [self.layout.seed_eval_json(model, eval_id, slot, s) for s in self.cfg.evals[eval_id].seeds]
+
     def judge(self, model: str, eval_id: str, slot: str) -> dict:
         """The checkout (for its evals' judge prompt), the cell's manifest, and the agent's image where an agentic
         judge runs its CLI there (a CPU job)."""
@@ -321,6 +339,12 @@ class RuleInputs:
             for scorer in self.cfg.evals[c.eval].rescore
         ]
 
+    def seed_eval_jsons(self) -> list[str]:
+        """Every seed's file of the seeded evals' cells (targets themselves: a deleted one is evaluated again)."""
+        return [
+            path for c in self.cfg.cells if self.cfg.evals[c.eval].seeded for path in self.seed_mean(*c.key.split("/"))
+        ]
+
     def final_outputs(self) -> list[str]:
         """Rule all's targets. Every cell's eval.json (and judge.json) is a target itself: Snakemake does not redo a
         missing intermediate file when what was made from it (summary.csv) is up to date, so a deleted eval.json would
@@ -329,6 +353,7 @@ class RuleInputs:
         return [
             layout.cache_marker(),
             *self.eval_jsons(),
+            *self.seed_eval_jsons(),
             *self.judge_jsons(),
             *self.rescore_jsons(),
             layout.summary(),

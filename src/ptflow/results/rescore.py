@@ -108,8 +108,37 @@ def rescore_cell(eval_json: str | Path, out_json: str | Path, scorer: str) -> di
     if data["status"] != "scored" or not log:
         why = "the cell was not scored" if data["status"] != "scored" else "the cell keeps no inspect log"
         result = {**base, "metrics": None, "why": why}
+    elif data.get("seeds"):
+        result = {**base, **_rescore_seeds(Path(eval_json), data, scorer), "stored_value": data["metrics"]["value"]}
     else:
         stored = data["metrics"]["value"]
         result = {**base, **rescore_log(Path(eval_json).parent / log, scorer), "stored_value": stored}
     write_json_atomic(out_json, result)
     return result
+
+
+def _rescore_seeds(eval_json: Path, data: dict, scorer: str) -> dict:
+    """A seeded cell: each succeeded seed's log rescored, the mean over them (as the cell's metric is)."""
+    import json
+
+    per_seed = {}
+    for seed, entry in data["seeds"]["per_seed"].items():
+        if entry["status"] == "scored":
+            seed_json = eval_json.parent / entry["eval_json"]
+            seed_log = seed_json.parent / json.loads(seed_json.read_text())["inspect_log"]
+            per_seed[seed] = rescore_log(seed_log, scorer)
+    values = [r["metrics"]["value"] for r in per_seed.values()]
+    stderrs = [r["metrics"]["stderr"] for r in per_seed.values()]
+    first = next(iter(per_seed.values()))
+    return {
+        "metrics": {
+            **first["metrics"],
+            "value": sum(values) / len(values),
+            "stderr": None if None in stderrs else sum(stderrs) / len(stderrs),
+        },  # fmt: skip
+        "changed": sum(r["changed"] for r in per_seed.values()),
+        "changed_samples": [dict(c, seed=int(s)) for s, r in per_seed.items() for c in r["changed_samples"]][
+            :CHANGED_SHOWN
+        ],
+        "per_seed": {s: r["metrics"]["value"] for s, r in per_seed.items()},
+    }

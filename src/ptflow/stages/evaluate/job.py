@@ -58,6 +58,37 @@ def evaluate_job(job: EvaluateSpec, inputs: EvalInputs, outputs: EvalOutputs, lo
     run_evaluation(job, inputs, outputs, log=log)
 
 
+def evaluate_seed_job(
+    job: EvaluateSpec,
+    inputs: EvalInputs,
+    outputs: EvalOutputs,
+    *,
+    first_seed: str | None,
+    seed_changes_data: bool,
+    log=print,
+) -> None:
+    """Rule evaluate_seed's job: one evaluation seed of a seeded eval's cell (``ptflow.stages.evaluate.seeds``). A
+    later seed (``first_seed``: the first seed's file) is skipped where the first failed, or decoded greedily a seed
+    that only drives sampling; else it starts at the first seed's ladder stage."""
+    from ptflow.files import write_json_atomic
+    from ptflow.stages.evaluate import seeds
+
+    first = json.loads(Path(first_seed).read_text()) if first_seed else None
+    why = seeds.why_skipped(first, seed_changes_data)
+    if why:
+        Path(outputs.inspect_dir).mkdir(parents=True, exist_ok=True)
+        write_json_atomic(outputs.eval_json, seeds.skip_record(job, job.call.seed, why))
+        log(f"seed {job.call.seed} skipped: {why}")
+        return
+    deadline = job_deadline(os.environ.get("SLURM_JOB_ID"))
+    reexec_in_runtime(job.runtime, log, hf_models=[] if inputs.manifest else [job.evaluated_model_id])
+    inputs = replace(seeds.seed_inputs(inputs, first), deadline=deadline)
+    if first:
+        log(f"seed {job.call.seed}: from the first seed's ladder stage {inputs.start_stage}")
+    run_evaluation(job, inputs, outputs, log=log)
+    seeds.mark_seed(outputs.eval_json, job.call, first=first is None)
+
+
 def run_evaluation(job: EvaluateSpec, inputs: EvalInputs, outputs: EvalOutputs, log=print) -> dict:
     """Evaluate one cell into ``outputs``: its trained model (``inputs.manifest``), else the base or instruct model
     from the HF cache; a cli-agent cell that left no model gets status no_model. A checkout eval's ladder keeps its

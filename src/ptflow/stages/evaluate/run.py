@@ -109,6 +109,8 @@ class EvalInputs:
     threads: int | None = None
     progress: str | None = None
     deadline: float | None = None
+    # the ladder's stage to start at (0: the first budget): a later evaluation seed starts where the first succeeded
+    start_stage: int = 0
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,20 @@ class EvalRecord:
     posttrainbench: dict | None = None
 
 
-def budget_ladder(max_new_tokens: int, lower) -> list[int]:
-    """PostTrainBench's retries: 4 tries at the default budget, then 3 and 2 at each lower one."""
-    tries = [max_new_tokens] * 4
-    for value, count in zip(lower, (3, 2), strict=False):
-        tries += [value] * count
-    return tries
+LADDER_TRIES = (4, 3, 2)  # PostTrainBench's tries per stage: the default budget, then each lower one
+
+
+def budget_ladder(max_new_tokens: int, lower, start_stage: int = 0) -> list[int]:
+    """PostTrainBench's retries: 4 tries at the default budget, then 3 and 2 at each lower one; from ``start_stage``
+    on (a later evaluation seed starts at the stage where the first one succeeded)."""
+    budgets = [max_new_tokens, *lower]
+    return [b for stage, (b, n) in enumerate(zip(budgets, LADDER_TRIES, strict=False)) if stage >= start_stage
+            for _ in range(n)]  # fmt: skip
+
+
+def ladder_stage(call: EvalCall, budget: int) -> int:
+    """The ladder stage of a budget of the call (0: its default max_tokens)."""
+    return [call.max_tokens, *call.retry_max_tokens].index(budget)
 
 
 def with_toy_data(call: EvalCall, test_parquet: str | Path) -> EvalCall:
@@ -220,8 +230,10 @@ def child_env(env, hf_home, evals_cache, threads: int | None = None) -> dict:
     return warmstart.changed_env(os.environ if env is None else env, kit_env_changes(hf_home, evals_cache, threads))
 
 
+# size: the call, the model, where logs go, the two caches and the child's environment, threads and ladder stage are
+# each the caller's (the evaluate job's, the agent's kit test, bench/): one keyword each reads clearer than a bundle
 def evaluate(
-    call: dict,
+    call: EvalCall,
     model_path: str | Path,
     log_dir: str | Path,
     *,
@@ -229,6 +241,7 @@ def evaluate(
     evals_cache: str | Path,
     env: dict | None = None,
     threads: int | None = None,
+    start_stage: int = 0,
     log=print,
 ) -> EvalOutcome:
     """Evaluate ``model_path`` as ``call`` says. The successful attempt's inspect log lands as
@@ -254,7 +267,7 @@ def evaluate(
 
     attempts: list[dict] = []
     skip_budget = None
-    for n, budget in enumerate(budget_ladder(call.max_tokens, call.retry_max_tokens), start=1):
+    for n, budget in enumerate(budget_ladder(call.max_tokens, call.retry_max_tokens, start_stage), start=1):
         if budget == skip_budget:
             continue
         attempt_dir = attempts_dir / str(n)
@@ -414,9 +427,8 @@ def evaluate_cell(
     shutil.rmtree(out_dir, ignore_errors=True)
     started, t0 = _now(), time.time()
     try:
-        out = evaluate(
-            call, model.path, out_dir, hf_home=job.hf_home, evals_cache=job.evals_cache, threads=inputs.threads, log=log
-        )
+        out = evaluate(call, model.path, out_dir, hf_home=job.hf_home, evals_cache=job.evals_cache,
+                       threads=inputs.threads, start_stage=inputs.start_stage, log=log)  # fmt: skip
     except EvalLadderExhausted as exc:
         log(f"{cell}: {exc}; eval.json says status eval_failed (delete it to try again)")
         record = EvalRecord(

@@ -57,8 +57,9 @@ def sampling_of(ev: Eval) -> dict:
     return {"greedy": True} if sampling == "greedy" else dict(sampling)
 
 
-def build_call(ev: Eval, provider: Provider) -> EvalCall:
-    """The call of eval ``ev`` on ``provider`` (its params: the kit's settings document)."""
+def build_call(ev: Eval, provider: Provider, seed: int | None = None) -> EvalCall:
+    """The call of eval ``ev`` on ``provider`` (its params: the kit's settings document); ``seed``: one evaluation
+    seed of a seeded eval."""
     facts = tasks.facts(ev.task)
     call: dict = {
         "schema": CALL_SCHEMA,
@@ -93,4 +94,4 @@ def build_call(ev: Eval, provider: Provider) -> EvalCall:
             "model_args": dict(ev.grader.get("model_args") or {}),
             "config": dict(ev.grader.get("config") or {}),
         }
-    return EvalCall.from_params(call)
+    return EvalCall.from_params({**call, **({"seed": seed} if seed is not None else {})})

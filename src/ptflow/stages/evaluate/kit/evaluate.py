@@ -425,6 +425,45 @@ def control_server_off() -> dict:
     return {} if CTL_SERVER_ENV in os.environ else {"ctl_server": False}
 
 
+def sample_seed(run_seed: int, sample_id, epoch: int = 1, call: int = 0) -> int:
+    """The generation seed of one request of a seeded evaluation: a hash of the evaluation's seed, the sample, the
+    epoch and the index of the generate() call in the sample, a non-negative 31-bit int. One seed on every request
+    makes vLLM draw the same noise for every sample (PostTrainBench saw every gsm8k answer of a seed come out the
+    same), so each request gets its own, reproducible for a fixed evaluation seed."""
+    import hashlib
+
+    digest = hashlib.sha256(f"{run_seed}:{sample_id}:{epoch}:{call}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def with_sample_seeds(task, run_seed: int):
+    """The task with its solver's every generate() call seeded by :func:`sample_seed` (where the provider takes a
+    seed: vLLM's does; one the task's solver passes itself is refused, not overridden)."""
+    from inspect_ai import task_with
+    from inspect_ai.solver import solver
+
+    inner = task.solver
+
+    @solver
+    def per_sample_seed():
+        async def solve(state, generate):
+            calls = 0
+
+            async def seeded(state, *args, **kwargs):
+                nonlocal calls
+                if "seed" in kwargs:
+                    raise ValueError(f"the task's solver passes its own seed ({kwargs['seed']}) to generate()")
+                kwargs["seed"] = sample_seed(run_seed, state.sample_id, state.epoch, calls)
+                calls += 1
+                return await generate(state, *args, **kwargs)
+
+            return await inner(state, seeded)
+
+        return solve
+
+    return task_with(task, solver=per_sample_seed())
+
+
 def run_attempt(call: dict, model_path: str | Path, max_tokens: int, log_dir: str | Path) -> dict:
     """One inspect eval of the call at ``max_tokens``; returns {"log", "headline"} or raises the eval's error.
 
@@ -433,6 +472,8 @@ def run_attempt(call: dict, model_path: str | Path, max_tokens: int, log_dir: st
 
     check_keys(call)
     task = resolve_task(call["task"], task_args_with_grader(call))
+    if call.get("seed") is not None:  # one seed of a seeded evaluation (ptflow's matrix.seeds / evals[].seeds)
+        task = with_sample_seeds(task, call["seed"])
     kwargs = eval_kwargs(call, model_path, max_tokens, log_dir)
     register_model_info(kwargs["model"], model_path)
     if call["task"] == "ptflow" and call.get("max_connections") is None:
