@@ -522,3 +522,42 @@ def test_a_plan_without_repeats_says_nothing_of_them(fresh):
     _, out = fresh
     assert out["repeats"] == {}
     assert "runs of each cell" not in planning.render(planning.Plan([], {}, {}, [], []))
+
+
+def test_the_plan_says_what_an_evals_seeds_cost(tmp_path):
+    """The default config's add eval with ``seeds: [1, 2]`` (an override file): each seed of each add cell is its own
+    evaluate_seed job (GPU: the site's evaluate request), the cell's mean a seed_mean job on the login node; the plan
+    says what the seeds cost, from those planned jobs: the JSON under "seeds", the text one line per seeded eval."""
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    evals = [{**e, "seeds": [1, 2]} if e["id"] == "add" else e for e in default["evals"]]
+    override = tmp_path / "seeds.yaml"
+    override.write_text(yaml.safe_dump({"evals": evals}))
+    out = run_plan(tmp_path / "work", "--configfile", str(override))
+    # the test's own reading: every add cell evaluated once per seed, none by rule evaluate
+    cells = {(m["id"].replace("/", "--"), "add", a["id"]) for m in default["models"] for a in default["agents"]}
+    seed_jobs = [j for j in out["jobs"] if j["rule"] == "evaluate_seed"]
+    assert {(j["wildcards"]["model"], j["wildcards"]["eval"], j["wildcards"]["agent"]) for j in seed_jobs} == cells
+    assert sorted(j["wildcards"]["seed"] for j in seed_jobs) == ["1"] * len(cells) + ["2"] * len(cells)
+    assert not [j for j in out["jobs"] if j["rule"] == "evaluate" and j["wildcards"]["eval"] == "add"]
+    means = [j for j in out["jobs"] if j["rule"] == "seed_mean"]
+    assert len(means) == len(cells) and not [r for j in means for r in j["requests"]]
+    evaluate = load_site(str(SITE), REPO).request("evaluate")
+    gpu_hours = len(seed_jobs) * evaluate["gpus"] * evaluate["runtime"] / 60
+    assert gpu_hours == pytest.approx(sum(r["gpus"] * r["runtime"] / 60 for j in seed_jobs for r in j["requests"]))
+    want = {"seeds": 2, "cells": len(cells), "jobs": len(seed_jobs), "gpu_hours": pytest.approx(gpu_hours, abs=1e-4)}
+    assert out["seeds"] == {"add": want}
+    key = "ptflow--tiny-llama-h64/add/baseline"  # a seeded cell's state counts its seeds' jobs
+    assert out["cells"][key]["state"] == "to run" and out["cells"][key]["jobs"].count("evaluate_seed") == 2
+
+    argv = [PTFLOW, "plan", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path / "work")]
+    argv += ["--profile", str(REPO / "profiles" / "local"), "--config", f"site={SITE}", "--configfile", str(override)]
+    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "SLURM_CONF": NO_CLUSTER})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = f"add: 2 seeds per cell ({len(cells)} cells, {len(seed_jobs)} evaluate_seed jobs, {gpu_hours:.2f} GPU-hours)"
+    assert [ln.strip() for ln in proc.stdout.splitlines() if "seeds per cell" in ln] == [line]
+
+
+def test_a_plan_without_seeds_says_nothing_of_them(fresh):
+    _, out = fresh
+    assert out["seeds"] == {}
+    assert "seeds per cell" not in planning.render(planning.Plan([], {}, {}, [], []))

@@ -7,6 +7,9 @@ scripts/aggregate_*.py, never taken from the code under test.
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from ptflow.ops import cli
 from ptflow.results.ptb_export import ExportError, export_posttrainbench
 from tests.conftest import REPO
 from tests.support.cells import cell_dir, write_cell
+from tests.support.ptb_aggregation import AGGREGATE_METHODS_PY
 
 BASE, INSTRUCT = "Qwen/Qwen3-1.7B-Base", "Qwen/Qwen3-1.7B"
 CLEAN = {
@@ -258,3 +262,156 @@ def test_a_key_value_in_a_runs_files_is_exported_masked(run, tmp_path, monkeypat
     solve_out = dest / "claude_claude-opus-4-5_10h_run1/add_Qwen_Qwen3-1.7B-Base_2001/solve_out.txt"
     assert solve_out.read_bytes() == b'{"type": "result"}\n***\n\xff binary\n'
     assert not [p for p in dest.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+
+
+# ---- evaluation seeds ----
+
+SEEDS = [72332, 87681, 38992]  # PostTrainBench's final-evaluation seeds (its first three)
+
+
+def write_seeded_cell(results: Path, slot: str, mean: float, stderr: float | None, seeds: dict) -> Path:
+    """A seeded eval's cell as rules evaluate_seed and seed_mean write it: ``seeds/<seed>/eval.json`` per evaluated
+    seed (its eval.json with ``seed`` and ``stage``) or a skip record, and the cell's eval.json with the mean and
+    ``seeds``. ``seeds``: seed -> (value, stderr, stage) for a scored seed, "eval_failed" or "skipped"."""
+    cell = cell_dir(results, BASE, "add", slot)
+    per_seed = {}
+    for seed, outcome in seeds.items():
+        rel = f"seeds/{seed}/eval.json"
+        if outcome == "skipped":
+            record = {"model": BASE, "eval": "add", "agent": slot, "seed": seed, "status": "skipped",
+                      "why": "the model is decoded greedily and this eval's seed only drives sampling"}  # fmt: skip
+            per_seed[str(seed)] = {"status": "skipped", "why": record["why"], "eval_json": rel}
+        else:
+            scratch = results.parent / "seed-scratch" / str(seed)
+            value, seed_stderr, stage = outcome if outcome != "eval_failed" else (None, None, None)
+            status = "eval_failed" if outcome == "eval_failed" else None
+            made = write_cell(scratch, BASE, "add", slot, value, stderr=seed_stderr, shape="headline", status=status)
+            record = {**json.loads(made.read_text()), "seed": seed, **({"stage": stage} if value is not None else {})}
+            per_seed[str(seed)] = {"status": record["status"], "eval_json": rel}
+            if value is not None:
+                per_seed[str(seed)] |= {"stage": stage, "value": value, "stderr": seed_stderr}
+        (cell / "seeds" / str(seed)).mkdir(parents=True)
+        (cell / rel).write_text(json.dumps(record, indent=2))
+    eval_json = write_cell(results, BASE, "add", slot, mean, stderr=stderr, shape="headline")
+    data = json.loads(eval_json.read_text())
+    data["inspect_log"] = f"seeds/{next(iter(seeds))}/inspect/add.eval"
+    data["seeds"] = {"num_seeds": len(seeds), "num_seeds_succeeded": sum(isinstance(o, tuple) for o in seeds.values()),
+                     "per_seed": per_seed, "decoding": "sampling"}  # fmt: skip
+    eval_json.write_text(json.dumps(data, indent=2))
+    return eval_json
+
+
+@pytest.fixture
+def seeded(tmp_path, default_raw):
+    """The add eval with three seeds: sft sampled (two seeds scored at the ladder's stage 1, the third failed every
+    stage), the baseline decoded greedily (its first seed only, scored at stage 0 without a stderr)."""
+    raw = config(default_raw)
+    raw["evals"][0]["seeds"] = SEEDS
+    loaded = resolve(raw, REPO, tmp_path)
+    results = tmp_path / "results"
+    sft = {72332: (0.25, 0.02, 1), 87681: (0.75, 0.04, 1), 38992: "eval_failed"}
+    write_seeded_cell(results, "sft", 0.5, 0.03, sft)
+    write_manifest(tmp_path, "sft")
+    write_seeded_cell(results, "baseline", 0.2, None, {72332: (0.2, None, 0), 87681: "skipped", 38992: "skipped"})
+    return loaded, tmp_path
+
+
+# aggregate_seed_metrics.py's metrics.json, written out by hand: the mean of accuracy and stderr over the seeds that
+# succeeded, the seeds attempted and succeeded, and each succeeded seed's stage and metrics.json (json.dump, indent=2)
+SFT_METRICS = """{
+  "accuracy": 0.5,
+  "stderr": 0.03,
+  "num_seeds": 3,
+  "num_seeds_succeeded": 2,
+  "per_seed": {
+    "72332": {
+      "max_tokens_stage": 1,
+      "metrics": {
+        "accuracy": 0.25,
+        "stderr": 0.02
+      }
+    },
+    "87681": {
+      "max_tokens_stage": 1,
+      "metrics": {
+        "accuracy": 0.75,
+        "stderr": 0.04
+      }
+    }
+  }
+}
+"""
+# a greedy model: run_final_eval.sh attempts its first seed only; a stderr that is no number is not averaged
+BASELINE_METRICS = """{
+  "accuracy": 0.2,
+  "num_seeds": 1,
+  "num_seeds_succeeded": 1,
+  "per_seed": {
+    "72332": {
+      "max_tokens_stage": 0,
+      "metrics": {
+        "accuracy": 0.2,
+        "stderr": null
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_seeded_cell_is_exported_as_posttrainbenchs_final_evaluation_writes_it(seeded, tmp_path):
+    loaded, work = seeded
+    dest = tmp_path / "ptb"
+    summary = export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=work, site=loaded.site)
+    sft, base = dest / "trl-sft_sft_0h/add_Qwen_Qwen3-1.7B-Base_4242", dest / "baseline_zeroshot"
+    base = base / "add_Qwen_Qwen3-1.7B-Base_4242"
+    assert sorted(r.rel for r in summary.runs) == [f"{base.parent.name}/{base.name}", f"{sft.parent.name}/{sft.name}"]
+    # metrics_seed<S>.json beside metrics.json for each seed that succeeded, as run_final_eval.sh leaves them
+    assert sorted(p.name for p in sft.iterdir()) == [
+        "final_model", "metrics.json", "metrics_seed72332.json", "metrics_seed87681.json", "time_taken.txt",
+    ]  # fmt: skip
+    assert (sft / "metrics.json").read_text() == SFT_METRICS
+    assert (sft / "metrics_seed72332.json").read_text() == '{\n  "accuracy": 0.25,\n  "stderr": 0.02\n}\n'
+    assert (sft / "metrics_seed87681.json").read_text() == '{\n  "accuracy": 0.75,\n  "stderr": 0.04\n}\n'
+    assert sorted(p.name for p in base.iterdir()) == [
+        "eval.txt", "metrics.json", "metrics_seed72332.json", "model.txt", "time_taken.txt",
+    ]  # fmt: skip
+    assert (base / "metrics.json").read_text() == BASELINE_METRICS
+    assert (base / "metrics_seed72332.json").read_text() == '{\n  "accuracy": 0.2,\n  "stderr": null\n}\n'
+
+    # the FIXTURE checkout's aggregate_methods.py reads the run dirs: metrics.json's accuracy, the cell's mean
+    scripts = tmp_path / "checkout" / "scripts"
+    scripts.mkdir(parents=True)
+    (scripts / "aggregate_methods.py").write_text(AGGREGATE_METHODS_PY)
+    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest)}
+    proc = subprocess.run([sys.executable, "scripts/aggregate_methods.py"], cwd=scripts.parent, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (dest / "aggregated_trl-sft_sft_0h.csv").read_text().splitlines() == ["model,add", "Qwen3-1.7B-Base,0.5"]
+    assert (dest / "aggregated_baseline_zeroshot.csv").read_text().splitlines() == ["model,add", "Qwen3-1.7B-Base,0.2"]
+
+
+def test_a_seed_file_deleted_to_rerun_it_exports_the_cells_record_of_it(seeded, tmp_path):
+    """Deleting one seed's file is how a user evaluates that seed again: until it is back, the cell's eval.json
+    (which seed_mean made from it) still holds that seed's value, stderr and stage, and the export takes them."""
+    loaded, work = seeded
+    shutil.rmtree(cell_dir(work / "results", BASE, "add", "sft") / "seeds" / "87681")
+    dest = tmp_path / "ptb"
+    export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=work, site=loaded.site)
+    assert (dest / "trl-sft_sft_0h/add_Qwen_Qwen3-1.7B-Base_4242/metrics.json").read_text() == SFT_METRICS
+
+
+def test_a_seeded_cell_whose_first_seed_failed_gets_no_metrics(seeded, tmp_path):
+    """run_final_eval.sh writes no metrics.json when the first seed fails every stage (the cell is its baseline)."""
+    loaded, work = seeded
+    results = work / "results"
+    shutil.rmtree(cell_dir(results, BASE, "add", "sft") / "seeds")
+    write_seeded_cell(results, "sft", None, None, {72332: "eval_failed", 87681: "skipped", 38992: "skipped"})
+    eval_json = cell_dir(results, BASE, "add", "sft") / "eval.json"
+    data = json.loads(eval_json.read_text())
+    eval_json.write_text(json.dumps({**data, "status": "eval_failed"}))
+    dest = tmp_path / "ptb"
+    export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=work, site=loaded.site)
+    assert sorted(p.name for p in (dest / "trl-sft_sft_0h/add_Qwen_Qwen3-1.7B-Base_4242").iterdir()) == [
+        "final_model", "time_taken.txt",
+    ]  # fmt: skip

@@ -4,7 +4,8 @@
 adds them up per partition and, on a Slurm site, into waves and a wall-clock estimate under the cluster's caps
 (``ptflow.ops.plan_estimate``), and gives every cell a state from the plan plus the files (done, to run, failed
 before, stale). An agent with ``repeats`` gets what its runs cost (:func:`repeat_costs`): every run is its own cell
-(``<agent>@run<k>``) with its own jobs, so they are in the jobs already; the plan says how many are theirs.
+(``<agent>@run<k>``) with its own jobs, so they are in the jobs already; the plan says how many are theirs. A seeded
+eval gets what its seeds cost the same way (:func:`seed_costs`): each seed of a cell is its own ``evaluate_seed`` job.
 :func:`render` writes the plan for a reader; :meth:`Plan.to_json` for a program.
 """
 
@@ -37,6 +38,8 @@ from ptflow.results.cell_state import rule_log_failed, valid_eval_json
 
 DONE, TO_RUN, FAILED_BEFORE, STALE = "done", "to run", "failed before", "stale"
 CELL_STATES = (DONE, TO_RUN, FAILED_BEFORE, STALE)
+# the rules that make a cell's eval.json: evaluate, or for a seeded eval each seed's evaluation and their mean
+EVALUATION_RULES = ("evaluate", "evaluate_seed", "seed_mean")
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,36 @@ def repeat_costs(cfg: Config, jobs: list[PlannedJob]) -> list[RepeatCost]:
     return out
 
 
+@dataclass(frozen=True)
+class SeedCost:
+    """What the planned evaluation seeds of a seeded eval cost: its planned ``evaluate_seed`` jobs (one per seed of
+    a cell; a seed whose file is up to date is not planned), the cells they belong to, and their GPU-hours (requests x
+    runtime, as the totals count). The cells' ``seed_mean`` jobs run on the login node and cost nothing."""
+
+    eval: str
+    seeds: int  # the eval's seeds: evaluations of each of its cells
+    cells: int
+    jobs: int
+    gpu_hours: float
+
+    def line(self) -> str:
+        jobs = f"{self.cells} cells, {self.jobs} evaluate_seed jobs, {self.gpu_hours:.2f} GPU-hours"
+        return f"{self.eval}: {self.seeds} seeds per cell ({jobs})"
+
+
+def seed_costs(cfg: Config, jobs: list[PlannedJob]) -> list[SeedCost]:
+    """One :class:`SeedCost` per seeded eval (``matrix.seeds`` / ``evals[].seeds``), in the config's order."""
+    out = []
+    for ev in cfg.evals.values():
+        if not ev.seeded:
+            continue
+        mine = [j for j in jobs if j.rule == "evaluate_seed" and j.wildcards.get("eval") == ev.id]
+        cells = {(j.wildcards["model"], j.wildcards["eval"], j.wildcards["agent"]) for j in mine}
+        hours = sum(req.gpus * req.runtime / 60 for j in mine if j.submitted for req in j.requests)
+        out.append(SeedCost(ev.id, len(ev.seeds), len(cells), len(mine), round(hours, 4)))
+    return out
+
+
 @dataclass
 class Plan:
     jobs: list[PlannedJob]
@@ -82,6 +115,7 @@ class Plan:
     waves: list[Waves] = field(default_factory=list)
     estimate: Estimate | None = None
     repeats: list[RepeatCost] = field(default_factory=list)  # the agents with repeats, what their runs cost
+    seeds: list[SeedCost] = field(default_factory=list)  # the seeded evals, what their seeds cost
 
     @property
     def jobs_per_rule(self) -> dict[str, int]:
@@ -126,6 +160,7 @@ class Plan:
             "waves": [w.to_json() for w in self.waves],
             "estimate": asdict(self.estimate) if self.estimate else None,
             "repeats": {r.agent: {k: v for k, v in asdict(r).items() if k != "agent"} for r in self.repeats},
+            "seeds": {s.eval: {k: v for k, v in asdict(s).items() if k != "eval"} for s in self.seeds},
             "job_overhead_s": JOB_OVERHEAD_S,
             "jobs": [asdict(j) for j in self.jobs],
         }
@@ -136,7 +171,7 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
     planned: dict[Cell, list[PlannedJob]] = defaultdict(list)
     for j in jobs:
         w = j.wildcards
-        if (j.rule in TRAIN_RULES or j.rule == "evaluate") and {"model", "eval", "agent"} <= w.keys():
+        if (j.rule in TRAIN_RULES or j.rule in EVALUATION_RULES) and {"model", "eval", "agent"} <= w.keys():
             planned[Cell(w["model"], w["eval"], w["agent"])].append(j)
     root = str(workdir)
 
@@ -151,7 +186,9 @@ def cell_states(cfg: Config, layout: Layout, workdir: Path, jobs: list[PlannedJo
         eval_json = existing(layout.eval_json(cell.model, cell.eval, cell.agent))
         valid = eval_json is not None and valid_eval_json(eval_json, cell)
         reasons = "; ".join(f"{j.rule}: {j.reason}" for j in mine)
-        logs = (existing(layout.log(r, cell.model, cell.eval, cell.agent)) for r in ("train", "evaluate"))
+        seeds = cfg.evals[cell.eval].seeds or ()  # a seeded eval's evaluations log per seed
+        logs = [existing(layout.log(r, cell.model, cell.eval, cell.agent)) for r in ("train", "evaluate")]
+        logs += [existing(layout.log("evaluate", cell.model, cell.eval, cell.agent, str(s))) for s in seeds]
         failed = any(log is not None and rule_log_failed(log) for log in logs) or any(
             "Incomplete output files" in j.reason for j in mine
         )
@@ -186,6 +223,7 @@ def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_te
         j.requests = priced[key]
     plan = Plan(jobs, stats, cell_states(cfg, layout, workdir, jobs), requests(jobs), longest_chain(jobs))
     plan.repeats = repeat_costs(cfg, jobs)
+    plan.seeds = seed_costs(cfg, jobs)
     if site.scheduler == "slurm":
         plan.limits = limits
         plan.caps = Caps.of(limits, driver_jobs)
@@ -218,6 +256,9 @@ def render(plan: Plan) -> str:
     if plan.repeats:
         lines += ["", "Repeats (each run its own cell and jobs, counted above)"]
         lines += [f"  {r.line()}" for r in plan.repeats]
+    if plan.seeds:
+        lines += ["", "Evaluation seeds (each seed of a cell its own evaluate_seed job, counted above)"]
+        lines += [f"  {s.line()}" for s in plan.seeds]
     lines += ["", "Request (attempt 1; the site's requests x runtime; CPUs = cpus-per-task x tasks)"]
     head = f"{'jobs':>5} {'w/ GPU':>6} {'GPU-h':>10} {'node-h':>10} {'CPU-h':>10}"
     lines.append(f"  {'partition':<12} {'account':<12} {head}")

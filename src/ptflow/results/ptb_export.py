@@ -56,18 +56,26 @@ Per run directory: ``metrics.json`` only for a cell whose eval.json says ``score
 own metrics.json copied verbatim where the evaluation kept one (eval.json ``posttrainbench.metrics_file``, relative
 to eval.json, else ``<cell_dir>/metrics.json``), else ``{"accuracy": metrics.value, "stderr": metrics.stderr}``
 (``null`` for an unknown stderr) — and none for ``no_model`` and ``eval_failed``, so the aggregation shows "not
-stored" / "ERR" as it would for PostTrainBench's own runs. The two judgement files are copied verbatim from the
-cell's agent trace dir (where the judge keeps them) when they are there (without a judge, or with a judge of
-``judge.cli`` that writes no files, there are none: PostTrainBench then counts the cell as its baseline, whereas
-ptflow's own score follows ``scoring.unjudged``). aggregate_contamination.py compares a file's whole content with
-the answer, while ptflow's judge reads the first line: the evidence lines that ptflow's own judge prompt asks for
-after the answer read as "IMPORTANT ERR" there (PostTrainBench's prompt, used with a checkout, asks for the answer
-alone). ``final_model`` is a
-symlink to the checkpoint dir when the manifest says the agent left a model. ``prompt.txt`` and ``solve_out.txt``
-are copies of the trace dir's ``prompt.md`` and ``stdout.log``. Every copied file goes through ``ptflow.keys.Masker``
-(the config's key names and every secret-looking variable, with their values where the export runs): a key that a
-run's files still hold (written before ptflow masked captured output) is exported as ``***``. The clusterid is the
-evaluation's Slurm job id (eval.json ``slurm_job_id``) when it is all digits, else 0.
+stored" / "ERR" as it would for PostTrainBench's own runs. A cell of a seeded eval (eval.json ``seeds``, rule
+seed_mean) gets the metrics.json of PostTrainBench's newer final evaluation (``src/eval/run_final_eval.sh`` and
+``src/utils/aggregate_seed_metrics.py``): the mean over the seeds that succeeded (``accuracy``, and ``stderr`` where
+the seeds reported one: a metric that is no number is not averaged), ``num_seeds`` (the seeds attempted: a greedy
+model's later seeds, which ptflow records as skipped, are not), ``num_seeds_succeeded`` and ``per_seed``
+(``{"<seed>": {"max_tokens_stage", "metrics": {"accuracy", "stderr"}}}`` for the seeds that succeeded, from each
+seed's own eval.json), and beside it ``metrics_seed<S>.json`` per seed that succeeded, as each seed's run writes it.
+The scripts that read the run dir read metrics.json's ``accuracy`` only.
+
+The two judgement files are copied verbatim from the cell's agent trace dir (where the judge keeps them) when they
+are there (without a judge, or with a judge of ``judge.cli`` that writes no files, there are none: PostTrainBench
+then counts the cell as its baseline, whereas ptflow's own score follows ``scoring.unjudged``).
+aggregate_contamination.py compares a file's whole content with the answer, while ptflow's judge reads the first
+line: the evidence lines that ptflow's own judge prompt asks for after the answer read as "IMPORTANT ERR" there
+(PostTrainBench's prompt, used with a checkout, asks for the answer alone). ``final_model`` is a symlink to the
+checkpoint dir when the manifest says the agent left a model. ``prompt.txt`` and ``solve_out.txt`` are copies of the
+trace dir's ``prompt.md`` and ``stdout.log``. Every copied file goes through ``ptflow.keys.Masker`` (the config's
+key names and every secret-looking variable, with their values where the export runs): a key that a run's files
+still hold (written before ptflow masked captured output) is exported as ``***``. The clusterid is the evaluation's
+Slurm job id (eval.json ``slurm_job_id``) when it is all digits, else 0.
 
 Each run directory is built in a hidden temp dir beside it and renamed into place whole; exporting again replaces
 it. A run directory this export does not write is left as it is (DEST may hold PostTrainBench's own results). The
@@ -90,7 +98,8 @@ from ptflow.config.entries import Agent
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
-from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
+from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, Metric, ScoreError, read_cell, read_metric
+from ptflow.stages.evaluate.seeds import SKIPPED
 
 BASELINE_METHOD = "baseline_zeroshot"
 JUDGEMENT_FILES = ("contamination_judgement.txt", "disallowed_model_judgement.txt")
@@ -235,6 +244,45 @@ def _read_json(path: Path) -> dict | None:
         raise ExportError(f"{path}: cannot read it ({exc}); rerun the rule that writes it") from None
 
 
+def _json_text(data: dict) -> str:
+    """As PostTrainBench's scripts write JSON: ``json.dump(..., indent=2)`` and a newline."""
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _seed_metrics(value: float, stderr: float | None) -> dict:
+    """One seed's metrics.json as its final-eval script writes it: ``{"accuracy", "stderr"}``."""
+    return {"accuracy": value, "stderr": None if stderr is None or math.isnan(stderr) else stderr}
+
+
+def seeded_metrics(metric: Metric, seeds: dict, cell_dir: Path) -> list[tuple[str, str]]:
+    """A seeded cell's metrics.json as ``aggregate_seed_metrics.py`` writes it, and ``metrics_seed<S>.json`` per seed
+    that succeeded (module docstring). ``seeds``: the cell eval.json's ``seeds`` (rule seed_mean's record)."""
+    per_seed: dict[str, dict] = {}
+    attempted = 0
+    for seed, entry in seeds["per_seed"].items():
+        if entry["status"] == SKIPPED:  # a greedy model's later seeds: run_final_eval.sh does not attempt them
+            continue
+        attempted += 1
+        if entry["status"] != SCORED:  # failed every stage: left out of the mean, and out of per_seed
+            continue
+        # the seed's own eval.json; the cell's record of it (seed_mean copied it) while that file is deleted to rerun
+        own = _read_json(cell_dir / entry["eval_json"])
+        if own is not None:
+            seed_metric = read_metric(own, str(cell_dir / entry["eval_json"]))
+            value, stderr, stage = seed_metric.value, seed_metric.stderr, own["stage"]
+        else:
+            value, stderr, stage = entry["value"], entry["stderr"], entry["stage"]
+        per_seed[str(seed)] = {"max_tokens_stage": int(stage), "metrics": _seed_metrics(value, stderr)}
+    # every top-level numeric metric averaged over the seeds that succeeded (the cell's mean): a stderr no seed
+    # reported is not a number, so aggregate_seed_metrics.py leaves it out (it stays under per_seed)
+    aggregate: dict = {"accuracy": metric.value}
+    if not math.isnan(metric.stderr):
+        aggregate["stderr"] = metric.stderr
+    aggregate |= {"num_seeds": attempted, "num_seeds_succeeded": len(per_seed), "per_seed": per_seed}
+    seed_files = [(f"metrics_seed{seed}.json", _json_text(result["metrics"])) for seed, result in per_seed.items()]
+    return [("metrics.json", _json_text(aggregate)), *seed_files]
+
+
 def _plan_cell(cfg: Config, layout: Layout, cell: Cell, workdir: Path, site) -> RunDir | str:
     """The run dir of one cell, or why it is skipped."""
     eval_json = _under(workdir, layout.eval_json(cell.model, cell.eval, cell.agent))
@@ -256,7 +304,9 @@ def _plan_cell(cfg: Config, layout: Layout, cell: Cell, workdir: Path, site) -> 
     name = f"{cell.eval}_{safe(evaluated.id)}_{cluster_id(data.get('slurm_job_id'))}"
     copies: list[tuple[str, Path]] = []
     texts: list[tuple[str, str]] = []
-    if read.status == SCORED:
+    if read.status == SCORED and data.get("seeds"):
+        texts += seeded_metrics(read.metric, data["seeds"], cell_dir)
+    elif read.status == SCORED:
         own = cell_dir / ((data.get("posttrainbench") or {}).get("metrics_file") or "metrics.json")
         if own.is_file():  # the checkout's evaluate.py wrote it; the evaluation kept it
             copies.append(("metrics.json", own))
