@@ -43,8 +43,9 @@ RULE_STAGE = {
     "aggregate": "aggregate",
     "judge": "judge",
     "rescore": "aggregate",
+    "evaluate_seed": "evaluate",
 }
-NOT_SUBMITTED = ("all", "edf", "hf_cache")  # run on the login node: no Slurm job to price
+NOT_SUBMITTED = ("all", "edf", "hf_cache", "seed_mean")  # run on the login node: no Slurm job to price
 
 NO_CLUSTER = str(Path(__file__).parent / "data" / "no-cluster-slurm.conf")  # a plan needs no cluster
 
