@@ -11,12 +11,7 @@ hand_over()  # a local run: go on in a process that has the heavy libraries impo
 with rule_log(snakemake.log[0]) as log:
     evaluate_seed_job(
         EvaluateSpec.from_params(snakemake.params.job),
-        EvalInputs(
-            manifest=snakemake.input.get("manifest"),
-            checkout=snakemake.input.get("checkout"),
-            test_parquet=snakemake.input.get("test"),
-            threads=snakemake.threads,
-        ),
+        EvalInputs.of_rule(snakemake.input, snakemake.threads),
         EvalOutputs(snakemake.output.eval_json, snakemake.output.inspect),
         first_seed=snakemake.input.get("first_seed"),
         seed_changes_data=snakemake.params.seed_changes_data,

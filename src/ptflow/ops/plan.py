@@ -43,64 +43,58 @@ EVALUATION_RULES = ("evaluate", "evaluate_seed", "seed_mean")
 
 
 @dataclass(frozen=True)
-class RepeatCost:
-    """What the planned runs of an agent with repeats cost: the planned jobs whose agent wildcard is the agent or
-    ``<agent>@run<k>``, the cells they belong to, and their GPU-hours (requests x runtime, as the totals count)."""
+class DimensionCost:
+    """What one more dimension of the matrix costs in planned jobs: an agent's repeats (``runs`` of each of its
+    cells, every job of those cells) or an eval's seeds (``seeds`` per cell, its ``evaluate_seed`` jobs: a seed whose
+    file is up to date is not planned; the cells' ``seed_mean`` runs on the login node and costs nothing), the cells
+    they belong to and their GPU-hours (requests x runtime, as the totals count)."""
 
-    agent: str
-    runs: int  # the agent's repeats: runs of each of its cells
+    name: str  # the agent or the eval
+    unit: str  # "runs" (of each cell) or "seeds" (per cell)
+    count: int
     cells: int
     jobs: int
     gpu_hours: float
 
-    def line(self) -> str:
-        jobs = f"{self.cells} cells, {self.jobs} jobs, {self.gpu_hours:.2f} GPU-hours"
-        return f"{self.agent}: {self.runs} runs of each cell ({jobs})"
-
-
-def repeat_costs(cfg: Config, jobs: list[PlannedJob]) -> list[RepeatCost]:
-    """One :class:`RepeatCost` per agent with ``repeats`` > 1, in the config's order."""
-    out = []
-    for agent in cfg.agents.values():
-        if agent.repeats <= 1:
-            continue
-        # the agent wildcard is the agent's id (run 1) or <id>@run<k>; an id holds no '@'
-        mine = [j for j in jobs if j.wildcards.get("agent", "").partition(naming.RUN_SEPARATOR)[0] == agent.id]
-        w = [j.wildcards for j in mine]
-        cells = {(x["model"], x["eval"], x["agent"]) for x in w if {"model", "eval"} <= x.keys()}
-        hours = sum(req.gpus * req.runtime / 60 for j in mine if j.submitted for req in j.requests)
-        out.append(RepeatCost(agent.id, agent.repeats, len(cells), len(mine), round(hours, 4)))
-    return out
-
-
-@dataclass(frozen=True)
-class SeedCost:
-    """What the planned evaluation seeds of a seeded eval cost: its planned ``evaluate_seed`` jobs (one per seed of
-    a cell; a seed whose file is up to date is not planned), the cells they belong to, and their GPU-hours (requests x
-    runtime, as the totals count). The cells' ``seed_mean`` jobs run on the login node and cost nothing."""
-
-    eval: str
-    seeds: int  # the eval's seeds: evaluations of each of its cells
-    cells: int
-    jobs: int
-    gpu_hours: float
+    @classmethod
+    def of(cls, name: str, unit: str, count: int, jobs: list[PlannedJob]) -> DimensionCost:
+        cells = {(j.wildcards["model"], j.wildcards["eval"], j.wildcards["agent"]) for j in jobs
+                 if {"model", "eval", "agent"} <= j.wildcards.keys()}  # fmt: skip
+        hours = sum(req.gpus * req.runtime / 60 for j in jobs if j.submitted for req in j.requests)
+        return cls(name, unit, count, len(cells), len(jobs), round(hours, 4))
 
     def line(self) -> str:
-        jobs = f"{self.cells} cells, {self.jobs} evaluate_seed jobs, {self.gpu_hours:.2f} GPU-hours"
-        return f"{self.eval}: {self.seeds} seeds per cell ({jobs})"
+        what, jobs = ("runs of each cell", "jobs") if self.unit == "runs" else ("seeds per cell", "evaluate_seed jobs")
+        return (
+            f"{self.name}: {self.count} {what} ({self.cells} cells, {self.jobs} {jobs}, {self.gpu_hours:.2f} GPU-hours)"
+        )
+
+    def to_json(self) -> dict:
+        return {self.unit: self.count, "cells": self.cells, "jobs": self.jobs, "gpu_hours": self.gpu_hours}
 
 
-def seed_costs(cfg: Config, jobs: list[PlannedJob]) -> list[SeedCost]:
-    """One :class:`SeedCost` per seeded eval (``matrix.seeds`` / ``evals[].seeds``), in the config's order."""
-    out = []
-    for ev in cfg.evals.values():
-        if not ev.seeded:
-            continue
-        mine = [j for j in jobs if j.rule == "evaluate_seed" and j.wildcards.get("eval") == ev.id]
-        cells = {(j.wildcards["model"], j.wildcards["eval"], j.wildcards["agent"]) for j in mine}
-        hours = sum(req.gpus * req.runtime / 60 for j in mine if j.submitted for req in j.requests)
-        out.append(SeedCost(ev.id, len(ev.seeds), len(cells), len(mine), round(hours, 4)))
-    return out
+def repeat_costs(cfg: Config, jobs: list[PlannedJob]) -> list[DimensionCost]:
+    """What each agent with ``repeats`` > 1 costs, in the config's order: the planned jobs whose agent wildcard is
+    the agent's id (run 1) or ``<id>@run<k>`` (an id holds no '@')."""
+
+    def agent_of(job: PlannedJob) -> str:
+        return job.wildcards.get("agent", "").partition(naming.RUN_SEPARATOR)[0]
+
+    return [
+        DimensionCost.of(a.id, "runs", a.repeats, [j for j in jobs if agent_of(j) == a.id])
+        for a in cfg.agents.values()
+        if a.repeats > 1
+    ]
+
+
+def seed_costs(cfg: Config, jobs: list[PlannedJob]) -> list[DimensionCost]:
+    """What each seeded eval (``matrix.seeds`` / ``evals[].seeds``) costs, in the config's order."""
+    return [
+        DimensionCost.of(ev.id, "seeds", len(ev.seeds),
+                         [j for j in jobs if j.rule == "evaluate_seed" and j.wildcards.get("eval") == ev.id])
+        for ev in cfg.evals.values()
+        if ev.seeded
+    ]  # fmt: skip
 
 
 @dataclass
@@ -114,8 +108,8 @@ class Plan:
     caps: Caps | None = None  # None: not a Slurm site, no waves and no estimate
     waves: list[Waves] = field(default_factory=list)
     estimate: Estimate | None = None
-    repeats: list[RepeatCost] = field(default_factory=list)  # the agents with repeats, what their runs cost
-    seeds: list[SeedCost] = field(default_factory=list)  # the seeded evals, what their seeds cost
+    repeats: list[DimensionCost] = field(default_factory=list)  # the agents with repeats, what their runs cost
+    seeds: list[DimensionCost] = field(default_factory=list)  # the seeded evals, what their seeds cost
 
     @property
     def jobs_per_rule(self) -> dict[str, int]:
@@ -159,8 +153,8 @@ class Plan:
             "caps": asdict(self.caps) if self.caps else None,
             "waves": [w.to_json() for w in self.waves],
             "estimate": asdict(self.estimate) if self.estimate else None,
-            "repeats": {r.agent: {k: v for k, v in asdict(r).items() if k != "agent"} for r in self.repeats},
-            "seeds": {s.eval: {k: v for k, v in asdict(s).items() if k != "eval"} for s in self.seeds},
+            "repeats": {r.name: r.to_json() for r in self.repeats},
+            "seeds": {s.name: s.to_json() for s in self.seeds},
             "job_overhead_s": JOB_OVERHEAD_S,
             "jobs": [asdict(j) for j in self.jobs],
         }

@@ -112,6 +112,11 @@ class EvalInputs:
     # the ladder's stage to start at (0: the first budget): a later evaluation seed starts where the first succeeded
     start_stage: int = 0
 
+    @classmethod
+    def of_rule(cls, rule_input, threads: int) -> EvalInputs:
+        """What an evaluate or evaluate_seed job reads, from its rule's input (a mapping: Snakemake's namedlist)."""
+        return cls(rule_input.get("manifest"), rule_input.get("checkout"), rule_input.get("test"), threads)
+
 
 @dataclass(frozen=True)
 class ModelUnderTest:
