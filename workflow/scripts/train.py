@@ -59,5 +59,6 @@ with rule_log(snakemake.log[0]) as log:
     rc = train_in_job(job, run)
     if rc:
         sys.exit(rc)  # saved and stopped: resumed by the next attempt
-    if KINDS[job.kind].evaluates_in_train_job:
+    # the evaluate job's params where this cell evaluates here (None: a seeded eval, evaluated by its seeds' jobs)
+    if KINDS[job.kind].evaluates_in_train_job and snakemake.params.evaluation:
         evaluate_after_agent(run.threads, log)
