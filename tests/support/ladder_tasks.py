@@ -6,7 +6,8 @@ fails when a request's token budget does not fit the context window: ``openai.Ba
 attempt fails with torch's (CUDA) ``OutOfMemoryError``, as a first try can when memory is fragmented, later ones
 answer. ``crashing``: fails with an error no budget cures. ``out_of_memory_for_seed``: every attempt of one
 evaluation seed (``failing_seed``; the seed of the settings document the attempt runs from) fails with that
-OutOfMemoryError, the other seeds answer (a seed whose every stage fails, for the evaluation-seed tests). All use
+OutOfMemoryError where the model's path holds ``failing_model`` ("": every model), the other seeds answer (a seed
+whose every stage fails, for the evaluation-seed tests). All use
 a two-sample in-memory dataset scored by exact match, except ``model_copies``: it answers with the real model and
 scores each sample by the number of copies of the hf model alive in the process once the sample is generated (an
 observation for the test, not a benchmark), and
@@ -82,7 +83,7 @@ def out_of_memory_once(marker: str) -> Task:
 
 
 @solver
-def out_of_memory_at(failing_seed: int):
+def out_of_memory_at(failing_seed: int, failing_model: str):
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         import json
 
@@ -90,7 +91,7 @@ def out_of_memory_at(failing_seed: int):
 
         # the kit runs each attempt in attempts/<n>/ beside its settings document (ptflow.stages.evaluate.run)
         settings = json.loads((Path.cwd().parent / "evaluate_settings.json").read_text())
-        if settings.get("seed") == failing_seed:
+        if settings.get("seed") == failing_seed and failing_model in get_model().name:
             raise torch.OutOfMemoryError(f"CUDA out of memory (stand-in, raised for seed {failing_seed})")
         return await generate(state)
 
@@ -98,8 +99,8 @@ def out_of_memory_at(failing_seed: int):
 
 
 @task
-def out_of_memory_for_seed(failing_seed: int) -> Task:
-    return Task(dataset=list(SAMPLES), solver=out_of_memory_at(failing_seed), scorer=match())
+def out_of_memory_for_seed(failing_seed: int, failing_model: str = "") -> Task:
+    return Task(dataset=list(SAMPLES), solver=out_of_memory_at(failing_seed, failing_model), scorer=match())
 
 
 @task
