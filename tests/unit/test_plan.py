@@ -526,13 +526,15 @@ def test_a_plan_without_repeats_says_nothing_of_them(fresh):
 
 
 def test_the_plan_says_what_an_evals_seeds_cost(tmp_path):
-    """The default config's add eval with ``seeds: [1, 2]`` (an override file): each seed of each add cell is its own
-    evaluate_seed job (GPU: the site's evaluate request), the cell's mean a seed_mean job on the login node; the plan
+    """The default config with ``matrix.seeds: [1, 2]``, its sub eval opting out (``seeds: []``) and add's seed
+    changing its data (an override file): each seed of each add cell is its own evaluate_seed job (GPU: the site's
+    evaluate request), the cell's mean a seed_mean job on the login node, sub's cells one evaluate job each; the plan
     says what the seeds cost, from those planned jobs: the JSON under "seeds", the text one line per seeded eval."""
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    evals = [{**e, "seeds": [1, 2]} if e["id"] == "add" else e for e in default["evals"]]
+    own = {"add": {"seed_changes_data": True}, "sub": {"seeds": []}}
+    evals = [{**e, **own.get(e["id"], {})} for e in default["evals"]]
     override = tmp_path / "seeds.yaml"
-    override.write_text(yaml.safe_dump({"evals": evals}))
+    override.write_text(yaml.safe_dump({"evals": evals, "matrix": {**default["matrix"], "seeds": [1, 2]}}))
     out = run_plan(tmp_path / "work", "--configfile", str(override))
     # the test's own reading: every add cell evaluated once per seed, none by rule evaluate
     cells = {(m["id"].replace("/", "--"), "add", a["id"]) for m in default["models"] for a in default["agents"]}
@@ -540,6 +542,7 @@ def test_the_plan_says_what_an_evals_seeds_cost(tmp_path):
     assert {(j["wildcards"]["model"], j["wildcards"]["eval"], j["wildcards"]["agent"]) for j in seed_jobs} == cells
     assert sorted(j["wildcards"]["seed"] for j in seed_jobs) == ["1"] * len(cells) + ["2"] * len(cells)
     assert not [j for j in out["jobs"] if j["rule"] == "evaluate" and j["wildcards"]["eval"] == "add"]
+    assert len([j for j in out["jobs"] if j["rule"] == "evaluate" and j["wildcards"]["eval"] == "sub"]) == len(cells)
     means = [j for j in out["jobs"] if j["rule"] == "seed_mean"]
     assert len(means) == len(cells) and not [r for j in means for r in j["requests"]]
     evaluate = load_site(str(SITE), REPO).request("evaluate")
