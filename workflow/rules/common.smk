@@ -11,7 +11,6 @@ from snakemake.exceptions import WorkflowError
 
 from ptflow.cluster import envs, images
 from ptflow.config import naming
-from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
 from ptflow.config.load import reference_table, resolve, share_config
 from ptflow.config.rules import LOGIN_NODE_RULES
 from ptflow.config.validate import ConfigError
@@ -138,29 +137,9 @@ def cache_resource_files():
 # ---- train ----
 
 
+@_workflow_error
 def get_train_input(wildcards):
-    agent = JOBS.agent(wildcards.agent)
-    if not agent.trains:
-        raise WorkflowError(f"agent {agent.id!r} is a baseline: it has no train job")
-    inputs = {"base": LAYOUT.model_marker(wildcards.model)}
-    data = agent.spec.train_data
-    if data == TRAIN_DATA_ALWAYS or (
-        data == TRAIN_DATA_IF_PARQUET and CFG.evals[wildcards.eval].uses_parquet
-    ):
-        inputs["data"] = LAYOUT.data(wildcards.eval, "train")
-    # the agent's evaluate.py reads what the final evaluation reads
-    if agent.spec.agent_cli:
-        inputs.update(_evaluation_data_input(wildcards.eval))
-    parent = CFG.parent_slot(wildcards.agent)
-    if parent:
-        inputs["parent"] = LAYOUT.manifest(wildcards.model, wildcards.eval, parent)
-    inputs.update(image_inputs_of("train", wildcards))
-    inputs.update(env_inputs(wildcards))
-    return inputs
-
-
-def env_inputs(wildcards):
-    return INPUTS.envs(JOBS.agent(wildcards.agent))
+    return INPUTS.train(wildcards.model, wildcards.eval, wildcards.agent)
 
 
 def get_env_build_spec(wildcards):
@@ -195,9 +174,6 @@ def get_evaluate_input(wildcards):
     return INPUTS.evaluate(wildcards.model, wildcards.eval, wildcards.agent)
 
 
-_evaluation_data_input = INPUTS.evaluation_data
-
-
 def get_evaluate_params(wildcards):
     return JOBS.evaluate(
         wildcards.model, wildcards.eval, wildcards.agent, _ptb_objects
@@ -230,6 +206,13 @@ def get_evaluate_seed_params(wildcards):
     ).to_params()
 
 
+def get_seed_is_light(wildcards):
+    """Whether an evaluate_seed job adopts its train job's evaluation or is skipped: a CPU job (RuleValues)."""
+    params = lambda: get_evaluate_seed_params(wildcards)
+    w = wildcards
+    return VALUES.seed_is_light(w.model, w.eval, w.agent, int(w.seed), params)
+
+
 def get_seed_mean_input(wildcards):
     return INPUTS.seed_mean(wildcards.model, wildcards.eval, wildcards.agent)
 
@@ -241,6 +224,8 @@ def get_seed_changes_data(wildcards):
 eval_constraint = VALUES.eval_constraint
 evaluate_threads = VALUES.evaluate_threads(get_adopts_evaluation)
 evaluate_resources = VALUES.evaluate_resources(get_adopts_evaluation)
+evaluate_seed_threads = VALUES.evaluate_threads(get_seed_is_light)
+evaluate_seed_resources = VALUES.evaluate_resources(get_seed_is_light)
 
 
 # ---- judge: agent-CLI cells' traces checked for contamination / disallowed models (optional) ----
@@ -281,10 +266,6 @@ def scoring_params():
 IMAGES_DIR = images.images_dir(RUNTIME)
 # Changes every run: re-imports :latest sources, but only under force_reconvert_latest.
 RUN_TOKEN = time.strftime("%Y%m%dT%H%M%S")
-
-
-def image_inputs_of(stage, wildcards):
-    return INPUTS.images(stage, VALUES.agent_of(wildcards))
 
 
 def get_image_name(wildcards):

@@ -1,6 +1,6 @@
 # Software environments as outputs (site runtime.envs): the verl venv over the ngc-ray-vllm image (Alps guide, step
 # 8) and NeMo-RL's uv environment (JUWELS plan, step 2), built in a CPU job (resources.env, else resources.image)
-# with their import check; the train jobs of the agents each one is `for` depend on it (common.smk: env_inputs).
+# with their import check; the train jobs of the agents each one is `for` depend on it (RuleInputs.envs).
 
 
 rule env:

@@ -41,9 +41,10 @@ rule evaluate_seed:
         seed=r"\d+",
     conda:
         CONDA_ENV
-    threads: threads_of("evaluate_seed")
+    # adopting the seed's evaluation its cell's train job made, or skipped by the first seed: a CPU job
+    threads: evaluate_seed_threads
     resources:
-        **resources_of("evaluate_seed"),
+        **evaluate_seed_resources,
     params:
         job=get_evaluate_seed_params,
         seed_changes_data=get_seed_changes_data,

@@ -1,5 +1,5 @@
 # Container images and CSCS EDF files as outputs: built once per name and recipe in a CPU job (resources.image),
-# never on a GPU allocation. Rules that run inside an image depend on it (common.smk: image_inputs_of).
+# never on a GPU allocation. Rules that run inside an image depend on it (RuleInputs.images).
 
 
 rule image:

@@ -19,18 +19,17 @@ hand_over()  # a local run: go on in a process that has the heavy libraries impo
 
 
 def evaluate_after_agent(threads: int, log) -> None:
-    """The cell's evaluation in this allocation, staged for the evaluate job (ptflow.stages.evaluate.job); whatever
-    happens to it, this job has done its work (the evaluate job evaluates by itself then)."""
-    from ptflow.specs import EvaluateSpec
-    from ptflow.stages.evaluate.job import evaluate_in_train_job
+    """The cell's evaluation (or its seeds') in this allocation, staged for the evaluate jobs
+    (ptflow.stages.evaluate.job); whatever happens to it, this job has done its work (those jobs evaluate then)."""
+    from ptflow.stages.evaluate import job as evaluation_job
 
-    evaluation = snakemake.params.evaluation
     try:
-        evaluate_in_train_job(EvaluateSpec.from_params(evaluation["job"]), eval_json=evaluation["eval_json"],
-                              manifest=snakemake.output[0], checkout=snakemake.input.get("checkout"),
-                              test_parquet=snakemake.input.get("test"), threads=threads, log=log)  # fmt: skip
+        evaluation_job.evaluate_after_agent(
+            snakemake.params.evaluation, manifest=snakemake.output[0], checkout=snakemake.input.get("checkout"),
+            test_parquet=snakemake.input.get("test"), threads=threads, log=log,
+        )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - the agent's work is done and kept; only the shortcut is lost
-        log(f"no evaluation in this allocation ({type(exc).__name__}: {exc}); the evaluate job evaluates")
+        log(f"no evaluation in this allocation ({type(exc).__name__}: {exc}); the evaluate jobs evaluate")
 
 
 with rule_log(snakemake.log[0]) as log:
@@ -59,6 +58,6 @@ with rule_log(snakemake.log[0]) as log:
     rc = train_in_job(job, run)
     if rc:
         sys.exit(rc)  # saved and stopped: resumed by the next attempt
-    # the evaluate job's params where this cell evaluates here (None: a seeded eval, evaluated by its seeds' jobs)
+    # the evaluate jobs' params where this cell evaluates here (None: a kind that evaluates in its evaluate job)
     if KINDS[job.kind].evaluates_in_train_job and snakemake.params.evaluation:
         evaluate_after_agent(run.threads, log)

@@ -344,10 +344,19 @@ class Jobs:
         """What a train job needs to evaluate its cell in its own allocation (kinds that do: agent cells): the
         evaluate job's params and the cell's eval.json; None for other kinds. Rule train passes it as a param
         derived from its input (the checkout marker), which Snakemake does not compare to decide a rerun: a changed
-        evaluation reruns the evaluate job, whose params these are, never the training."""
-        # a seeded eval's evaluations are its seeds' jobs (the first seed's decides the others'): none here
-        if not self.agent(slot).spec.evaluates_in_train_job or self.cfg.evals[eval_id].seeded:
+        evaluation reruns the evaluate job, whose params these are, never the training. A seeded eval: each seed's
+        evaluate_seed params and file, the first seed first (``seeds``), evaluated in turn as PostTrainBench's final
+        evaluation runs them in its job, each staged for its seed's job to adopt."""
+        if not self.agent(slot).spec.evaluates_in_train_job:
             return None
+        e = self.cfg.evals[eval_id]
+        if e.seeded:
+            seeds = [
+                {"seed": seed, "eval_json": self.layout.seed_eval_json(model_name, eval_id, slot, seed),
+                 "job": self.evaluate(model_name, eval_id, slot, objects, seed=seed).to_params()}
+                for seed in e.seeds
+            ]  # fmt: skip
+            return {"seeds": seeds, "seed_changes_data": e.seed_changes_data}
         spec = self.evaluate(model_name, eval_id, slot, objects)
         return {"eval_json": self.layout.eval_json(model_name, eval_id, slot), "job": spec.to_params()}
 

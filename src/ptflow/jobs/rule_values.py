@@ -12,6 +12,7 @@ pins that Snakemake then passes what was stated.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from ptflow.cluster import envs, images
 from ptflow.config import tasks
 from ptflow.config.entries import Agent
+from ptflow.config.kinds import TRAIN_DATA_ALWAYS, TRAIN_DATA_IF_PARQUET
 from ptflow.config.matrix import Cell
 from ptflow.config.naming import RUN_SEPARATOR
 from ptflow.config.rules import ADOPT_REQUEST, request_of
@@ -151,22 +153,44 @@ class RuleValues:
 
         return {key: tables[0][key] if constant(key) else value_of(key) for key in keys}
 
-    def adopts_evaluation(self, model: str, eval_id: str, slot: str, evaluate_params: Callable[[], dict]) -> bool:
-        """Whether the cell's train job left an evaluation made in its allocation that its evaluate job can adopt
-        (ptflow.stages.evaluate.in_train_job): then the job is a CPU job of seconds, else a GPU evaluation.
-        Snakemake asks again when the job is ready to run (after the train job); each resource of a job asks, so
-        the answer is kept per staged evaluation. ``evaluate_params``: the evaluate job's params, asked only once
-        an evaluation is staged (the params of a checkout eval need the checkout, which may not exist before)."""
+    def adopts_evaluation(
+        self, model: str, eval_id: str, slot: str, evaluate_params: Callable[[], dict], seed: int | None = None
+    ) -> bool:
+        """Whether the cell's train job left an evaluation made in its allocation that its evaluate job (``seed``:
+        that seed's evaluate_seed job) can adopt (ptflow.stages.evaluate.in_train_job): then the job is a CPU job of
+        seconds, else a GPU evaluation. Snakemake asks again when the job is ready to run (after the train job);
+        each resource of a job asks, so the answer is kept per staged evaluation. ``evaluate_params``: the job's
+        params, asked only once an evaluation is staged (the params of a checkout eval need the checkout, which may
+        not exist before)."""
         if not self.jobs.agent(slot).spec.evaluates_in_train_job:
             return False
         layout, cell = self.jobs.layout, (model, eval_id, slot)
-        stamp = in_train_job.staged_stamp(layout.eval_json(*cell), layout.manifest(*cell))
+        eval_json = layout.eval_json(*cell) if seed is None else layout.seed_eval_json(*cell, seed)
+        stamp = in_train_job.staged_stamp(eval_json, layout.manifest(*cell))
         if stamp is None:
             return False
-        if (cell, stamp) not in self._adopts:
-            why_not = in_train_job.why_not_adoptable(layout.eval_json(*cell), evaluate_params(), layout.manifest(*cell))
-            self._adopts[(cell, stamp)] = why_not is None
-        return self._adopts[(cell, stamp)]
+        key = (cell, seed, stamp)
+        if key not in self._adopts:
+            why_not = in_train_job.why_not_adoptable(eval_json, evaluate_params(), layout.manifest(*cell))
+            self._adopts[key] = why_not is None
+        return self._adopts[key]
+
+    def seed_is_light(self, model: str, eval_id: str, slot: str, seed: int, params: Callable[[], dict]) -> bool:
+        """Whether an evaluate_seed job needs no GPU: it adopts its train job's evaluation of the seed, or (a later
+        seed, asked again once the first seed's file exists) it is skipped by the first seed's result
+        (ptflow.stages.evaluate.seeds.why_skipped)."""
+        if self.adopts_evaluation(model, eval_id, slot, params, seed=seed):
+            return True
+        from ptflow.stages.evaluate import seeds
+
+        e = self.jobs.cfg.evals[eval_id]
+        if seed == e.seeds[0]:
+            return False
+        first = Path(self.jobs.layout.seed_eval_json(model, eval_id, slot, e.seeds[0]))
+        try:
+            return seeds.why_skipped(json.loads(first.read_text()), e.seed_changes_data) is not None
+        except (OSError, ValueError):
+            return False
 
     def evaluate_threads(self, adopts: Callable) -> Callable:
         """Rule evaluate's threads per job: the adoption request's where ``adopts(wildcards)`` (the cell's train
@@ -273,6 +297,24 @@ class RuleInputs:
         if e.from_checkout:  # a refreshed cache does not rerun finished cells
             return {**self.checkout(), "ptb_cache": ancient(self.layout.posttrainbench_cache_marker())}
         return {"eval_data": self.layout.eval_data_marker(eval_id)}
+
+    def train(self, model: str, eval_id: str, slot: str) -> dict:
+        """A train job's inputs: the base model's cache marker, its training data where the kind reads it, what the
+        final evaluation reads (an agent CLI's evaluate.py reads the same), the parent's manifest (a ``from:``
+        chain), its images and software environments."""
+        agent = self.jobs.agent(slot)
+        if not agent.trains:
+            raise RuleError(f"agent {agent.id!r} is a baseline: it has no train job")
+        inputs = {"base": self.layout.model_marker(model)}
+        data = agent.spec.train_data
+        if data == TRAIN_DATA_ALWAYS or (data == TRAIN_DATA_IF_PARQUET and self.cfg.evals[eval_id].uses_parquet):
+            inputs["data"] = self.layout.data(eval_id, "train")
+        if agent.spec.agent_cli:
+            inputs.update(self.evaluation_data(eval_id))
+        parent = self.cfg.parent_slot(slot)
+        if parent:
+            inputs["parent"] = self.layout.manifest(model, eval_id, parent)
+        return {**inputs, **self.images("train", agent), **self.envs(agent)}
 
     def evaluate(self, model: str, eval_id: str, slot: str) -> dict:
         """A trained cell's manifest, or the model an untrained cell evaluates; its data; its image."""

@@ -104,8 +104,8 @@ def job_requests(site: Site, cfg: Config, rule: str, wildcards: dict[str, str]) 
         return []
     if rule == "image":
         request = images.image_request(site.runtime, wildcards["image"])
-    if rule == "evaluate" and cfg.agent_for(wildcards["agent"]).spec.evaluates_in_train_job:
-        request = ADOPT_REQUEST  # evaluated in the train job's allocation; this job adopts it (a CPU job)
+    if rule in ("evaluate", "evaluate_seed") and cfg.agent_for(wildcards["agent"]).spec.evaluates_in_train_job:
+        request = ADOPT_REQUEST  # evaluated in the train job's allocation (each seed); this job adopts it (CPU)
     agent = cfg.agent_for(wildcards["agent"]) if rule in TRAIN_RULES else None
     # labelled by the site file's request that sizes it (a judge job by `aggregate` where the site has no `judge`)
     label = site.request_name(request)

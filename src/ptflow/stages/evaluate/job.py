@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import asdict, replace
@@ -69,7 +70,8 @@ def evaluate_seed_job(
 ) -> None:
     """Rule evaluate_seed's job: one evaluation seed of a seeded eval's cell (``ptflow.stages.evaluate.seeds``). A
     later seed (``first_seed``: the first seed's file) is skipped where the first failed, or decoded greedily a seed
-    that only drives sampling; else it starts at the first seed's ladder stage."""
+    that only drives sampling; else the train job's evaluation of the seed is adopted where it made one, or the seed
+    is evaluated here from the first seed's ladder stage."""
     from ptflow.files import write_json_atomic
     from ptflow.stages.evaluate import seeds
 
@@ -78,8 +80,15 @@ def evaluate_seed_job(
     if why:
         Path(outputs.inspect_dir).mkdir(parents=True, exist_ok=True)
         write_json_atomic(outputs.eval_json, seeds.skip_record(job, job.call.seed, why))
+        shutil.rmtree(in_train_job.staged_dir(outputs.eval_json), ignore_errors=True)
         log(f"seed {job.call.seed} skipped: {why}")
         return
+    why_not = in_train_job.why_not_adoptable(outputs.eval_json, job.to_params(), inputs.manifest)
+    if why_not is None:  # the train job evaluated this seed in its allocation
+        in_train_job.adopt(outputs.eval_json, outputs.inspect_dir, log=log)
+        return
+    if inputs.manifest:
+        log(f"seed {job.call.seed}: evaluating in this job: {why_not}")
     deadline = job_deadline(os.environ.get("SLURM_JOB_ID"))
     reexec_in_runtime(job.runtime, log, hf_models=[] if inputs.manifest else [job.evaluated_model_id])
     inputs = replace(seeds.seed_inputs(inputs, first), deadline=deadline)
@@ -159,10 +168,13 @@ def evaluate_in_train_job(
     checkout: str | None = None,
     test_parquet: str | None = None,
     threads: int | None = None,
+    first_seed: dict | None = None,
     log=print,
 ) -> bool:
     """After the agent: this cell's evaluation in the train job's allocation, staged for the evaluate job; False
-    (and the evaluate job evaluates by itself) where it cannot run here or did not finish in time."""
+    (and the evaluate job evaluates by itself) where it cannot run here or did not finish in time. An evaluation
+    seed (``job.call.seed``) is marked as its evaluate_seed job marks it; a later one (``first_seed``: the first
+    seed's staged eval.json) starts at the first seed's ladder stage."""
     left = seconds_left(os.environ.get("SLURM_JOB_ID"))
     timeout = None if left is None else left - END_MARGIN_S
     if timeout is not None and timeout < MIN_EVALUATION_S:
@@ -176,6 +188,10 @@ def evaluate_in_train_job(
     # the ladder stops a minute before this job kills the child, keeping its tries for the evaluate job
     deadline = None if timeout is None else time.time() + timeout - 60
     inputs = EvalInputs(manifest, checkout, test_parquet, threads, str(ladder_progress(eval_json)), deadline)
+    if job.call.seed is not None:
+        from ptflow.stages.evaluate import seeds
+
+        inputs = seeds.seed_inputs(inputs, first_seed)
 
     def evaluate(staged_json: Path, staged_inspect: Path) -> bool:
         request = staged_json.parent / "request.json"
@@ -190,9 +206,42 @@ def evaluate_in_train_job(
         # the trained model is on scratch: the HF view holds the evaluation's datasets, no model repo
         rc = run_in_runtime(job.runtime, str(script), log=log, timeout=timeout, hf_models=[])
         log(f"evaluation in the train job's allocation ended with exit {rc} after {time.monotonic() - started:.0f} s")
+        if rc == 0 and job.call.seed is not None and staged_json.is_file():
+            from ptflow.stages.evaluate import seeds
+
+            seeds.mark_seed(staged_json, job.call, first=first_seed is None)
         return rc == 0
 
     return in_train_job.stage_evaluation(eval_json, params, manifest, evaluate, log=log)
+
+
+def evaluate_after_agent(evaluation: dict, *, manifest: str, log=print, **inputs) -> None:
+    """A train job's evaluation of its cell after the agent (rule train's param ``evaluation``:
+    ``ptflow.jobs.build.Jobs.evaluation_in_train_job``), staged for the evaluate job, or a seeded eval's seeds in
+    turn, each staged for its evaluate_seed job, as PostTrainBench's final evaluation runs them in its job. A later
+    seed is evaluated here only after a first seed that scored here: where the first's result skips the others
+    (``ptflow.stages.evaluate.seeds.why_skipped``), their jobs record that in seconds; where the first was not
+    made here, its job evaluates it and the later seeds' jobs go on from its result."""
+    if "seeds" not in evaluation:
+        job = EvaluateSpec.from_params(evaluation["job"])
+        evaluate_in_train_job(job, eval_json=evaluation["eval_json"], manifest=manifest, log=log, **inputs)
+        return
+    from ptflow.stages.evaluate import seeds
+
+    first = None
+    for i, seed in enumerate(evaluation["seeds"]):
+        job = EvaluateSpec.from_params(seed["job"])
+        if i and (first is None or first.get("status") != "scored"):
+            log(f"seed {job.call.seed} and later: not evaluated here (the first seed was not scored here)")
+            return
+        if i and seeds.why_skipped(first, evaluation["seed_changes_data"]):
+            log(f"seed {job.call.seed} and later: {seeds.why_skipped(first, evaluation['seed_changes_data'])}")
+            return
+        staged = evaluate_in_train_job(
+            job, eval_json=seed["eval_json"], manifest=manifest, first_seed=first, log=log, **inputs
+        )
+        if i == 0 and staged:
+            first = json.loads((in_train_job.staged_dir(seed["eval_json"]) / "eval.json").read_text())
 
 
 def main(request_path: str) -> None:
