@@ -855,10 +855,12 @@ def make_fixture_checkout(
     agents=("claude", "codex", "gemini"),
     variant: str = "",
     leave_out=(),
+    judge: str = "v1.0",
 ) -> str:
     """git init a repository at ``dest`` (absent or empty), write the fixture checkout, commit it with a fixed author,
     committer and dates (same arguments, same commit) and return the 40-hex commit. ``variant`` goes into README.md:
-    another variant is another commit with the same scripts."""
+    another variant is another commit with the same scripts. ``judge="v1.1"``: a second commit on top, with the
+    judge files of d27a95e (tests/support/ptb_judge_v11.py), whose id is returned."""
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"{dest} is not empty")
@@ -868,7 +870,26 @@ def make_fixture_checkout(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     _git(dest, "init", "-q", "-b", "main")
-    return _commit(dest, f"FIXTURE checkout of {PTB_REPO} {PTB_COMMIT} (ptflow tests)")
+    commit = _commit(dest, f"FIXTURE checkout of {PTB_REPO} {PTB_COMMIT} (ptflow tests)")
+    if judge == "v1.0":
+        return commit
+    if judge != "v1.1":
+        raise ValueError(f"no fixture of judge {judge!r}: v1.0 (9082063) or v1.1 (d27a95e)")
+    return commit_judge_v11(dest, evals)
+
+
+def commit_judge_v11(dest: Path, evals=("gsm8k", "humaneval")) -> str:
+    """Write d27a95e's judge files (tests/support/ptb_judge_v11.py) over the checkout at ``dest`` and commit them;
+    returns the new commit."""
+    from tests.support.ptb_judge_v11 import PTB_COMMIT_V11, judge_files
+
+    for rel, text in judge_files(evals, BENCHMARKS).items():
+        path = Path(dest) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if rel.endswith(".sh"):
+            path.chmod(0o755)
+    return _commit(Path(dest), f"FIXTURE judge of {PTB_REPO} {PTB_COMMIT_V11} (v1.1, ptflow tests)")
 
 
 def commit_change(dest: Path, relpath: str, text: str, message: str) -> str:

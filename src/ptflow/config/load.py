@@ -83,7 +83,31 @@ def resolve(raw: dict, workflow: Path, workdir: Path | None = None) -> Loaded:
         site = load_site(raw["site"], sites_dir(raw, workflow))
     finally:
         os.chdir(old)
-    return Loaded(cfg, site, Layout.from_config(raw, site.paths))
+    layout = Layout.from_config(raw, site.paths)
+    _check_judge_protocol(cfg, layout)
+    return Loaded(cfg, site, layout)
+
+
+def _check_judge_protocol(cfg: Config, layout: Layout) -> None:
+    """A checkout whose judge ptflow does not know is refused here, at planning, in one line, where the checkout is
+    already on this filesystem at its commit and its cells are judged; a checkout the rule posttrainbench_checkout
+    has yet to clone is checked by that rule (``ptflow.stages.posttrainbench.checkout``), before any cell."""
+    from ptflow.config import posttrainbench as ptb
+
+    checkout = cfg.posttrainbench
+    if checkout is None or not cfg.judge or not any(cfg.evals[c.eval].from_checkout for c in cfg.cells):
+        return
+    where = Path(checkout.location(layout.scratch))
+    if not (where / ".git").exists():
+        return
+    try:
+        ptb.git(where, "cat-file", "-e", f"{checkout.commit}^{{commit}}")
+    except ptb.CheckoutError:
+        return  # not at this commit (yet): the checkout rule clones or refuses it in its own line
+    try:
+        ptb.judge_protocol(str(where), checkout.commit)
+    except ptb.CheckoutError as exc:
+        raise ConfigError(f"config error at posttrainbench: {exc}") from None
 
 
 def share_config(raw: dict) -> None:

@@ -13,6 +13,7 @@ The paths below are facts about PostTrainBench's layout, read at commit 9082063 
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from dataclasses import dataclass
@@ -171,6 +172,136 @@ def object_ids(checkout: str | Path, commit: str, paths: list[str]) -> dict[str,
             ) from None
         raise
     return dict(zip(paths, out.splitlines(), strict=True))
+
+
+# ---- the judge protocols ptflow knows ----------------------------------------------------------------------------
+# Which judge a checkout has is read from the checkout itself, not from its commit id alone (a fork or a rebased
+# branch keeps the protocol under another id): the files of its judge directory, and in them the command-line
+# facts ptflow reproduces (the models, the CLIs' flags, the verdict file names). A fact ptflow does not reproduce
+# may change freely; one it does may not, or ptflow would judge as a protocol the checkout no longer has.
+
+
+@dataclass(frozen=True)
+class PtbJudgeProtocol:
+    """A PostTrainBench judge protocol: the commit it was read at, and the facts a checkout must show to have it."""
+
+    version: str  # PostTrainBench's name for it (v1.0, v1.1)
+    commit: str  # the commit of aisa-group/PostTrainBench whose judge this is (12 hex digits)
+    present: tuple[str, ...]  # paths under JUDGE_DIR that must be there
+    absent: tuple[str, ...]  # paths under JUDGE_DIR that must not
+    says: tuple[tuple[str, str], ...]  # (path under JUDGE_DIR, text the file holds)
+
+    @property
+    def label(self) -> str:
+        return f"{self.commit[:7]} ({self.version})"
+
+    def unmet(self, listed: set[str], texts: dict[str, str]) -> list[str]:
+        """The facts the checkout does not show, each as a few words (empty: it has this protocol)."""
+        out = [f"no {p}" for p in self.present if p not in listed]
+        out += [f"has {p}" for p in self.absent if p in listed]
+        out += [f"{p} lacks {text!r}" for p, text in self.says if p in listed and text not in texts.get(p, "")]
+        return out
+
+
+JUDGE_V10 = PtbJudgeProtocol(
+    "v1.0",
+    "9082063a62e1",
+    present=("get_judge_prompt.py", "prompt.txt"),
+    absent=("run_judge.sh", "aggregate_judgement.py", "prompt_api_judge.md"),
+    says=(
+        ("get_judge_prompt.py", '"--benchmark"'),  # the benchmark's name (benchmark.txt), not its id
+        ("prompt.txt", "contamination_judgement.txt"),
+        ("prompt.txt", "disallowed_model_judgement.txt"),
+    ),
+)
+JUDGE_V11 = PtbJudgeProtocol(
+    "v1.1",
+    "d27a95e9ffd8",
+    present=(
+        "run_judge.sh",
+        "get_judge_prompt.py",
+        "prompt.txt",
+        "prompt_api_judge.md",
+        "aggregate_judgement.py",
+        "judge_tools/contamination_check.py",
+        "judge_tools/model_identity_check.py",
+    ),
+    absent=(),
+    says=(
+        ("get_judge_prompt.py", '"--benchmark-id"'),
+        ("get_judge_prompt.py", '"--kind"'),
+        ("get_judge_prompt.py", '"api"'),
+        ("prompt.txt", "judgement.json"),
+        ("prompt_api_judge.md", "disallowed_api_usage"),
+        ("aggregate_judgement.py", 'API_JUDGE_NAME = "api"'),
+        # the command lines, sign-ins and file names ptflow.stages.posttrainbench.judge_v11 reproduces
+        (
+            "run_judge.sh",
+            "codex --search -a never exec --json -c model_reasoning_summary=detailed -c "
+            'model_reasoning_effort=xhigh --skip-git-repo-check --yolo --model "gpt-5.4"',
+        ),
+        ("run_judge.sh", 'opencode run --model "opencode/kimi-k2.6" --format json'),
+        ("run_judge.sh", 'CODEX_AUTH_SRC="$REPO_ROOT/agents/codex_non_api/auth.json"'),
+        ("run_judge.sh", '--bind "${CODEX_AUTH_SRC}:/home/ben/.codex/auth.json"'),
+        ("run_judge.sh", 'forced_login_method = "chatgpt"'),
+        ("run_judge.sh", '--env CODEX_API_KEY=""'),
+        ("run_judge.sh", '--env OPENAI_API_KEY=""'),
+        ("run_judge.sh", "OPENCODE_API_KEY"),
+        ("run_judge.sh", "--kind api"),
+        ("run_judge.sh", "judge_tools/reference_configs"),
+        ("run_judge.sh", "judgement_gpt5_4_rerun.json"),
+        ("run_judge.sh", "judgement_kimi_rerun.json"),
+        ("run_judge.sh", "judgement_api_rerun.json"),
+        ("run_judge.sh", "judge_result_rerun.json"),
+    ),
+)
+JUDGE_PROTOCOLS = (JUDGE_V10, JUDGE_V11)
+
+
+def _judge_texts(checkout: str | Path, commit: str, paths: list[str]) -> dict[str, str]:
+    """The text of each path under JUDGE_DIR at ``commit``, in one ``git cat-file --batch``."""
+    request = "".join(f"{commit}:{JUDGE_DIR}/{p}\n" for p in paths).encode()
+    proc = subprocess.run(
+        ["git", "-C", str(checkout), "cat-file", "--batch"], input=request, capture_output=True,
+        timeout=_GIT_TIMEOUT_S, check=True,
+    )  # fmt: skip
+    out, texts, data = {}, iter(paths), proc.stdout
+    while data:
+        header, _, data = data.partition(b"\n")
+        path = next(texts)
+        if header.endswith(b" missing"):
+            continue
+        size = int(header.split()[2])
+        out[path], data = data[:size].decode(errors="replace"), data[size + 1 :]
+    return out
+
+
+@functools.cache
+def judge_protocol(checkout: str, commit: str) -> PtbJudgeProtocol:
+    """The judge protocol of the checkout at ``commit`` (read with git, cached: a commit's files never change);
+    CheckoutError (one line saying what was found) for a judge ptflow does not know."""
+    listing = git(checkout, "ls-tree", "-r", "--name-only", commit, "--", JUDGE_DIR)
+    listed = {line[len(JUDGE_DIR) + 1 :] for line in listing.splitlines()}
+    wanted = sorted({p for proto in JUDGE_PROTOCOLS for p, _ in proto.says if p in listed})
+    try:
+        texts = _judge_texts(checkout, commit, wanted)
+    except (subprocess.SubprocessError, OSError) as exc:
+        raise CheckoutError(f"git cat-file in {checkout} failed: {exc}") from None
+    unmet = {proto: proto.unmet(listed, texts) for proto in JUDGE_PROTOCOLS}
+    for proto, missing in unmet.items():
+        if not missing:
+            return proto
+    nearest = min(JUDGE_PROTOCOLS, key=lambda proto: len(unmet[proto]))
+    ids = object_ids(
+        checkout, commit, [f"{JUDGE_DIR}/{p}" for p in ("run_judge.sh", "get_judge_prompt.py") if p in listed]
+    )
+    found = ", ".join(f"{p} {oid[:12]}" for p, oid in ids.items()) or f"no files under {JUDGE_DIR}"
+    known = " and ".join(proto.label for proto in JUDGE_PROTOCOLS)
+    raise CheckoutError(
+        f"the PostTrainBench checkout at {commit[:12]} has a judge ptflow does not know ({found}; nearest "
+        f"{nearest.label}: {'; '.join(unmet[nearest][:2])}); ptflow knows {known}: pin a commit with one of them, "
+        "or turn the judge off (judge: {enabled: false})"
+    )
 
 
 def _missing(checkout, commit: str, path: str) -> bool:

@@ -3,7 +3,8 @@
 A given ``path`` is verified (at the commit, tracked files unchanged: the cells read the work tree); a ``repo`` is
 cloned at the commit into scratch (a CPU job where the network is reachable), into a staging dir renamed into place,
 so a half-made clone is never taken for a checkout. The marker (written last, atomically) records the commit, where
-the checkout is, and the git object id of each used path (``ptflow.config.posttrainbench.object_ids``).
+the checkout is, and the git object id of each used path (``ptflow.config.posttrainbench.object_ids``); where the
+run judges checkout cells, the checkout's judge protocol (``judge_protocol``: a judge ptflow does not know is refused).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ptflow.config.posttrainbench import CheckoutError, git, object_ids
+from ptflow.config.posttrainbench import JUDGE_DIR, CheckoutError, git, judge_protocol, object_ids
 from ptflow.files import write_json_atomic
 
 
@@ -73,11 +74,15 @@ def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
             clone(spec["repo"], commit, location, log)
     verify(location, commit)
     objects = object_ids(location, commit, spec["paths"])
+    # a judged checkout cell needs a judge ptflow knows (refused at planning where the checkout was here already)
+    judged = JUDGE_DIR in spec["paths"]
+    protocol = judge_protocol(str(Path(location).resolve()), commit) if judged else None
     data = {
         "commit": commit,
         "path": str(Path(location).resolve()),
         "repo": spec.get("repo"),
         "objects": objects,
+        **({"judge_protocol": protocol.version} if protocol else {}),
         "checked_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     write_json_atomic(marker, data)
