@@ -21,6 +21,7 @@ from ptflow.stages.posttrainbench import judge_v11 as v11
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from tests.conftest import REPO
 from tests.support.ptb_checkout import commit_change, make_fixture_checkout
+from tests.unit.test_ptb_export import run  # noqa: F401, F811 (the export's fixture)
 
 MODEL = "Qwen/Qwen3-1.7B-Base"
 VERDICTS = {  # what each stubbed judge writes into task/judgement.json
@@ -88,17 +89,17 @@ def checkout(tmp_path_factory) -> tuple[Path, str]:
 def result_dir(tmp_path) -> Path:
     """An agent run's result dir as run_task.sh leaves it: task/ (final_model/ and a stale judgement.json in it),
     final_model/, solve_parsed.txt, and the first judging's files (which a rerun leaves alone)."""
-    run = tmp_path / "results" / f"gsm8k_{MODEL.replace('/', '_')}_4242"
-    (run / "task" / "final_model").mkdir(parents=True)
-    (run / "task" / "train.py").write_text("print('train')\n")
-    (run / "task" / "judgement.json").write_text('{"stale": true}')
+    result = tmp_path / "results" / f"gsm8k_{MODEL.replace('/', '_')}_4242"
+    (result / "task" / "final_model").mkdir(parents=True)
+    (result / "task" / "train.py").write_text("print('train')\n")
+    (result / "task" / "judgement.json").write_text('{"stale": true}')
     config = json.dumps({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64})
-    (run / "task" / "final_model" / "config.json").write_text(config)
-    (run / "final_model").mkdir()
-    (run / "final_model" / "config.json").write_text(config)
-    (run / "solve_parsed.txt").write_text("the agent's readable trace\n")
-    (run / "judgement_gpt5_4.json").write_text('{"first": "judging"}')
-    return run
+    (result / "task" / "final_model" / "config.json").write_text(config)
+    (result / "final_model").mkdir()
+    (result / "final_model" / "config.json").write_text(config)
+    (result / "solve_parsed.txt").write_text("the agent's readable trace\n")
+    (result / "judgement_gpt5_4.json").write_text('{"first": "judging"}')
+    return result
 
 
 def run_judge(checkout: Path, result: Path, tmp: Path, *mode: str) -> list[dict]:
@@ -251,10 +252,10 @@ def test_the_export_is_what_d27a95es_aggregation_reads(tmp_path, checkout):
         "partial": {"gpt": texts["gpt"]},
     }
     for method, verdicts in runs.items():
-        run = results / method / f"gsm8k_{MODEL.replace('/', '_')}_7"
-        run.mkdir(parents=True)
+        run_dir = results / method / f"gsm8k_{MODEL.replace('/', '_')}_7"
+        run_dir.mkdir(parents=True)
         for name, text in v11.export_texts(verdicts).items():
-            (run / name).write_text(text)
+            (run_dir / name).write_text(text)
     # the checkout's own aggregate_judgement.py writes the judge_result.json ptflow's export writes
     flagged = results / "flagged" / f"gsm8k_{MODEL.replace('/', '_')}_7"
     judges = [f"{j.name}={flagged}/{j.outputs()['verdict']}" for j in v11.PANEL]
@@ -279,3 +280,27 @@ def test_the_panel_a_d27a95e_checkout_implies():
     assert raw["effects"] == {"contamination": "fallback", "disallowed_model": "fallback"}
     with pytest.raises(v11.PtbVerdictError, match="judge api: judgement.json lacks justification_disallowed_api_usage"):
         v11.read_verdict(v11.API, '{"disallowed_api_usage": true}')
+
+
+def test_ptflow_export_writes_a_v11_judged_cell_as_d27a95es_run_task_leaves_it(run, tmp_path, checkout):  # noqa: F811
+    """A cell whose trace dir keeps the v1.1 panel's verdicts (judgement_<name>.json): the run dir gets them and
+    judge_result.json, and the checkout's own aggregate_contamination.py reads the cell as flagged."""
+    from ptflow.results.ptb_export import export_posttrainbench
+    from tests.unit.test_ptb_export import BASE, cell_dir
+
+    loaded, work, _ = run
+    trace = cell_dir(work / "results", BASE, "add", "opus") / "agent"
+    for judge, verdict in (("gpt5_4", "codex"), ("kimi", "opencode"), ("api", "api")):
+        (trace / f"judgement_{judge}.json").write_text(json.dumps(VERDICTS[verdict]))
+    dest = tmp_path / "ptb"
+    export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=work, site=loaded.site)
+    run_dir = next((dest / "claude_claude-opus-4-5_10h_run1").iterdir())
+    names = {"judgement_gpt5_4.json", "judgement_kimi.json", "judgement_api.json", "judge_result.json"}
+    assert names <= {p.name for p in run_dir.iterdir()}
+    assert json.loads((run_dir / "judgement_kimi.json").read_text()) == VERDICTS["opencode"]
+    root, _ = checkout
+    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest)}
+    subprocess.run([sys.executable, str(root / "scripts/aggregate_contamination.py")], env=env, check=True,
+                   capture_output=True, cwd=root)  # fmt: skip
+    rows = list(csv.reader((dest / "contamination_claude_claude-opus-4-5_10h_run1.csv").open()))
+    assert rows[1][1] == "C"  # kimi flagged it: either contamination judge flags the run

@@ -65,6 +65,12 @@ model's later seeds, which ptflow records as skipped, are not), ``num_seeds_succ
 seed's own eval.json), and beside it ``metrics_seed<S>.json`` per seed that succeeded, as each seed's run writes it.
 The scripts that read the run dir read metrics.json's ``accuracy`` only.
 
+A cell judged by a ``d27a95e`` checkout's panel (``ptflow.stages.posttrainbench.judge_v11``) gets, instead, what
+that commit's ``src/run_task.sh`` leaves: ``judgement_gpt5_4.json``, ``judgement_kimi.json``, ``judgement_api.json``
+(each judge's judgement.json as it wrote it, kept beside the trace under these names) and ``judge_result.json`` as its
+``aggregate_judgement.py`` writes it (only when all three are there and readable, as that script does), which that
+commit's ``scripts/aggregate_contamination.py`` reads.
+
 The two judgement files are copied verbatim from the cell's agent trace dir (where the judge keeps them) when they
 are there (without a judge, or with a judge of ``judge.cli`` that writes no files, there are none: PostTrainBench
 then counts the cell as its baseline, whereas ptflow's own score follows ``scoring.unjudged``).
@@ -100,6 +106,7 @@ from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
 from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, Metric, ScoreError, read_cell, read_metric
 from ptflow.stages.evaluate.seeds import SKIPPED
+from ptflow.stages.posttrainbench.judge_v11 import export_from_trace
 
 BASELINE_METHOD = "baseline_zeroshot"
 JUDGEMENT_FILES = ("contamination_judgement.txt", "disallowed_model_judgement.txt")
@@ -343,6 +350,8 @@ def _plan_cell(cfg: Config, layout: Layout, cell: Cell, workdir: Path, site) -> 
                 copies.append((target, trace / source))
         if (trace / "prompt.md").is_file():  # run_task.sh: echo "$PROMPT" > prompt.txt (one newline after it)
             texts.append(("prompt.txt", (trace / "prompt.md").read_text().rstrip("\n") + "\n"))
+        # judged by a d27a95e checkout's panel: each judge's verdict and judge_result.json, which its aggregation reads
+        texts += export_from_trace(trace)
     method = method_name(cfg, agent, run, agent_run, site)
     return RunDir(cell.key, method, name, tuple(copies), tuple(texts), final_model)
 

@@ -321,6 +321,20 @@ def export_texts(verdict_texts: dict[str, str]) -> dict[str, str]:
     return out | {f"{AGGREGATE_FILE}.json": json.dumps(aggregate(verdicts), indent=2) + "\n"}
 
 
+def kept_verdicts(trace_dir: str | Path) -> dict[str, str]:
+    """The v1.1 verdicts a judged cell keeps beside its agent trace (judge id -> text): each judge's judgement.json
+    under run_task.sh's name for it (``judgement_<name>.json``), as the panel's judge runs keep them."""
+    found = {j.id: Path(trace_dir, j.outputs()["verdict"]) for j in PANEL}
+    return {judge_id: path.read_text() for judge_id, path in found.items() if path.is_file()}
+
+
+def export_from_trace(trace_dir: str | Path) -> list[tuple[str, str]]:
+    """(file name, text) of the run dir's v1.1 judge files for a cell whose trace dir keeps v1.1 verdicts (none for
+    any other cell): :func:`export_texts` of :func:`kept_verdicts`."""
+    verdicts = kept_verdicts(trace_dir)
+    return sorted(export_texts(verdicts).items()) if verdicts else []
+
+
 def panel_config(runs: int = 1) -> dict:
     """The panel a v1.1 checkout implies, in the config's ``judge`` shape (ptflow.config.judges): the two
     contamination judges and the API judge, any flag deciding (run_judge.sh ORs its contamination judges); a
