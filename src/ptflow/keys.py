@@ -225,7 +225,10 @@ class Pump:
 
 def run_masked(argv, masker: Masker, stdout: IO[bytes], stderr: IO[bytes], timeout=None, **popen) -> int:
     """``subprocess.run(argv, stdout=stdout, stderr=stderr, timeout=timeout)`` with both streams masked on their way
-    into the files; on the timeout the child is killed and TimeoutExpired raised, as subprocess.run does."""
+    into the files; on the timeout the child is killed and TimeoutExpired raised, as subprocess.run does. stdin is
+    /dev/null unless given: an agent CLI reads a pipe left open as more prompt (``opencode run`` whenever stdin is
+    not a TTY) and would wait on it forever."""
+    popen.setdefault("stdin", subprocess.DEVNULL)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
     pump = Pump(masker, [(proc.stdout, stdout), (proc.stderr, stderr)]).start()
     try:

@@ -104,9 +104,10 @@ def run_cli(
         if timeout is not None:
             command = ["timeout", str(timeout), *command]
         started = time.time()
-        proc = subprocess.run(
-            command, cwd=task, env=env, capture_output=True, text=True, timeout=limit, start_new_session=True
-        )
+        proc = subprocess.run(  # stdin: nothing, as a cell runs it (opencode reads a stdin not a TTY as prompt)
+            command, cwd=task, env=env, capture_output=True, text=True, timeout=limit, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
         seconds = time.time() - started
         records = list(api.records)
     return Run(proc.returncode, seconds, proc.stdout, proc.stderr, home, task, tmp, records, started, env, key)

@@ -27,7 +27,8 @@ def _cli_agent(**kw):
 
 def test_pins_default_to_posttrainbench_and_can_be_changed(default_raw):
     cfg = build_config(default_raw)
-    assert cfg.cli_versions == {"claude": "2.0.55", "codex": "0.79.0", "gemini": "0.18.4"} and cfg.node_major == 22
+    assert cfg.cli_versions == {"claude": "2.0.55", "codex": "0.79.0", "gemini": "0.18.4", "opencode": "1.1.58"}
+    assert cfg.node_major == 22
     default_raw["agent_clis"] = {"codex": {"version": "0.80.1"}, "node": 24}
     cfg = build_config(default_raw)
     assert cfg.cli_versions["codex"] == "0.80.1" and cfg.cli_versions["claude"] == "2.0.55"
@@ -162,7 +163,8 @@ def test_doctor_checks_each_cli_against_its_pin(tmp_path, monkeypatch):
 @pytest.mark.parametrize("cli", sorted(CLIS))
 def test_every_cli_runs_as_posttrainbench_runs_it(cli):
     command = " ".join(CLIS[cli].command)
-    expected = {"claude": "--dangerously-skip-permissions", "codex": "--search", "gemini": "--yolo"}[cli]
+    expected = {"claude": "--dangerously-skip-permissions", "codex": "--search", "gemini": "--yolo",
+                "opencode": "run --model {model} --format json"}[cli]  # fmt: skip
     assert expected in command and "{model}" in command and "{prompt}" in command
 
 

@@ -40,6 +40,9 @@ CLI_PACKAGES: dict[str, CliPackage] = {
         CliPackage("claude", "@anthropic-ai/claude-code", "2.0.55", "claude", "api.anthropic.com"),
         CliPackage("codex", "@openai/codex", "0.79.0", "codex", "api.openai.com"),
         CliPackage("gemini", "@google/gemini-cli", "0.18.4", "gemini", "generativelanguage.googleapis.com"),
+        # PostTrainBench pins opencode-ai@1.1.59 (containers/standard.def); the npm registry serves no 1.1.59
+        # (404 for its metadata and tarball, 2026-11-29), so the pin is the release before it
+        CliPackage("opencode", "opencode-ai", "1.1.58", "opencode", "opencode.ai"),
     )
 }
 

@@ -1,9 +1,10 @@
-"""The provider stand-in's core: an HTTP server that replays a scripted agent trajectory over whichever of the three
+"""The provider stand-in's core: an HTTP server that replays a scripted agent trajectory over whichever of the four
 wire protocols a request speaks, and records every request.
 
 - Anthropic Messages (``POST /v1/messages``, SSE)                       -> ``anthropic.py`` (claude)
 - OpenAI Responses (``POST /v1/responses``, SSE)                        -> ``openai_responses.py`` (codex)
 - Gemini ``:streamGenerateContent`` (``POST /v1beta/models/…``, SSE)    -> ``gemini.py`` (gemini)
+- OpenAI Chat Completions (``POST …/chat/completions``, SSE)            -> ``openai_chat.py`` (opencode)
 
 The trajectory is stateless per request: the step a request gets is the number of tool results already in its
 conversation, so a retried request (after a 429) gets the same step again and a restarted CLI starts over (or, when
@@ -173,6 +174,7 @@ class ProviderStandIn:
         whose first user message contains the marker follows that trajectory (e.g. the judge's)."""
         from tests.support.providers.anthropic import Anthropic
         from tests.support.providers.gemini import Gemini
+        from tests.support.providers.openai_chat import OpenAIChat
         from tests.support.providers.openai_responses import OpenAIResponses
 
         self.trajectory = trajectory or default_trajectory()
@@ -180,7 +182,7 @@ class ProviderStandIn:
         self.expected_key = expected_key
         self.routes = list(routes)
         self.record_path = Path(record_path) if record_path else None
-        self.protocols: list[Protocol] = [Anthropic(), OpenAIResponses(), Gemini()]
+        self.protocols: list[Protocol] = [Anthropic(), OpenAIResponses(), Gemini(), OpenAIChat()]
         self.records: list[dict] = []
         self._lock = threading.Lock()
         self._errors_left = list(self.faults.errors)

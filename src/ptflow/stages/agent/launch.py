@@ -142,7 +142,8 @@ def refused_key(agent: AgentCliSpec, rc: int, stdout: Path, offset: int) -> str 
     """One line naming the key when the CLI's own output says the provider refused it (401/403), else None: the
     cell fails at once instead of being scored as 'no final model' or retried for hours."""
     cli = CLIS.get(agent.cli)
-    if cli is None or cli.auth_failed is None or rc in (0, TIMEOUT_EXIT, KILLED_EXIT):
+    # exit 0 is no proof: opencode ends a refused key with exit 0 (each auth_failed reads its own exit codes)
+    if cli is None or cli.auth_failed is None or rc in (TIMEOUT_EXIT, KILLED_EXIT):
         return None
     if not cli.auth_failed(rc, stream_events(stdout, offset)):
         return None

@@ -14,8 +14,9 @@ from ptflow.stages.agent.clis.base import AgentCli, CellHome
 from ptflow.stages.agent.clis.claude import CLAUDE
 from ptflow.stages.agent.clis.codex import CODEX
 from ptflow.stages.agent.clis.gemini import GEMINI
+from ptflow.stages.agent.clis.opencode import OPENCODE
 
-CLIS: dict[str, AgentCli] = {c.name: c for c in (CLAUDE, CODEX, GEMINI)}
+CLIS: dict[str, AgentCli] = {c.name: c for c in (CLAUDE, CODEX, GEMINI, OPENCODE)}
 
 __all__ = ["CLIS", "AgentCli", "CellHome", "CliUser", "JudgeCliUser", "cell_environment", "get", "prepare_cli_home"]
 
