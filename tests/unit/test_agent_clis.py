@@ -58,10 +58,11 @@ def test_a_version_range_or_unknown_cli_is_one_clear_line(default_raw):
 def test_standard_image_installs_the_pins_through_build_arguments(tmp_path):
     recipe = REPO / "envs" / "standard.def"
     assert images.declared_build_args(recipe) == [
-        "NODE_MAJOR", "CLAUDE_CLI_VERSION", "CODEX_CLI_VERSION", "GEMINI_CLI_VERSION"
+        "NODE_MAJOR", "CLAUDE_CLI_VERSION", "CODEX_CLI_VERSION", "GEMINI_CLI_VERSION", "OPENCODE_CLI_VERSION"
     ]  # fmt: skip
     text = recipe.read_text()
     assert "--engine-strict" in text and "@openai/codex@{{ CODEX_CLI_VERSION }}" in text
+    assert "opencode-ai@{{ OPENCODE_CLI_VERSION }}" in text and "opencode --version" in text
     values = {"NODE_MAJOR": "22", "CLAUDE_CLI_VERSION": "2.0.55", "CODEX_CLI_VERSION": "0.79.0",
               "GEMINI_CLI_VERSION": "0.18.4", "UNUSED": "x"}  # fmt: skip
     spec = {"recipe": "envs/standard.def"}
