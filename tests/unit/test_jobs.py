@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 
 import pytest
 
@@ -205,8 +206,67 @@ def test_a_train_job_evaluates_with_the_evaluate_jobs_params(tmp_path):
             assert handoff is None
             continue
         kinds.add(jobs.agent(c.agent).kind)
+        if jobs.cfg.evals[c.eval].seeded:  # each seed's evaluate_seed params (the test below)
+            continue
         assert handoff == {
             "eval_json": jobs.layout.eval_json(c.model, c.eval, c.agent),
             "job": jobs.evaluate(c.model, c.eval, c.agent, objects).to_params(),
         }
     assert kinds == {"cli-agent"}
+
+
+def test_an_evaluate_seed_job_is_light_where_it_adopts_or_the_first_seed_skips_it(tmp_path):
+    """RuleValues.seed_is_light (rule evaluate_seed's size): a seed the train job evaluated is adopted (CPU); a later
+    seed that the first seed's file skips (a greedy model, an eval whose seed only drives sampling) is a CPU job; the
+    first seed and a later seed with nothing to decide from are evaluations (GPU)."""
+    from pathlib import Path
+
+    from ptflow.stages.evaluate import in_train_job
+
+    generic = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
+    layout = dataclasses.replace(generic.layout, results=str(tmp_path / "results"))
+    values = RuleValues(Jobs(generic.cfg, generic.site, layout))
+    jobs = values.jobs
+    c = next(c for c in jobs.cfg.cells if jobs.agent(c.agent).spec.agent_cli and c.eval == "gsm8k")
+    cell = (c.model, c.eval, c.agent)
+    first, later = jobs.cfg.evals["gsm8k"].seeds[:2]
+    assert not jobs.cfg.evals["gsm8k"].seed_changes_data
+
+    def params(seed):
+        return lambda: jobs.evaluate(*cell, objects, seed=seed).to_params()
+
+    assert not values.seed_is_light(*cell, first, params(first)) and not values.seed_is_light(
+        *cell, later, params(later)
+    )
+    manifest = Path(jobs.layout.manifest(*cell))
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text("{}")
+
+    def evaluate(eval_json: Path, inspect_dir: Path) -> bool:
+        eval_json.write_text(json.dumps({"status": "scored", "decoding": "greedy", "seed": first}))
+        return True
+
+    first_json = jobs.layout.seed_eval_json(*cell, first)
+    assert in_train_job.stage_evaluation(first_json, params(first)(), manifest, evaluate, log=print)
+    assert values.seed_is_light(*cell, first, params(first))  # adopted
+    assert not values.seed_is_light(*cell, later, params(later))  # the first seed's file is not there yet
+    in_train_job.adopt(first_json, Path(first_json).parent / "inspect", log=print)
+    assert values.seed_is_light(*cell, later, params(later))  # greedy: skipped by the first seed's result
+    assert not values.seed_is_light(*cell, first, params(first))  # adopted already: nothing staged
+
+
+def test_a_train_job_evaluates_each_seed_of_a_seeded_eval_in_order(tmp_path):
+    """Rule train's evaluation param for a seeded eval: each seed's evaluate_seed params and file, the first seed
+    first, and whether the seed changes the data (gpqamain: the skip rule of a greedy model does not apply)."""
+    jobs = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
+    for eval_id in ("gsm8k", "gpqamain", "healthbench"):
+        c = next(c for c in jobs.cfg.cells if jobs.agent(c.agent).spec.agent_cli and c.eval == eval_id)
+        handoff = jobs.evaluation_in_train_job(c.model, c.eval, c.agent, objects)
+        e = jobs.cfg.evals[eval_id]
+        assert [s["seed"] for s in handoff["seeds"]] == list(e.seeds) and handoff["seed_changes_data"] is (
+            eval_id == "gpqamain"
+        )
+        for s in handoff["seeds"]:
+            assert s["eval_json"] == jobs.layout.seed_eval_json(c.model, c.eval, c.agent, s["seed"])
+            assert s["job"] == jobs.evaluate(c.model, c.eval, c.agent, objects, seed=s["seed"]).to_params()
+    assert [len(jobs.cfg.evals[e].seeds) for e in ("gsm8k", "healthbench", "arenahardwriting")] == [5, 1, 1]

@@ -41,11 +41,12 @@ RULE_STAGE = {
     "train_supervised": "train",
     "evaluate": "evaluate",
     "aggregate": "aggregate",
-    "judge": "judge",
+    "judge_run": "judge",  # one vote of the judge panel
     "rescore": "aggregate",
     "evaluate_seed": "evaluate",
 }
-NOT_SUBMITTED = ("all", "edf", "hf_cache", "seed_mean")  # run on the login node: no Slurm job to price
+# run on the login node: no Slurm job to price (judge: the judge panel's decision over a cell's votes)
+NOT_SUBMITTED = ("all", "edf", "hf_cache", "seed_mean", "judge")
 
 NO_CLUSTER = str(Path(__file__).parent / "data" / "no-cluster-slurm.conf")  # a plan needs no cluster
 
@@ -65,7 +66,7 @@ def expected_requests(out: dict, site, cfg) -> dict[str, dict[str, float]]:
             stages = ["convert"]  # registry imports: the site's conversion request
         if rule == "train_supervised":
             stages += list(agent.spec.site_requests)
-        if rule == "evaluate" and cfg.agent_for(j["wildcards"]["agent"]).spec.agent_cli:
+        if rule in ("evaluate", "evaluate_seed") and cfg.agent_for(j["wildcards"]["agent"]).spec.agent_cli:
             stages = ["aggregate"]  # an agent cell is evaluated in its train job's allocation; this job adopts it
         for stage in stages:
             req = site.request(stage, agent if stage == "train" else None)
@@ -177,11 +178,20 @@ def test_cpu_hours_count_threads_on_generic(posttrainbench_generic):
     assert_figures(out, expected_requests(out, ctx.site, ctx.cfg), "(default)")
     (gpu,) = [r for r in out["requests"] if r["partition"] == "gpu"]
     assert gpu["cpu_hours"] == pytest.approx(16 * gpu["node_hours"])
-    # 224 trainings x 12 h (the agent and its evaluation) + 56 baseline/instruct evaluations x 3 h, one H100 each;
-    # the 224 agent cells' evaluate jobs adopt what their train job evaluated (CPU jobs)
-    assert out["jobs_per_rule"]["train"] == 224 and out["jobs_per_rule"]["evaluate"] == 280
-    assert gpu["gpu_hours"] == pytest.approx(gpu["node_hours"]) == pytest.approx(224 * 12 + 56 * 3)
-    assert out["totals"]["gpu_allocations"] == 224 + 56  # one GPU queue wait per cell
+    # PostTrainBench's seeds: 5 evals x 5 seeds + 2 API-graded evals x 1 = 27 evaluations per (model, agent), 280
+    # cells (224 agent cells + 56 baseline/instruct): 224 trainings x 12 h (the agent and its seeds' evaluations)
+    # + 56 x 27 / 7 = 216 baseline/instruct seed evaluations x 3 h, one H100 each; the agent cells' 864 seed jobs
+    # adopt what their train job evaluated (CPU jobs)
+    assert out["jobs_per_rule"]["train"] == 224 and "evaluate" not in out["jobs_per_rule"]
+    assert out["jobs_per_rule"]["evaluate_seed"] == 280 * 27 // 7 == 1080 and out["jobs_per_rule"]["seed_mean"] == 280
+    assert gpu["gpu_hours"] == pytest.approx(gpu["node_hours"]) == pytest.approx(224 * 12 + 216 * 3)
+    assert out["totals"]["gpu_allocations"] == 224 + 216  # one GPU queue wait per agent cell and baseline seed
+    adopting = [j for j in out["jobs"] if j["rule"] == "evaluate_seed" and j["wildcards"]["agent"] not in
+                ("baseline", "instruct")]  # fmt: skip
+    assert len(adopting) == 864 and {(r["stage"], r["gpus"]) for j in adopting for r in j["requests"]} == {
+        ("aggregate", 0)
+    }
+    assert out["seeds"]["gsm8k"] == {"seeds": 5, "cells": 40, "jobs": 200, "gpu_hours": 8 * 5 * 3.0}
 
 
 def test_rescoring_is_a_cpu_job_per_cell_of_its_evals(posttrainbench_generic):
@@ -204,14 +214,14 @@ def test_supervised_trainings_keep_their_gpu_job_on_pyxis(posttrainbench_pyxis):
     assert {(r["stage"], r["gpus"], r["runtime"], r["by"]) for j in supervised for r in j["requests"]} == {
         ("train", 4, 240, "supervisor")
     }
-    judges = [j for j in out["jobs"] if j["rule"] == "judge"]
+    judges = [j for j in out["jobs"] if j["rule"] == "judge_run"]
     assert judges and all([(r["stage"], r["gpus"], r["by"]) for r in j["requests"]] == [("aggregate", 0, "plugin")]
                           for j in judges)  # fmt: skip
     assert_figures(out, expected_requests(out, ctx.site, ctx.cfg), "(default)")
-    # 224 trainings x 4 GPUs x 4 h + 56 baseline/instruct evaluations x 1 x 4 h
-    assert out["totals"]["gpu_hours"] == pytest.approx(224 * 4 * 4 + 56 * 4)
-    # GPU queue waits: one per cell (an agent cell's evaluation runs in its train job's allocation)
-    assert out["totals"]["gpu_allocations"] == 224 + 56
+    # 224 trainings x 4 GPUs x 4 h + 216 baseline/instruct seed evaluations x 1 x 4 h
+    assert out["totals"]["gpu_hours"] == pytest.approx(224 * 4 * 4 + 216 * 4)
+    # GPU queue waits: one per agent cell (its seeds are evaluated in its train job's allocation) and baseline seed
+    assert out["totals"]["gpu_allocations"] == 224 + 216
     # the supervisor's GPU jobs are Slurm jobs the estimate schedules under the caps like the plugin's
     assert out["estimate"]["jobs"] == out["totals"]["jobs"] == sum(w["jobs"] for w in out["waves"])
     assert out["estimate"]["minutes"] > 0 and out["estimate"]["peak_gpus"] > 0
@@ -232,7 +242,7 @@ def test_multinode_counts_gres_and_cpus_per_node(tmp_path):
     (r,) = plan_estimate.requests([job])
     assert (r.jobs, r.gpu_hours, r.node_hours, r.cpu_hours) == (1, 8, 2, 12)
     # the judge is a CPU job (aggregate's request); `all` has no request
-    (judge,) = plan_jobs.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": grpo})
+    (judge,) = plan_jobs.job_requests(site, cfg, "judge_run", {"model": "m", "eval": "e", "agent": grpo})
     assert (judge.stage, judge.gpus, judge.by) == ("aggregate", 0, "plugin")
     assert plan_jobs.job_requests(site, cfg, "all", {}) == []
 

@@ -40,6 +40,7 @@ DONE, TO_RUN, FAILED_BEFORE, STALE = "done", "to run", "failed before", "stale"
 CELL_STATES = (DONE, TO_RUN, FAILED_BEFORE, STALE)
 # the rules that make a cell's eval.json: evaluate, or for a seeded eval each seed's evaluation and their mean
 EVALUATION_RULES = ("evaluate", "evaluate_seed", "seed_mean")
+PRICED_PER_AGENT = (*TRAIN_RULES, "evaluate", "evaluate_seed")  # rules whose request depends on the agent slot
 
 
 @dataclass(frozen=True)
@@ -205,13 +206,13 @@ def make_plan(cfg: Config, site: Site, layout: Layout, workdir: Path, dry_run_te
     """The plan of a dry-run's text; on a Slurm site with its waves and wall-clock estimate under ``limits`` (the
     cluster's caps) and ``driver_jobs`` (the profile's --jobs, :func:`profile_jobs`)."""
     jobs, stats = parse_dry_run(dry_run_text)  # a finished workflow's dry-run has no job blocks: no jobs
-    # A job's requests depend on its rule, the agent slot of a train or evaluate rule (an agent cell's evaluate job
-    # adopts) and an image's stage only: priced once per such key, not once per job (10,000 cells have a few hundred
-    # keys). JobRequest is frozen: the lists are shared.
+    # A job's requests depend on its rule, the agent slot of a train or evaluation rule (an agent cell's evaluate and
+    # evaluate_seed jobs adopt) and an image's stage only: priced once per such key, not once per job (10,000 cells
+    # have a few hundred keys). JobRequest is frozen: the lists are shared.
     priced: dict[tuple, list[JobRequest]] = {}
     for j in jobs:
         w = j.wildcards
-        key = (j.rule, w.get("agent") if j.rule in TRAIN_RULES or j.rule == "evaluate" else None, w.get("image"))
+        key = (j.rule, w.get("agent") if j.rule in PRICED_PER_AGENT else None, w.get("image"))
         if key not in priced:
             priced[key] = job_requests(site, cfg, j.rule, w)
         j.requests = priced[key]
