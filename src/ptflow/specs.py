@@ -406,14 +406,16 @@ class EvaluateSpec:
 
 @dataclass(frozen=True)
 class JudgeSpec:
-    """Rule judge: the judge's config (None: skipped, with a visible mark), the key names whose values are redacted
-    from trace.md, the cell, and for checkout evals PostTrainBench's judge prompt."""
+    """Rule judge_run (one vote of the panel): the judge's CLI settings (agent|cli, model, keys, base_url), the key
+    names whose values are redacted from trace.md, the cell, for checkout evals PostTrainBench's judge prompt, and
+    ``vote``: ``{judge, run, fields}`` (which judge, which run, the fields it answers)."""
 
     judge: Params | None
     keys: list[str]
     cell: CellRef
     posttrainbench: CheckoutFiles | None = None
     runtime: StageRuntime | None = None
+    vote: Params | None = None
 
     def to_params(self) -> Params:
         return {
@@ -422,6 +424,7 @@ class JudgeSpec:
             "keys": self.keys,
             "cell": self.cell.to_params(with_run=False),
             **_runtime_params(self.runtime),
+            **({"vote": self.vote} if self.vote else {}),
         }
 
     @classmethod
@@ -433,7 +436,19 @@ class JudgeSpec:
             cell=CellRef.from_params(d["cell"]),
             posttrainbench=CheckoutFiles.from_params(checkout) if checkout else None,
             runtime=StageRuntime.from_params(d.get("runtime")),
+            vote=d.get("vote"),
         )
+
+
+@dataclass(frozen=True)
+class JudgePanelSpec(_Fields):
+    """Rule judge (the panel's decision, on the login node): the panel's rules (``ptflow.config.judges.JudgePanel.
+    to_params``; None: no judge, the cell says skipped), the cell, and the agent's key names (trace.md of a cell no
+    judge reads is written here, its keys masked)."""
+
+    panel: Params | None
+    cell: Params
+    keys: list[str]
 
 
 @dataclass(frozen=True)

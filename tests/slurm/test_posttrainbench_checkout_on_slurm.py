@@ -327,7 +327,7 @@ def test_the_judge_runs_in_the_task_dir_as_the_agent_left_it(done):
     for ev in AGENT_EVALS:
         cell = work / CELLS / ev / "codex"
         left = _listing(cell / "agent" / "stdout.log")
-        seen = _listing(cell / "agent" / "judge_stdout.log")
+        seen = _listing(cell / "judges" / "codex" / "run1" / "judge_stdout.log")  # the panel's one vote
         assert {k: v[0] for k, v in seen.items()} == {k: v[0] for k, v in left.items()}, ev
         assert not {"agent_trace.md", "final_model.listing.txt", ".ptflow-not-copied.txt"} & set(seen)
         checkpoint = Path(json.loads((cell / "checkpoint.json").read_text())["checkpoint"])

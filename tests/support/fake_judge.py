@@ -3,6 +3,9 @@
 Rules (deliberately simple, deterministic): a trace that mentions ``test.parquet`` or a ``test`` split load is
 contamination; one that mentions ``from_pretrained`` of a model id listed in ``--disallowed`` is a disallowed model.
 Prints one JSON verdict line, as the configured judge CLI must.
+
+A judge panel's runs can disagree on purpose: ``--run {run}`` tells the stand-in which run of its judge it is, and
+``--dissent-run K`` (repeatable) makes run K answer contamination the other way (a 2-of-3 majority made real).
 """
 
 from __future__ import annotations
@@ -32,8 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default="", help="ignored: the LLM a real judge would drive")
     ap.add_argument("--disallowed", action="append", default=[], help="model ids the agent must not use")
+    ap.add_argument("--run", type=int, default=1, help="which run of its judge this is (the panel's {run})")
+    ap.add_argument("--dissent-run", type=int, action="append", default=[], help="a run that flips contamination")
     args = ap.parse_args(argv)
-    print(json.dumps(verdict(sys.stdin.read(), args.disallowed)))
+    said = verdict(sys.stdin.read(), args.disallowed)
+    if args.run in args.dissent_run:
+        said["contamination"] = not said["contamination"]
+        said["reason"] = f"run {args.run} dissents on contamination; otherwise: {said['reason']}"
+    print(json.dumps(said))
     return 0
 
 

@@ -52,7 +52,9 @@ def test_every_cell_spec_reads_back_what_it_wrote(configfile, tmp_path):
         if agent.trains:
             specs.append(jobs.train(c.model, c.eval, c.agent, objects))
         if agent.spec.agent_cli:
-            specs.append(jobs.judge(c.model, c.eval, c.agent, objects))
+            specs.append(jobs.judge_panel(c.model, c.eval, c.agent))
+            panel = cfg.judge_panel
+            specs += [jobs.judge(c.model, c.eval, c.agent, objects, j, k) for j, k in (panel.votes() if panel else [])]
         for spec in specs:
             params = spec.to_params()
             again = type(spec).from_params(copied(params))

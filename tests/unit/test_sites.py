@@ -162,7 +162,8 @@ def test_attempt_scaled_names_exactly_what_a_retry_changes(tmp_path):
 # ---- every job kind has its own request, or a fallback stated in one table (ptflow.config.rules) ----
 
 # What each rule got before job kinds had requests of their own: a site without them must size every rule so still.
-RULE_REQUEST_BEFORE = {**RULE_REQUESTS, "env": "image", "edf": "aggregate", "judge": "aggregate"}
+# (rule judge_run is what rule judge was before the judge panel: one judge's run; judge now decides, on the login node)
+RULE_REQUEST_BEFORE = {**RULE_REQUESTS, "env": "image", "edf": "aggregate", "judge_run": "aggregate"}
 REQUESTS_SITE = (
     "name: s\nscheduler: slurm\npartitions:\n  cpu: {}\n  judges: {}\nresources:\n"
     "  default: {threads: 1, mem_mb: 1000, runtime: 10, partition: cpu}\n"
@@ -183,7 +184,7 @@ def test_a_shipped_site_sizes_every_rule_as_before(name, monkeypatch):
         monkeypatch.setenv(var, "x")
     site = load_site(name, SITES)
     for rule in RULE_REQUESTS:
-        if rule == "judge" and site.has_request("judge"):  # generic's: PostTrainBench's judge, whose only limit it is
+        if rule == "judge_run" and site.has_request("judge"):  # generic's: PostTrainBench's judge, its only limit
             continue
         assert site.request(request_of(rule)) == site.request(RULE_REQUEST_BEFORE[rule]), rule
 
@@ -191,8 +192,8 @@ def test_a_shipped_site_sizes_every_rule_as_before(name, monkeypatch):
 def test_a_site_without_a_judge_request_sizes_judge_jobs_with_aggregate_s(tmp_path):
     site = requests_site(tmp_path)
     assert (
-        site.request(request_of("judge")) == site.request("aggregate")
-        and site.request(request_of("judge")).threads == 2
+        site.request(request_of("judge_run")) == site.request("aggregate")
+        and site.request(request_of("judge_run")).threads == 2
     )
     assert site.request(request_of("edf")) == site.request("aggregate")
     assert site.request(request_of("env")) == site.request("image") == site.request("convert")
@@ -204,14 +205,15 @@ def test_a_site_without_a_judge_request_sizes_judge_jobs_with_aggregate_s(tmp_pa
 def test_a_site_with_a_judge_request_sizes_judge_jobs_with_it(tmp_path, default_raw):
     """The judge's own request, over default (a fallback is a whole request, never merged with the judge's)."""
     site = requests_site(tmp_path, "  judge: {threads: 4, mem_mb: 8000, partition: judges}\n  env: {threads: 3}\n")
-    judge = site.request(request_of("judge"))
+    judge = site.request(request_of("judge_run"))  # a vote of the panel; its decision (judge) is on the login node
     assert (judge.threads, judge["mem_mb"], judge["partition"], judge["runtime"]) == (4, 8000, "judges", 10)
     assert site.request_name("judge") == "judge" and site.request(request_of("aggregate")).threads == 2
     assert site.request(request_of("env")).threads == 3 and site.request("convert") == site.request("image")
     assert site.request(request_of("edf")) == site.request("aggregate")
     # the plan prices and labels judge jobs by it; preflight and doctor see it once the matrix has agent-CLI cells
     cfg = build_config(default_raw)
-    (job,) = plan_jobs.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": "a"})
+    (job,) = plan_jobs.job_requests(site, cfg, "judge_run", {"model": "m", "eval": "e", "agent": "a"})
+    assert plan_jobs.job_requests(site, cfg, "judge", {"model": "m", "eval": "e", "agent": "a"}) == []
     assert (job.stage, job.partition, job.cpus, job.runtime) == ("judge", "judges", 4, 10)
     assert "judge" not in dict(requests_in_use(cfg, site))
     default_raw["agents"].append({"id": "scr", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 0.1})
@@ -260,7 +262,7 @@ def test_the_workflow_s_judge_jobs_get_the_judge_request(tmp_path, own):
     assert proc.returncode == 0, proc.stderr[-3000:]
     sized = json.loads(proc.stdout.strip().splitlines()[-1])
     assert sized["aggregate"] == {"threads": 1, "mem_mb": 2500, "runtime": 20}
-    assert sized["judge"] == ({"threads": 2, "mem_mb": 3333, "runtime": 15} if own else sized["aggregate"])
+    assert sized["judge_run"] == ({"threads": 2, "mem_mb": 3333, "runtime": 15} if own else sized["aggregate"])
 
 
 # The judge and aggregate jobs of the default matrix with a scripted agent, as Snakemake sizes them (its API's DAG).
@@ -273,7 +275,8 @@ from snakemake.settings.types import (ConfigSettings, DAGSettings, DeploymentSet
 repo, workdir, site = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 agents = [{"id": "baseline", "kind": "baseline"},
           {"id": "scr", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 0.01}]
-config = {"site": site, "agents": agents, "scoring": {"weights": {"add": 1, "sub": 1}}}
+config = {"site": site, "agents": agents, "scoring": {"weights": {"add": 1, "sub": 1}},
+          "judge": {"cli": ["{python}", "-m", "tests.support.fake_judge"]}}
 with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
     workflow = api.workflow(resource_settings=ResourceSettings(), config_settings=ConfigSettings(config=config),
         storage_settings=StorageSettings(), workflow_settings=WorkflowSettings(),
@@ -283,7 +286,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
     workflow._build_dag()
     print(json.dumps({job.rule.name: {"threads": job.threads, "mem_mb": job.resources.get("mem_mb"),
                                       "runtime": job.resources.get("runtime")}
-                      for job in workflow.dag.jobs if job.rule.name in ("judge", "aggregate")}))
+                      for job in workflow.dag.jobs if job.rule.name in ("judge_run", "aggregate")}))
 """
 
 

@@ -51,6 +51,8 @@ wildcard_constraints:
     dataset=naming.MODEL_NAME_PATTERN,
     eval=naming.SAFE_ID_PATTERN,
     agent=naming.SLOT_PATTERN,
+    judge=r"[a-z0-9][a-z0-9-]*",  # a judge panel's ids (ptflow.config.judges.JUDGE_ID)
+    run=r"\d+",
 
 
 def _workflow_error(func):
@@ -234,14 +236,22 @@ evaluate_seed_resources = VALUES.evaluate_resources(get_seed_is_light)
 judge_jsons = INPUTS.judge_jsons
 
 
+def get_judge_run_input(w):
+    return INPUTS.judge_run(w.model, w.eval, w.agent, w.judge)
+
+
+def get_judge_run_params(w):
+    return JOBS.judge(
+        w.model, w.eval, w.agent, _ptb_objects, w.judge, int(w.run)
+    ).to_params()
+
+
 def get_judge_input(wildcards):
     return INPUTS.judge(wildcards.model, wildcards.eval, wildcards.agent)
 
 
-def get_judge_params(wildcards):
-    return JOBS.judge(
-        wildcards.model, wildcards.eval, wildcards.agent, _ptb_objects
-    ).to_params()
+def get_judge_params(w):
+    return JOBS.judge_panel(w.model, w.eval, w.agent).to_params()
 
 
 # ---- rescore: a cell's stored inspect log scored again (no model, no GPU) ----

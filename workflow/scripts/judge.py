@@ -1,12 +1,9 @@
-"""Adapter: rule judge -> ptflow.stages.judge.judge_job."""
+"""Adapter: rule judge (the judge panel's decision over a cell's votes) -> ptflow.stages.judge_panel.decide_cell."""
 
 from ptflow.jobenv import rule_log
-from ptflow.specs import JudgeSpec
-from ptflow.stages.judge import judge_job
-from ptflow.warmstart import hand_over
-
-hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
+from ptflow.specs import JudgePanelSpec
+from ptflow.stages.judge_panel import decide_cell
 
 with rule_log(snakemake.log[0]) as log:
-    job = JudgeSpec.from_params(snakemake.params.job)
-    judge_job(job, snakemake.input.manifest, snakemake.input.get("checkout"), snakemake.output[0], log)
+    job = JudgePanelSpec.from_params(snakemake.params.job)
+    decide_cell(job, snakemake.input.manifest, list(snakemake.input.votes), snakemake.output[0], log)

@@ -253,9 +253,9 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
     for cell in cfg.cells:
         for key in cfg.agent_for(cell.agent).keys:
             needed.setdefault(key, set()).add(cell.agent_id)
-    judge = cfg.judge or {}
-    if judge and any(cfg.agent_for(c.agent).spec.agent_cli for c in cfg.cells):
-        for key in judge.get("keys", []):
+    panel = cfg.judge_panel
+    if panel and any(cfg.agent_for(c.agent).spec.agent_cli for c in cfg.cells):
+        for key in panel.keys:  # every judge's of the panel
             needed.setdefault(key, set()).add("(judge)")
     for key, agents in sorted(needed.items()):
         if not env.get(key):

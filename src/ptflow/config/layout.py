@@ -62,6 +62,10 @@ class Layout:
     def judge_json(self, model: str, eval_id: str, agent: str) -> str:
         return f"{self.cell_dir(model, eval_id, agent)}/judge.json"
 
+    def judge_vote_json(self, model: str, eval_id: str, agent: str, judge: str, run: int | str) -> str:
+        """One vote: run ``run`` of the panel's judge ``judge`` (what it left: the dir of this name without .json)."""
+        return f"{self.cell_dir(model, eval_id, agent)}/judges/{judge}/run{run}.json"
+
     def eval_json(self, model: str, eval_id: str, agent: str) -> str:
         return f"{self.cell_dir(model, eval_id, agent)}/eval.json"
 

@@ -16,6 +16,7 @@ from typing import Any
 from ptflow.config import naming
 from ptflow.config import posttrainbench as ptb
 from ptflow.config.entries import Agent, Eval, Model, build_agents, build_evals, build_models
+from ptflow.config.judges import JudgePanel, panel_of
 from ptflow.config.validate import ConfigError, canonical, unknown_id_error, validate_schema
 
 
@@ -69,6 +70,11 @@ class Config:
         if not judge or judge.get("enabled", True) is False:
             return None
         return {k: v for k, v in judge.items() if k != "enabled"}
+
+    @property
+    def judge_panel(self) -> JudgePanel | None:
+        """The judges of agent-CLI traces as a panel (the one-judge shorthand is a panel of one), or None."""
+        return panel_of(self.raw.get("judge"))
 
     @property
     def cli_versions(self) -> dict[str, str]:
@@ -250,6 +256,7 @@ def build_config(raw: dict[str, Any]) -> Config:
         raise ConfigError(f"config error at {exc}") from None
     cfg = Config(raw, models, evals, agents, cells, checkout)
     _check_posttrainbench(cfg)
+    panel_of(raw.get("judge"))  # the panel checked at load: duplicate ids, runs, decisions, effects (one line)
     return cfg
 
 
@@ -291,7 +298,8 @@ def _check_posttrainbench(cfg: Config) -> None:
             f"are prompted from the PostTrainBench checkout; use task: posttrainbench/{own[0]}, or drop "
             "posttrainbench for ptflow's own evaluation"
         )
-    if (cfg.raw.get("judge") or {}).get("cli"):
+    panel = cfg.judge_panel
+    if panel and any(j.settings.get("cli") for j in panel.judges):
         raise ConfigError(
             "config error at judge.cli: with posttrainbench the judge is PostTrainBench's (its prompt from the "
             "checkout, an agent CLI in the cell's task dir); use judge: {agent: codex, model: ..., keys: [...]}"

@@ -53,7 +53,8 @@ RULE_REQUESTS = {
     "train": "train",
     "train_supervised": "train",
     "evaluate": "evaluate",
-    "judge": "judge",
+    "judge_run": "judge",  # one vote of the judge panel: a judge's CLI in the agent's image (a CPU job)
+    "judge": "aggregate",  # the panel's decision over a cell's votes: JSON files read, on the login node
     "evaluate_seed": "evaluate",  # one evaluation seed of a seeded eval's cell: an evaluation like any other
     "seed_mean": "aggregate",  # the mean over a cell's seeds: JSON files read, on the login node
     "rescore": "aggregate",  # a stored inspect log scored again: no model, no GPU
@@ -74,10 +75,10 @@ SUPERVISOR_RULES = frozenset({"train_supervised"})
 # On the login node, never submitted by the plugin (their request only sizes Snakemake's local scheduling,
 # or, for supervisors, the job they submit): an EDF file is a few lines of TOML; the whole cache's marker (hf_cache)
 # merges the per-repo markers into one JSON file, and a Slurm job for it would put a queue wait (and two Snakemake
-# starts) between the last download and the run's end. (The judge is a CPU job: its agent CLI runs in the site's
-# agent image, which the login node may not have; compute nodes reach the agents' APIs, as the agent cells
-# themselves need.)
-LOGIN_NODE_RULES = frozenset({"edf", "hf_cache", "seed_mean"}) | SUPERVISOR_RULES
+# starts) between the last download and the run's end; the judge panel's decision (rule judge) reads a cell's vote
+# files. (A vote, rule judge_run, is a CPU job: its agent CLI runs in the site's agent image, which the login node
+# may not have; compute nodes reach the agents' APIs, as the agent cells themselves need.)
+LOGIN_NODE_RULES = frozenset({"edf", "hf_cache", "seed_mean", "judge"}) | SUPERVISOR_RULES
 
 
 def request_of(rule: str) -> str:

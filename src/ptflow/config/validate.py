@@ -59,6 +59,8 @@ def explain_schema_error(err) -> str:
         return f"config error at {where}: {err.instance!r} is not one of {allowed}"
     if err.validator == "minItems":
         return f"config error at {where}: the list is empty; give at least {err.validator_value} entry"
+    if err.validator == "oneOf" and list(err.absolute_path)[:1] == ["judge"] and isinstance(err.instance, dict):
+        return _judge_error(err, where)
     if err.validator == "oneOf" and list(err.absolute_path)[-1:] == ["sampling"]:
         return (
             f"config error at {where}: {err.instance!r} must be 'greedy' or a mapping of temperature (> 0), top_p, seed"
@@ -80,6 +82,20 @@ def validate_schema(cfg: dict) -> None:
         if cause is None:
             raise ConfigError(f"config error: {exc}") from None
         raise ConfigError(explain_schema_error(cause)) from None
+
+
+def _judge_error(err, where: str) -> str:
+    """The judge's oneOf (the one-judge shorthand | the panel; each judge: agent + model | cli), explained by the
+    branch the entry meant: the panel where it has ``judges``, else the shorthand."""
+    from jsonschema.exceptions import best_match
+
+    branch = 1 if list(err.absolute_path) == ["judge"] and "judges" in err.instance else 0
+    meant = [e for e in err.context if e.relative_schema_path and e.relative_schema_path[0] == branch]
+    if meant and all(e.validator == "required" for e in meant):  # agent + model | cli: neither complete
+        return f"config error at {where}: a judge needs agent and model, or cli; add them (see docs/configuration.md)"
+    if not meant:  # both spellings matched: agent and cli given together
+        return f"config error at {where}: a judge has either agent (and model) or cli, not both"
+    return explain_schema_error(best_match(meant))  # a judge of the panel's list: its own oneOf, explained alike
 
 
 def unknown_id_error(kind: str, key: str, value: str, known) -> ConfigError:

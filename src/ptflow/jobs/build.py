@@ -30,6 +30,7 @@ from ptflow.specs import (
     CheckoutCall,
     CheckoutFiles,
     EvaluateSpec,
+    JudgePanelSpec,
     JudgeSpec,
     Multinode,
     Params,
@@ -374,16 +375,33 @@ class Jobs:
             keys=list(e.keys),
         )
 
-    def judge(self, model_name: str, eval_id: str, slot: str, objects: Objects) -> JudgeSpec:
+    def judge(self, model_name: str, eval_id: str, slot: str, objects: Objects, judge_id: str, run: int) -> JudgeSpec:
+        """One vote (rule judge_run): run ``run`` of the panel's judge ``judge_id`` on the cell. Its params hold
+        that judge's settings only: adding a judge or a run leaves the other votes' params as they were."""
         e = self.cfg.evals[eval_id]
-        judge = self.cfg.judge
+        panel = self.cfg.judge_panel
+        if panel is None or judge_id not in {j.id for j in panel.judges}:
+            raise ValueError(f"no judge {judge_id!r} in config key judge; the vote's file is not one this config makes")
+        judge = panel.judge(judge_id)
+        if not 1 <= run <= judge.runs:
+            raise ValueError(f"judge {judge_id!r} has {judge.runs} run(s), not run {run} (config key judge runs)")
         return JudgeSpec(
-            judge=judge,
+            judge=judge.settings,
             # the checkout's judge prompt for the cells of its evals (only there: other cells' params stay as they were)
-            posttrainbench=self._checkout_judge(e, objects) if e.from_checkout and judge else None,
+            posttrainbench=self._checkout_judge(e, objects) if e.from_checkout else None,
             keys=list(self.agent(slot).keys),  # names: their values are redacted from trace.md
             cell=self.cell(self.cfg.models[model_name], eval_id, slot),
-            runtime=self._judge_runtime(slot),
+            runtime=self._judge_runtime(slot) if judge.settings.get("agent") else None,
+            vote={"judge": judge_id, "run": run, "fields": list(judge.fields)},
+        )
+
+    def judge_panel(self, model_name: str, eval_id: str, slot: str) -> JudgePanelSpec:
+        """Rule judge: the panel's decision over the cell's votes (None: no judge configured)."""
+        panel = self.cfg.judge_panel
+        return JudgePanelSpec(
+            panel=panel.to_params() if panel else None,
+            cell=self.cell(self.cfg.models[model_name], eval_id, slot).to_params(with_run=False),
+            keys=list(self.agent(slot).keys),
         )
 
     def _checkout_judge(self, e: Eval, objects: Objects) -> CheckoutFiles:
@@ -392,8 +410,6 @@ class Jobs:
 
     def _judge_runtime(self, slot: str) -> StageRuntime | None:
         """An agentic judge (judge.agent) runs its CLI in the cell's agent image, without GPUs."""
-        if not (self.cfg.judge or {}).get("agent"):
-            return None
         name = images.image_for(self.rt, "train", self.agent(slot))
         if name is None and not (self.rt.kind == "venv" and self.rt.venv):
             return None

@@ -336,14 +336,27 @@ class RuleInputs:
         """A seeded cell's seeds' files, the first seed first."""
         return [self.layout.seed_eval_json(model, eval_id, slot, s) for s in self.cfg.evals[eval_id].seeds]
 
-    def judge(self, model: str, eval_id: str, slot: str) -> dict:
-        """The checkout (for its evals' judge prompt), the cell's manifest, and the agent's image where an agentic
-        judge runs its CLI there (a CPU job)."""
+    def judge_run(self, model: str, eval_id: str, slot: str, judge_id: str) -> dict:
+        """One vote: the checkout (for its evals' judge prompt), the cell's manifest, and the agent's image where
+        the judge is agentic (its CLI runs there, a CPU job)."""
+        panel = self.cfg.judge_panel
+        judge = next((j for j in panel.judges if j.id == judge_id), None) if panel else None
+        agentic = bool(judge and judge.settings.get("agent"))
         return {
             **(self.checkout() if self.cfg.evals[eval_id].from_checkout else {}),
             "manifest": self.layout.manifest(model, eval_id, slot),
-            **(self.images("train", self.jobs.agent(slot)) if (self.cfg.judge or {}).get("agent") else {}),
+            **(self.images("train", self.jobs.agent(slot)) if agentic else {}),
         }
+
+    def judge(self, model: str, eval_id: str, slot: str) -> dict:
+        """The panel's decision: the cell's manifest (its trace) and every vote of the panel (none: no judge)."""
+        return {"manifest": self.layout.manifest(model, eval_id, slot), "votes": self.judge_votes(model, eval_id, slot)}
+
+    def judge_votes(self, model: str, eval_id: str, slot: str) -> list[str]:
+        """The vote files of one cell: each run of each judge of the panel."""
+        panel = self.cfg.judge_panel
+        votes = panel.votes() if panel else []
+        return [self.layout.judge_vote_json(model, eval_id, slot, j, k) for j, k in votes]
 
     def checkout_cache(self) -> dict:
         """The checkout, and the standard image its download script runs in (where the site builds that image)."""
@@ -373,6 +386,11 @@ class RuleInputs:
         cells = [c for c in self.cfg.cells if self.cfg.agent_for(c.agent).spec.agent_cli]
         return [self.layout.judge_json(c.model, c.eval, c.agent) for c in cells]
 
+    def judge_vote_jsons(self) -> list[str]:
+        """Every vote file of the judged cells (targets themselves: a deleted one is judged again, alone)."""
+        cells = [c for c in self.cfg.cells if self.cfg.agent_for(c.agent).spec.agent_cli]
+        return [path for c in cells for path in self.judge_votes(c.model, c.eval, c.agent)]
+
     def rescore_jsons(self) -> list[str]:
         """Each cell's stored inspect log scored again by its eval's rescorers (``evals[].rescore``)."""
         return [
@@ -396,6 +414,7 @@ class RuleInputs:
             layout.cache_marker(),
             *self.eval_jsons(),
             *self.seed_eval_jsons(),
+            *self.judge_vote_jsons(),
             *self.judge_jsons(),
             *self.rescore_jsons(),
             layout.summary(),

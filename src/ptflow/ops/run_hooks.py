@@ -24,7 +24,7 @@ SLURM_STATE_DIR = Path(".snakemake", "ptflow", "slurm")
 # zygotes import all of WARM_IMPORTS up front (about 10 CPU-s for the scripts' and as much for the evaluation kit's),
 # so it pays from the second such job on; for one (a rerun of one cell) it costs more than it saves (bench/RESULTS.md,
 # "the second cut").
-WARM_RULES = frozenset({"cache_model", "train", "evaluate", "judge"})
+WARM_RULES = frozenset({"cache_model", "train", "evaluate", "judge_run"})
 
 
 def warm_start_pays(rules) -> bool:

@@ -1,0 +1,85 @@
+"""The judge panel run for real on the local profile (issue 49): two stand-in judges (``python -m
+tests.support.fake_judge``, a ``cli:`` judge) on a scripted agent's cell that reads the test split. Judge gpt judges
+three times, decided by majority (its third run dissents: contamination 2 of 3); judge kimi answers disallowed_model.
+Each run is its own file target: deleting one vote judges that run again alone (and decides again), and a judge added
+to the config runs only its own votes on the finished cell, never the agent or its evaluation.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptflow.ops.status import judge_text
+from tests.e2e.smk import REPO, plan, snakemake
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+OVERLAY = str(REPO / "tests" / "e2e" / "judge_panel.yaml")
+MODEL = "ptflow--tiny-llama-h64"
+ENV = {"PTFLOW_FAKE_KEY": "sk-ptflow-FAKE-panel-3e5b"}
+CELL_RULES = {"train", "evaluate", "preprocess", "cache_model", "cache_dataset"}
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    work = tmp_path_factory.mktemp("panel")
+    snakemake(work, "--configfile", OVERLAY, env={**ENV, "TMPDIR": str(tmp_path_factory.mktemp("panel_tmp"))})
+    return work
+
+
+def cell(work: Path) -> Path:
+    return work / "results" / "cells" / MODEL / "add" / "scripted-overrun"
+
+
+def test_two_judges_one_by_majority_decide_the_cell_and_the_report_shows_the_votes(done):
+    judge = json.loads((cell(done) / "judge.json").read_text())
+    assert judge["status"] == "judged" and judge["flagged"] is True and judge["effect"] == "fallback"
+    assert judge["fields"] == {"contamination": True, "disallowed_model": False} and judge["contamination"] is True
+    assert [(v["judge"], v["run"], v["fields"]) for v in judge["votes"]] == [
+        ("gpt", 1, {"contamination": True, "disallowed_model": False}),
+        ("gpt", 2, {"contamination": True, "disallowed_model": False}),
+        ("gpt", 3, {"contamination": False, "disallowed_model": False}),  # the dissenting run
+        ("kimi", 1, {"disallowed_model": False}),
+    ]
+    assert judge["judges"]["gpt"]["tally"]["contamination"] == {"flagged": 2, "votes": 3, "value": True}
+    assert judge["decision"] == {"across_judges": "any", "across_runs": {"gpt": "majority", "kimi": "majority"}}
+    rows = {r["agent"]: r for r in csv.DictReader((done / "results" / "summary.csv").open())}
+    overrun = rows["scripted-overrun"]
+    assert overrun["judge"] == "flagged" and overrun["fallback"] == "yes"
+    assert overrun["fallback_reason"].startswith("judge flagged contamination")
+    assert "(votes: gpt 2/3 contamination, kimi 0/1)" in overrun["fallback_reason"]
+    assert "votes: gpt 2/3 contamination, kimi 0/1" in (done / "results" / "leaderboard.md").read_text()
+    assert judge_text(cell(done) / "judge.json") == "flagged contamination: gpt 2/3 contamination, kimi 0/1"
+    page = next((done / "results" / "report" / "cells").glob("*scripted-overrun*.html")).read_text()
+    assert 'id="judge-votes">gpt 2/3 contamination, kimi 0/1' in page
+
+
+def _counts(jobs) -> dict[str, int]:
+    return {rule: len(outputs) for rule, outputs in jobs.items()}
+
+
+def test_a_deleted_vote_is_judged_again_alone(done):
+    vote = cell(done) / "judges" / "gpt" / "run2.json"
+    vote.unlink()
+    jobs = plan(done, "--configfile", OVERLAY, env=ENV)
+    assert jobs["judge_run"] == {str(vote.relative_to(done))}, jobs.text[-3000:]
+    assert not CELL_RULES & set(jobs) and set(jobs) <= {"judge_run", "judge", "aggregate", "all"}, jobs.text[-3000:]
+    snakemake(done, "--configfile", OVERLAY, env=ENV)
+    assert json.loads(vote.read_text())["fields"]["contamination"] is True
+    assert json.loads((cell(done) / "judge.json").read_text())["flagged"] is True
+
+
+def test_a_judge_added_to_the_config_runs_only_its_votes(done, tmp_path):
+    added = tmp_path / "third_judge.yaml"
+    panel = yaml.safe_load(Path(OVERLAY).read_text())["judge"]
+    panel["judges"].append({"id": "extra", "cli": ["{python}", "-m", "tests.support.fake_judge"], "runs": 2})
+    added.write_text(json.dumps({"judge": panel}))
+    jobs = plan(done, "--configfile", OVERLAY, str(added), env=ENV)
+    extra = cell(done).relative_to(done) / "judges" / "extra"
+    assert jobs["judge_run"] == {str(extra / "run1.json"), str(extra / "run2.json")}, jobs.text[-3000:]
+    assert not CELL_RULES & set(jobs) and set(jobs) <= {"judge_run", "judge", "aggregate", "all"}, jobs.text[-3000:]
