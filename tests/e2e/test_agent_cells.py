@@ -11,13 +11,15 @@ Matrix: one tiny model x eval ``add`` x {baseline, scripted, scripted-overrun, s
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from ptflow.stages.evaluate.run import validate_eval_json
-from tests.e2e.smk import REPO, snakemake
+from tests.e2e.smk import REPO, plan, snakemake
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -152,3 +154,33 @@ def test_missing_key_refused_at_start_naming_it(tmp_path, monkeypatch):
     assert proc.returncode != 0
     assert "PTFLOW_FAKE_KEY is not set" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()  # no job ran
+
+
+def test_an_override_flips_the_flagged_cell_and_reruns_only_the_aggregation(done):
+    """scoring.overrides: an override contamination=false of the cell the judge flagged scores it by its own value,
+    the leaderboard shows the override and its reason, judge.json stays the judge's, and editing the file afterwards
+    plans rule aggregate alone (one job besides the target rule all)."""
+    work, _, _ = done
+    overrun = f"{MODEL}/add/scripted-overrun"
+    entry = {"cell": overrun, "field": "contamination", "value": False, "reason": "it read the test split's size only",
+             "who": "J. Doe", "when": "2026-11-30"}  # fmt: skip
+    overrides = work / "overrides.yaml"
+    overrides.write_text(yaml.safe_dump({"overrides": [entry]}))
+    overlay = work / "with_overrides.yaml"
+    overlay.write_text(yaml.safe_dump({"scoring": {"overrides": str(overrides)}}))
+    args, env = ("--configfile", OVERLAY, str(overlay)), {"PTFLOW_FAKE_KEY": FAKE_KEY}
+    proc = snakemake(work, *args, env=env)
+    assert "rule train:" not in proc.stdout + proc.stderr and "rule judge" not in proc.stdout + proc.stderr
+    df = pd.read_csv(work / "results" / "summary.csv", keep_default_na=False).set_index("agent")
+    row = df.loc["scripted-overrun"]
+    assert row["judge"] == "clean" and row["fallback"] == "" and float(row["score"]) == float(row["value"])
+    said = "contamination=false (J. Doe, 2026-11-30): it read the test split's size only [judges: flagged]"
+    assert row["override"] == said
+    assert f"| {overrun} | {said} | clean |" in (work / "results" / "leaderboard.md").read_text()
+    assert load(work, "scripted-overrun", "judge.json")["flagged"] is True  # the judge's record, unchanged
+    entry["reason"] = "it read the test split's size only (checked twice)"
+    overrides.write_text(yaml.safe_dump({"overrides": [entry]}))
+    planned = plan(work, *args, env=env)
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", planned.text, re.M))
+    assert set(planned) == {"aggregate", "all"} and jobs.get("aggregate") == "1", planned.text[-3000:]
+    assert jobs.get("total") == "2", planned.text[-3000:]

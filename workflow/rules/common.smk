@@ -24,6 +24,7 @@ from ptflow.jobs.rule_values import (
     sign_job_functions,
 )
 from ptflow.ops.run_hooks import RunHooks
+from ptflow.results.overrides import overrides_for_config
 
 try:
     # Snakemake has merged the embedded default, --configfile and --config into `config` already.
@@ -269,6 +270,16 @@ final_outputs = INPUTS.final_outputs
 
 def scoring_params():
     return JOBS.scoring(reference_table(CFG.raw, Path(workflow.basedir))).to_params()
+
+
+def overrides_input():
+    """scoring.overrides (ptflow.results.overrides), checked against the matrix: an input of rule aggregate alone,
+    so editing it rescores and reruns no cell's job."""
+    try:
+        path = overrides_for_config(CFG, Path(workflow.basedir))
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
+    return {"overrides": str(path)} if path else {}
 
 
 # ---- images: only on sites whose runtime is a container and only for stages/agents that name an image ----

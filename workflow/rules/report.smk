@@ -5,6 +5,7 @@
 rule aggregate:
     input:
         **aggregate_checkout_input(),
+        **overrides_input(),
         evals=eval_jsons(),
         judges=judge_jsons(),
         rescores=rescore_jsons(),

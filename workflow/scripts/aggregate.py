@@ -16,5 +16,6 @@ with rule_log(snakemake.log[0]) as log:
         ScoringSpec.from_params(snakemake.params.scoring),
         ReportOutputs(out.summary, out.agents, out.leaderboard, out.heatmap, Path(out.report).parent),
         checkout_marker=snakemake.input.get("checkout"),
+        overrides=snakemake.input.get("overrides"),  # scoring.overrides: decisions that outrank the judges'
         log=log,
     )

@@ -96,8 +96,10 @@ def cmd_plan(ns, rest: list[str]) -> int:
 
 def _snapshot(ctx: Context):
     from ptflow.ops.status import snapshot
+    from ptflow.results.overrides import config_overrides
 
-    return snapshot(ctx.cfg, ctx.layout, ctx.workdir)
+    overrides = config_overrides(ctx.cfg, ctx.snakefile.parent)  # scoring.overrides, shown beside their cells
+    return snapshot(ctx.cfg, ctx.layout, ctx.workdir, overrides=overrides)
 
 
 def cmd_status(ns) -> int:
@@ -242,12 +244,16 @@ def cmd_report(ns) -> int:
 
 def cmd_export(ns) -> int:
     """The evaluated cells in PostTrainBench's results layout (ptflow.results.ptb_export), for its aggregate scripts."""
+    from ptflow.results.overrides import config_overrides
     from ptflow.results.ptb_export import export_posttrainbench
 
     if ns.configfile:
         ns.smk = ["--configfile", *ns.configfile, *(ns.smk or [])]
     ctx = context_for_workdir(ns)
-    summary = export_posttrainbench(ctx.cfg, ctx.layout, Path(ns.posttrainbench), workdir=ctx.workdir, site=ctx.site)
+    overrides = config_overrides(ctx.cfg, ctx.snakefile.parent)  # scoring.overrides: exported as decided
+    summary = export_posttrainbench(
+        ctx.cfg, ctx.layout, Path(ns.posttrainbench), workdir=ctx.workdir, site=ctx.site, overrides=overrides
+    )
     for line in summary.lines():
         print(line)
     return 0

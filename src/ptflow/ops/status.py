@@ -35,6 +35,7 @@ from ptflow.results.cell_state import (
     cell_state,
     manifest_api_usage,
 )
+from ptflow.results.overrides import by_cell
 
 _RUN_ID = re.compile(r"^SLURM run ID: (\S+)", re.M)
 _SUBMITTED = re.compile(r"Job \d+ has been submitted with SLURM jobid (\d+) \(log: (.*?)\)\.?$", re.M)
@@ -218,8 +219,9 @@ def attribute_jobs(
     return out, logs
 
 
-def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs) -> Snapshot:
-    """One refresh: read the runs' logs, one squeue + one sacct call for all their run ids, derive every cell."""
+def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, overrides=()) -> Snapshot:
+    """One refresh: read the runs' logs, one squeue + one sacct call for all their run ids, derive every cell;
+    ``overrides``: the config's verdict overrides (``ptflow.results.overrides.config_overrides``), shown per cell."""
     workdir = Path(workdir)
     runs = read_run_logs(workdir)
     run_ids = [r.run_id for r in runs if r.run_id]
@@ -258,6 +260,9 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs) -
     for cell, st in zip(cfg.cells, cells, strict=True):
         if cfg.agent_for(cell.agent).kind == "cli-agent":  # the only cells whose manifest holds a spend
             st.api_usage = manifest_api_usage(workdir / layout.manifest(cell.model, cell.eval, cell.agent))
+    grouped = by_cell(overrides)
+    for st in cells:
+        st.override = "; ".join(entry.text() for entry in grouped.get(st.key, []))
     return Snapshot(cells, jobs, job_cells, run_ids, active, error)
 
 
@@ -282,6 +287,7 @@ def table(snap: Snapshot) -> str:
     spent = ApiSpend.of([c.api_usage for c in snap.cells if c.api_usage])
     if spent:
         lines.append(f"API spend of {spent.cells} agent cells, as their CLIs reported it: {spent.text()}")
+    lines += [f"override {c.key}: {c.override}" for c in snap.cells if c.override]  # scoring.overrides
     if snap.slurm_error:
         lines.append(f"Slurm not queried: {snap.slurm_error}")
     return "\n".join(lines)

@@ -61,6 +61,9 @@ class ScoredCell:
     api_usage: dict | None = None  # eval.json's agent_run.api_usage: what the agent's CLI reported spending
     # rescore/<scorer>.json beside eval.json (rule rescore): the stored inspect log's metric under each scorer
     rescored: dict[str, float] = field(default_factory=dict)
+    judge_record: dict | None = None  # judge.json as the judges wrote it (never edited: overrides apply over it)
+    # the overrides of this cell's verdict (ptflow.results.overrides.Override), applied by scoring
+    overrides: list = field(default_factory=list)
     # filled by scoring
     score: float | None = None
     score_stderr: float = math.nan
@@ -122,6 +125,16 @@ def split_run(agent: str, run_field) -> tuple[str, int]:
     return base, run
 
 
+def judge_fields(judge: dict | None) -> dict[str, bool]:
+    """judge.json's decided value per verdict field: its ``fields`` (a panel's decision) when present, else the
+    top-level ``contamination`` and ``disallowed_model`` (one judge); empty for a cell no judge decided."""
+    if not judge or judge.get("status") in ("skipped", "no_verdict"):
+        return {}
+    if isinstance(judge.get("fields"), dict):
+        return {k: bool(v) for k, v in judge["fields"].items()}
+    return {k: bool(judge[k]) for k in ("contamination", "disallowed_model") if k in judge}
+
+
 def _judge(judge: dict | None) -> tuple[str, str]:
     if judge is None:
         return JUDGE_NONE, ""
@@ -130,7 +143,7 @@ def _judge(judge: dict | None) -> tuple[str, str]:
     if judge.get("status") == "no_verdict":
         return JUDGE_NO_VERDICT, str(judge.get("reason", ""))
     if judge.get("flagged"):
-        what = [k for k in ("contamination", "disallowed_model") if judge.get(k)]
+        what = [k for k, flagged in judge_fields(judge).items() if flagged]
         return JUDGE_FLAGGED, f"{'+'.join(what) or 'flagged'}: {judge.get('reason', '')}".strip()
     return JUDGE_CLEAN, str(judge.get("reason", ""))
 
@@ -213,6 +226,7 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Scored
         gpu_hours_source=gpu_source,
         api_usage=run_info.get("api_usage") if isinstance(run_info.get("api_usage"), dict) else None,
         rescored=read_rescored(path.parent),
+        judge_record=judge_data,
     )
 
 

@@ -83,6 +83,12 @@ key names and every secret-looking variable, with their values where the export 
 still hold (written before ptflow masked captured output) is exported as ``***``. The clusterid is the evaluation's
 Slurm job id (eval.json ``slurm_job_id``) when it is all digits, else 0.
 
+A cell whose verdict a person overrode (config ``scoring.overrides``, ``ptflow.results.overrides``) is exported as
+decided: its two judgement files hold the decided answers (a cell flagged as a whole, with no field flagged, gets the
+override's text as its contamination answer, which the aggregation reads as an error and so scores the cell as its
+baseline, as ptflow does), and ``ptflow_overrides.txt`` beside them says what was overridden, by whom, when and why,
+and what the judges said; the export's summary says it too.
+
 Each run directory is built in a hidden temp dir beside it and renamed into place whole; exporting again replaces
 it. A run directory this export does not write is left as it is (DEST may hold PostTrainBench's own results). The
 temp dirs exist only while an export runs; PostTrainBench's scripts stop on their names, so run the scripts after
@@ -97,6 +103,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,7 +112,9 @@ from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
 from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, Metric, ScoreError, read_cell, read_metric
+from ptflow.results.overrides import OVERRIDES_RECORD, Override, by_cell, verdict_files
 from ptflow.stages.evaluate.seeds import SKIPPED
+from ptflow.stages.judge import VERDICT_FILES
 from ptflow.stages.posttrainbench.judge_v11 import export_from_trace
 
 BASELINE_METHOD = "baseline_zeroshot"
@@ -290,8 +299,10 @@ def seeded_metrics(metric: Metric, seeds: dict, cell_dir: Path) -> list[tuple[st
     return [("metrics.json", _json_text(aggregate)), *seed_files]
 
 
-def _plan_cell(cfg: Config, layout: Layout, cell: Cell, workdir: Path, site) -> RunDir | str:
-    """The run dir of one cell, or why it is skipped."""
+def _plan_cell(
+    cfg: Config, layout: Layout, cell: Cell, workdir: Path, site, overrides: Sequence[Override] = ()
+) -> RunDir | str:
+    """The run dir of one cell, or why it is skipped; ``overrides``: the cell's (scoring.overrides)."""
     eval_json = _under(workdir, layout.eval_json(cell.model, cell.eval, cell.agent))
     if not eval_json.is_file():
         return "no eval.json yet (not evaluated)"
@@ -352,22 +363,35 @@ def _plan_cell(cfg: Config, layout: Layout, cell: Cell, workdir: Path, site) -> 
             texts.append(("prompt.txt", (trace / "prompt.md").read_text().rstrip("\n") + "\n"))
         # judged by a d27a95e checkout's panel: each judge's verdict and judge_result.json, which its aggregation reads
         texts += export_from_trace(trace)
+    if overrides:  # a person's decision outranks the judges': the decided verdict, and the record of why
+        judge = _read_json(eval_json.with_name("judge.json"))
+        decided = verdict_files(judge, overrides, VERDICT_FILES if agent.spec.agent_cli else {})
+        copies = [(name, source) for name, source in copies if name not in dict(decided)]
+        texts += decided
     method = method_name(cfg, agent, run, agent_run, site)
     return RunDir(cell.key, method, name, tuple(copies), tuple(texts), final_model)
 
 
-def plan_export(cfg: Config, layout: Layout, *, workdir: str | Path | None = None, site=None) -> ExportSummary:
-    """Every run dir the export would write (nothing is written); raises ExportError for what cannot be exported."""
+def plan_export(
+    cfg: Config, layout: Layout, *, workdir: str | Path | None = None, site=None, overrides: Sequence[Override] = ()
+) -> ExportSummary:
+    """Every run dir the export would write (nothing is written); raises ExportError for what cannot be exported.
+    ``overrides``: the config's (``ptflow.results.overrides.config_overrides``), exported as the decided verdict."""
     workdir = Path(workdir or Path.cwd()).absolute()
     check_names(cfg)
     summary = ExportSummary(dest=Path())
     owners: dict[str, str] = {}
     trained = False
+    grouped = by_cell(overrides)
     for cell in cfg.cells:
-        planned = _plan_cell(cfg, layout, cell, workdir, site)
+        entries = grouped.get(cell.key, [])
+        planned = _plan_cell(cfg, layout, cell, workdir, site, entries)
         if isinstance(planned, str):
             summary.skipped.append(f"{cell.key}: {planned}")
             continue
+        if entries:
+            said = "; ".join(e.text() for e in entries)
+            summary.notes.append(f"{cell.key}: verdict overridden, exported as decided ({said}; {OVERRIDES_RECORD})")
         if planned.rel in owners:
             raise ExportError(
                 f"cells {owners[planned.rel]} and {cell.key} would both be {planned.rel}: PostTrainBench names a "
@@ -443,7 +467,13 @@ def write_run_dir(run: RunDir, dest: Path, masker: Masker | None = None) -> Path
 
 
 def export_posttrainbench(
-    cfg: Config, layout: Layout, dest: str | Path, *, workdir: str | Path | None = None, site=None
+    cfg: Config,
+    layout: Layout,
+    dest: str | Path,
+    *,
+    workdir: str | Path | None = None,
+    site=None,
+    overrides: Sequence[Override] = (),
 ) -> ExportSummary:
     """Write the matrix's evaluated cells into ``dest`` in PostTrainBench's results layout (module docstring).
 
@@ -451,8 +481,9 @@ def export_posttrainbench(
     directory). ``site``: the loaded site (``ptflow.config.sites.Site``), for the ``_<g>gpu`` suffix of methods whose
     train jobs have more than one GPU. Refuses (ExportError, one line) before writing anything when a model or eval
     id cannot be parsed by PostTrainBench's scripts, a file cannot be read, or two cells map to one run dir.
+    ``overrides``: the config's verdict overrides (scoring.overrides), exported as the decided verdict.
     """
-    summary = plan_export(cfg, layout, workdir=workdir, site=site)
+    summary = plan_export(cfg, layout, workdir=workdir, site=site, overrides=overrides)
     summary.dest = Path(dest).absolute()
     summary.dest.mkdir(parents=True, exist_ok=True)
     for method in summary.methods:

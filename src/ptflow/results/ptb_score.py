@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.results.cells import MISSING, SCORED, ScoredCell
+from ptflow.results.overrides import decide
 from ptflow.results.settings import Settings
 
 FACTORS_FILE = "scripts/factors.json"
@@ -109,6 +110,10 @@ def model_row(model_id: str) -> str:
 
 def _judged_clean(c: ScoredCell) -> bool:
     where = Path(c.cell_dir) / JUDGEMENT_DIR if c.cell_dir else None
+    if c.overrides and where is not None and where.is_dir():
+        # an agent cell whose verdict a person overrode: ptflow export writes its judgement files as decided
+        # (ptflow.results.overrides.verdict_files), clean only when nothing is flagged
+        return not decide(c.judge_record, c.overrides).flagged
     for name, clean in CLEAN_JUDGEMENTS.items():
         path = where / name if where else None
         if path is None or not path.is_file():

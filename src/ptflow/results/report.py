@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ptflow.files import atomic_path
 from ptflow.results.cells import ScoredCell, read_cell
+from ptflow.results.overrides import read_overrides
 from ptflow.results.scoring import Result, rescored_scores, score
 from ptflow.results.settings import Settings, settings_from_config
 from ptflow.results.tables import board_lines, board_text, ranked, write_outputs
@@ -120,13 +121,19 @@ def aggregate(
     outputs: ReportOutputs,
     *,
     checkout_marker: str | Path | None = None,
+    overrides: str | Path | None = None,
     log=print,
 ) -> Result:
     """Rule aggregate's job: score the cells as the spec's scoring settings say and write every output.
     ``checkout_marker``: the PostTrainBench checkout's marker of a run whose evals come from it: the headline is then
     the leaderboard's own score, from the factors.json of that checkout (``ptflow.results.ptb_score``), ptflow's
-    weighted score beside it."""
+    weighted score beside it. ``overrides``: the file of ``scoring.overrides`` (``ptflow.results.overrides``), whose
+    decisions outrank the judges'."""
     settings = settings_from_config(scoring.raw, scoring.reference, scoring.agent_gpus)
+    if overrides is not None:
+        cells = [f"{c['model']}/{c['eval']}/{c['agent']}" for c in scoring.expected]
+        settings.overrides = read_overrides(overrides, cells)
+        log(f"{len(settings.overrides)} verdict override(s) from {overrides}")
     result = score_cells(eval_jsons, settings, scoring.expected, scoring.model_ids, log=log)
     write_report(result, settings, outputs, checkout_marker=checkout_marker, log=log)
     return result

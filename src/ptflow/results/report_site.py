@@ -34,6 +34,7 @@ from urllib.parse import quote
 from ptflow import templates
 from ptflow.files import staged_dir
 from ptflow.results.cells import EVAL_FAILED, MISSING, NO_MODEL, ScoredCell
+from ptflow.results.overrides import override_text
 from ptflow.results.scoring import Result, reference_scores
 from ptflow.results.tables import (
     RESCORER_TEXT,
@@ -250,6 +251,7 @@ def _cell_page(c: ScoredCell, site: Path, log_href: str | None, state: str, env,
             "fallback_reason": c.fallback_reason,
             "judge": c.judge,
             "judge_reason": c.judge_reason,
+            "override": override_text(c),
             "time": _time_text(c),
             "gpu": gpu,
             "log_href": f"../{log_href}" if log_href else None,
@@ -444,6 +446,7 @@ def _cell_row(c, href: str, log_href: str | None) -> dict:
         "href": href,
         "status": c.status,
         "judge": c.judge or "—",
+        "override": override_text(c),
         "metric": _metric_text(c),
         "score": "—" if c.score is None else f"{c.score:.3f}",
         "fallback": c.fallback,

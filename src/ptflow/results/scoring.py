@@ -39,6 +39,7 @@ from ptflow.results.cells import (
     finite_number,
     split_run,
 )
+from ptflow.results.overrides import apply_overrides
 from ptflow.results.references import References, mean_of, reference_table_score, sd_of, se_of_mean
 from ptflow.results.settings import Settings
 
@@ -165,7 +166,7 @@ def _fallback_reason(c: ScoredCell, settings: Settings) -> str:
     if c.agent_id in (settings.baseline_agent, settings.instruct_agent):
         return ""  # reference cells are never replaced by themselves
     if c.judge == JUDGE_FLAGGED:
-        return f"judge flagged {c.judge_reason}"
+        return f"{'flagged' if c.overrides else 'judge flagged'} {c.judge_reason}"
     if c.judge == JUDGE_NO_VERDICT:
         return f"judge gave no verdict: {c.judge_reason}"
     if c.status != SCORED:
@@ -200,6 +201,7 @@ def score(
         model_id = model_ids.get(m, m.replace("--", "/", 1))
         detail = "no eval.json (evaluation not run, or failed before writing it)"
         all_cells.append(ScoredCell(model_id, m, e, a, r, MISSING, status_detail=detail))
+    apply_overrides(all_cells, settings.overrides)  # a person's decision outranks the judges' (scoring.overrides)
     # baseline/instruct cells outside the expected set still serve as references
     chosen = {id(c) for c in all_cells}
     extra = [c for c in by_key.values() if id(c) not in chosen and c.agent_id in references]

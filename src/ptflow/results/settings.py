@@ -33,6 +33,8 @@ class Settings:
     gpus: dict[str, int] | None = None
     agent_gpus: dict[str, dict[str, int]] = field(default_factory=dict)
     agent_order: list[str] = field(default_factory=list)
+    # the overrides of cells' verdicts (scoring.overrides, ptflow.results.overrides.Override): they outrank the judges
+    overrides: list = field(default_factory=list)
 
 
 def settings_from_config(raw: dict, reference: dict | None = None, agent_gpus=None) -> Settings:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ptflow.config import tasks
 from ptflow.files import write_text_atomic
+from ptflow.results.overrides import override_text
 from ptflow.results.scoring import AgentScore, Result, reference_scores
 
 SUMMARY_COLUMNS = [
@@ -20,6 +21,8 @@ SUMMARY_COLUMNS = [
     "run",
     "status",
     "judge",
+    # scoring.overrides: the cell's overrides with their reasons, and the judges' own verdict (judge is the decided one)
+    "override",
     "metric",
     "value",
     "stderr",
@@ -71,6 +74,7 @@ def summary_csv(result: Result) -> str:
         row |= {k: _f(getattr(c, k)) for k in ("score", "score_stderr", "time_taken_s", "budget_s", "gpu_hours")}
         row |= {k: getattr(c, k) for k in ("fallback_reason", "score_source", "gpu_hours_source", "eval_json")}
         row |= {"fallback": "yes" if c.fallback else "", "inspect_log": c.inspect_log or ""}
+        row["override"] = override_text(c)
         row |= {f"rescore_{name}": _f(value) for name, value in c.rescored.items()}
         rows.append(row)
     buf = io.StringIO()
@@ -304,6 +308,7 @@ def leaderboard_markdown(result: Result) -> str:
     if board is not None and board.factors:
         factors = ", ".join(f"{e} {f:.4f}" for e, f in sorted(board.factors.items()))
         lines += ["", f"Leaderboard factors ({board.source}): {factors}."]
+    lines += override_lines(result)
     fallbacks = [c for c in result.cells if c.fallback]
     lines += ["", "## Fallbacks", ""]
     if fallbacks:
@@ -313,6 +318,21 @@ def leaderboard_markdown(result: Result) -> str:
     else:
         lines.append("None.")
     return "\n".join(lines) + "\n"
+
+
+def override_lines(result: Result) -> list[str]:
+    """The leaderboard's section on overridden verdicts (scoring.overrides): per cell what a person decided, why, and
+    what the cell counts as; none without overrides."""
+    cells = sorted((c for c in result.cells if c.overrides), key=lambda c: c.key)
+    if not cells:
+        return []
+    lines = ["", "## Overrides", "", "Verdicts decided by a person (scoring.overrides); they outrank the judges.", ""]
+    lines += ["| cell | override (who, when): reason | verdict | counted as |", "|---|---|---|---:|"]
+    for c in cells:
+        counted = "—" if c.score is None else f"{c.score:.3f} ({'base model' if c.fallback else 'its own score'})"
+        text = override_text(c).replace("|", "/")
+        lines.append(f"| {c.key} | {text} | {c.judge} | {counted} |")
+    return lines
 
 
 def rescored_lines(result: Result) -> list[str]:

@@ -1,0 +1,278 @@
+"""Overrides with reasons: a person's decision on a cell's judge verdict, kept in a tracked file that outranks the
+judge (or the judge panel), so that a wrong verdict is fixed without editing any result file.
+
+The file is named by the config key ``scoring.overrides`` (a path relative to the workflow directory, as
+``scoring.reference`` is) and checked against ``schemas/overrides.schema.json``::
+
+    overrides:
+      - cell: Qwen--Qwen3-4B-Base/gsm8k/claude-opus-4-5   # <model>/<eval>/<agent slot>; the model may be its Hub id
+        field: contamination      # a verdict field, or flagged for the whole verdict
+        value: false
+        reason: the trace reads test.jsonl only to count its rows
+        who: J. Doe
+        when: 2026-11-30
+
+``field`` is a verdict field the config's judge answers (PostTrainBench's ``contamination`` and
+``disallowed_model``, and every field a panel's judge declares under ``judge.judges[].fields``) or ``flagged``: the
+whole verdict (``false`` clears every field, ``true`` flags the cell whatever its fields say). The file is checked
+against the matrix when the workflow plans (:func:`overrides_for_config`: an unknown cell or field, a missing reason,
+who or when, a value of the wrong type, one cell's field given twice: one line each); it is an input of rule
+aggregate alone, so editing it rescores and runs no cell's job again.
+
+How an override decides (:func:`decide`): judge.json's decided fields (``ptflow.results.cells.judge_fields``) are
+taken, the overridden fields replaced, and the cell is flagged when any field is (or as a ``flagged`` override
+says). An override of a cell no judge decided (not judged, no usable verdict, no judge.json) is the whole verdict: the
+fields it does not name count as not flagged. judge.json stays the judges' record; the override and its reason are
+shown beside the cell in summary.csv, leaderboard.md, the HTML report and ``ptflow status``, and ``ptflow export
+--posttrainbench`` writes the decided verdict files (:func:`verdict_files`) with the override beside them.
+
+There is no score-level override (forcing a cell to its base model's score, or to its own): a verdict outside the
+judges' questions is ``flagged: true`` with its reason, and a cell without a score of its own (no model, a failed
+evaluation) has nothing to be scored by.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+
+import yaml
+
+from ptflow.config import naming
+from ptflow.config.validate import SCHEMA_DIR, ConfigError, explain_schema_error
+from ptflow.results.cells import JUDGE_CLEAN, JUDGE_FLAGGED, ScoredCell, _judge, judge_fields
+
+OVERRIDES_SCHEMA = SCHEMA_DIR / "overrides.schema.json"
+JUDGE_FIELDS = ("contamination", "disallowed_model")  # PostTrainBench's two questions (9082063)
+WHOLE_VERDICT = "flagged"
+OVERRIDES_RECORD = "ptflow_overrides.txt"  # beside the exported verdict files: what was overridden, and why
+
+
+class OverridesError(ConfigError):
+    """The overrides file cannot be used; one line naming the file, the entry and what to do."""
+
+
+@dataclass(frozen=True)
+class Override:
+    """One entry of the overrides file: ``cell`` is the cell's key (``<model path name>/<eval>/<agent slot>``)."""
+
+    cell: str
+    field: str
+    value: bool
+    reason: str
+    who: str
+    when: str
+
+    def text(self) -> str:
+        """``contamination=false (J. Doe, 2026-11-30): the reason``."""
+        return f"{self.field}={str(self.value).lower()} ({self.who}, {self.when}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class DecidedVerdict:
+    """A cell's verdict with its overrides applied: the state ``ptflow.results.cells`` names (clean or flagged), the
+    reason, the decided value per field and, for a flagged cell, its effect (``fallback``, or ``stop`` where the
+    judge config gives a flagged field that effect)."""
+
+    judge: str
+    reason: str
+    fields: dict[str, bool]
+    flagged: bool
+    effect: str | None
+
+
+def overrides_path(raw: Mapping, workflow: str | Path) -> Path | None:
+    """``scoring.overrides`` of a config, relative to the workflow directory (as ``scoring.reference``); None
+    without the key."""
+    name = (raw.get("scoring") or {}).get("overrides")
+    if not name:
+        return None
+    path = Path(name)
+    return path if path.is_absolute() else Path(workflow) / path
+
+
+def declared_fields(judge: Mapping | None) -> tuple[str, ...]:
+    """The verdict fields a config's judge answers: PostTrainBench's two, and each field its panel's judges declare."""
+    fields = list(JUDGE_FIELDS)
+    for entry in (judge or {}).get("judges") or []:
+        fields += [f for f in entry.get("fields") or [] if f not in fields]
+    return tuple(fields)
+
+
+def _load(path: Path) -> list:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise OverridesError(
+            f"overrides error: cannot read {path} ({exc.strerror}); scoring.overrides names a file relative to the "
+            "workflow directory"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise OverridesError(f"overrides error in {path}: not YAML ({str(exc).splitlines()[0]})") from None
+    data = {"overrides": []} if data is None else data
+    if not isinstance(data, dict):
+        raise OverridesError(f"overrides error in {path}: write a mapping with one key, overrides: [entries]")
+    for entry in data.get("overrides") or []:
+        # YAML reads an unquoted 2026-11-30 as a date: the record keeps its ISO text
+        if isinstance(entry, dict) and isinstance(entry.get("when"), date):
+            entry["when"] = entry["when"].isoformat()
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(json.loads(OVERRIDES_SCHEMA.read_text()))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        raise OverridesError(explain_schema_error(error).replace("config error at ", f"overrides error in {path} at "))
+    return data["overrides"]
+
+
+def _cell_key(text: str) -> str:
+    """A cell as the file gives it, as its key: the model's Hub id (org/name) becomes its path name (org--name)."""
+    parts = text.strip("/").split("/")
+    if len(parts) == 4:
+        return "/".join([naming.model_to_path("/".join(parts[:2])), *parts[2:]])
+    return "/".join(parts)
+
+
+def _iso(when: str) -> bool:
+    for parse in (date.fromisoformat, datetime.fromisoformat):
+        try:
+            parse(when)
+            return True
+        except ValueError:
+            pass
+    return False
+
+
+def read_overrides(
+    path: str | Path, cells: Iterable[str] | None = None, fields: Iterable[str] | None = None
+) -> list[Override]:
+    """The overrides of a file, checked: against the schema, and, where given, against the matrix's cell keys and
+    the verdict fields its judge answers (plus ``flagged``)."""
+    path = Path(path)
+    known = list(cells) if cells is not None else None
+    allowed = [*fields, WHOLE_VERDICT] if fields is not None else None
+    out: list[Override] = []
+    seen: dict[tuple[str, str], int] = {}
+    for i, entry in enumerate(_load(path)):
+        where = f"overrides error in {path} at overrides[{i}]"
+        key = _cell_key(entry["cell"])
+        if known is not None and key not in known:
+            close = difflib.get_close_matches(key, known, 1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            example = f", e.g. {known[0]}" if known else ""
+            raise OverridesError(
+                f"{where}.cell: {entry['cell']!r} is not a cell of the matrix{hint}; write "
+                f"<model>/<eval>/<agent>{example}"
+            )
+        if allowed is not None and entry["field"] not in allowed:
+            close = difflib.get_close_matches(entry["field"], allowed, 1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise OverridesError(
+                f"{where}.field: {entry['field']!r} is no verdict field of this config's judge{hint}; known: "
+                f"{', '.join(allowed)}"
+            )
+        if not _iso(entry["when"]):
+            raise OverridesError(f"{where}.when: {entry['when']!r} is not an ISO date; write e.g. 2026-11-30")
+        earlier = seen.setdefault((key, entry["field"]), i)
+        if earlier != i:
+            raise OverridesError(
+                f"{where}: cell {key} field {entry['field']} is overridden already (overrides[{earlier}]); keep one "
+                "entry per cell and field (the file's history keeps the earlier decision)"
+            )
+        out.append(Override(key, entry["field"], entry["value"], entry["reason"], entry["who"], entry["when"]))
+    return out
+
+
+def overrides_for_config(cfg, workflow: str | Path) -> Path | None:
+    """The overrides file of a parsed config (``ptflow.config.matrix.Config``), checked against its cells and its
+    judge's fields, or None where the config names none; raises OverridesError (one line). A reference agent's cell
+    (kind baseline or instruct) is refused: its score is the reference, which no verdict replaces."""
+    path = overrides_path(cfg.raw, workflow)
+    if path is None:
+        return None
+    overrides = read_overrides(path, [c.key for c in cfg.cells], declared_fields(cfg.raw.get("judge")))
+    for i, entry in enumerate(overrides):
+        agent = cfg.agent_for(entry.cell.rsplit("/", 1)[1])
+        if not agent.trains:
+            raise OverridesError(
+                f"overrides error in {path} at overrides[{i}].cell: {entry.cell} is a cell of reference agent "
+                f"{agent.id} (kind {agent.kind}): its score is the reference and no verdict replaces it; remove it"
+            )
+    return path
+
+
+def config_overrides(cfg, workflow: str | Path) -> list[Override]:
+    """The checked overrides of a parsed config (none where it names no file): for ``ptflow status`` and export."""
+    path = overrides_for_config(cfg, workflow)
+    return read_overrides(path) if path is not None else []
+
+
+def by_cell(overrides: Iterable[Override]) -> dict[str, list[Override]]:
+    out: dict[str, list[Override]] = {}
+    for entry in overrides:
+        out.setdefault(entry.cell, []).append(entry)
+    return out
+
+
+def decide(judge: dict | None, entries: Sequence[Override]) -> DecidedVerdict:
+    """The verdict of a cell: judge.json's decided fields with ``entries`` (its overrides) applied over them."""
+    fields = dict(judge_fields(judge))
+    whole = None
+    for entry in entries:
+        if entry.field == WHOLE_VERDICT:
+            whole = entry.value
+        else:
+            fields[entry.field] = entry.value
+    if whole is False:
+        fields = dict.fromkeys(fields, False)
+    flagged = whole if whole is not None else any(fields.values())
+    effects = (judge or {}).get("effects") or {}
+    effect = None
+    if flagged:
+        effect = "stop" if any(v and effects.get(f) == "stop" for f, v in fields.items()) else "fallback"
+    said = "override: " + "; ".join(e.text() for e in entries)
+    if flagged:
+        what = "+".join(f for f, v in fields.items() if v) or WHOLE_VERDICT
+        return DecidedVerdict(JUDGE_FLAGGED, f"{what} ({said})", fields, True, effect)
+    return DecidedVerdict(JUDGE_CLEAN, said, fields, False, None)
+
+
+def apply_overrides(cells: Iterable[ScoredCell], overrides: Iterable[Override]) -> None:
+    """Every cell's verdict with its overrides applied over its judge.json (decided again from the judges' record
+    each time, so applying twice is applying once); cells without overrides keep the judges' verdict."""
+    grouped = by_cell(overrides)
+    for cell in cells:
+        cell.overrides = list(grouped.get(cell.key, []))
+        if cell.overrides:
+            verdict = decide(cell.judge_record, cell.overrides)
+            cell.judge, cell.judge_reason = verdict.judge, verdict.reason
+
+
+def override_text(cell: ScoredCell) -> str:
+    """The cell's overrides beside it: ``contamination=false (who, when): reason [judges: flagged]``; "" without."""
+    if not cell.overrides:
+        return ""
+    judges = _judge(cell.judge_record)[0] or "no judge.json"
+    return "; ".join(e.text() for e in cell.overrides) + f" [judges: {judges}]"
+
+
+def verdict_files(judge: dict | None, entries: Sequence[Override], files: Mapping) -> list[tuple[str, str]]:
+    """The verdict files of an overridden cell as PostTrainBench's aggregation reads them (``files``: field ->
+    (file name, {answer: flagged}), ``ptflow.stages.judge.VERDICT_FILES``), each with the decided answer alone, and
+    the record of the overrides beside them (OVERRIDES_RECORD). A cell flagged as a whole with no field flagged
+    gets its override's text as the first field's answer: the aggregation reads no known answer there ("IMPORTANT
+    ERR"), so it counts the cell as its baseline, as ptflow does."""
+    verdict = decide(judge, entries)
+    out = []
+    for number, (field_name, (name, answers)) in enumerate(files.items()):
+        answer = next(a for a, flagged in answers.items() if flagged == verdict.fields.get(field_name, False))
+        if number == 0 and verdict.flagged and not any(verdict.fields.values()):
+            answer = "ptflow override: " + "; ".join(e.text() for e in entries)
+        out.append((name, answer + "\n"))
+    judges = _judge(judge)[0] or "no judge.json"
+    record = [f"{e.cell}: {e.text()}" for e in entries] + [f"judges' own verdict: {judges} (judge.json unchanged)"]
+    return [*out, (OVERRIDES_RECORD, "\n".join(record) + "\n")]
