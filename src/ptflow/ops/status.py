@@ -11,6 +11,7 @@ cells (ids may contain ``_``), never split.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -260,10 +261,29 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, o
     for cell, st in zip(cfg.cells, cells, strict=True):
         if cfg.agent_for(cell.agent).kind == "cli-agent":  # the only cells whose manifest holds a spend
             st.api_usage = manifest_api_usage(workdir / layout.manifest(cell.model, cell.eval, cell.agent))
+            st.judge = judge_text(workdir / layout.judge_json(cell.model, cell.eval, cell.agent))
     grouped = by_cell(overrides)
     for st in cells:
         st.override = "; ".join(entry.text() for entry in grouped.get(st.key, []))
     return Snapshot(cells, jobs, job_cells, run_ids, active, error)
+
+
+def judge_text(judge_json: Path) -> str:
+    """A judged cell's verdict and its votes in a few words (``flagged contamination: gpt 2/3 contamination, kimi
+    0/1``); "" before its judge.json exists or where no judge voted."""
+    from ptflow.results.cells import _judge
+    from ptflow.stages.judge_panel import votes_text
+
+    try:
+        data = json.loads(judge_json.read_text())
+    except (OSError, ValueError):
+        return ""
+    votes = votes_text(data)
+    if not votes:
+        return ""
+    state, reason = _judge(data)
+    fields = reason.split(":", 1)[0] if state == "flagged" else ""
+    return f"{state}{' ' + fields if fields else ''}: {votes}"
 
 
 # ---- presentation ----
@@ -288,6 +308,7 @@ def table(snap: Snapshot) -> str:
     if spent:
         lines.append(f"API spend of {spent.cells} agent cells, as their CLIs reported it: {spent.text()}")
     lines += [f"override {c.key}: {c.override}" for c in snap.cells if c.override]  # scoring.overrides
+    lines += [f"judges {c.key}: {c.judge}" for c in snap.cells if c.judge]  # the judge panel's votes
     if snap.slurm_error:
         lines.append(f"Slurm not queried: {snap.slurm_error}")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ptflow.config import naming, tasks
 from ptflow.results.settings import Settings
+from ptflow.stages.judge_panel import votes_text
 
 SCORED, NO_MODEL, EVAL_FAILED, MISSING = "scored", "no_model", "eval_failed", "missing"
 JUDGE_CLEAN, JUDGE_FLAGGED, JUDGE_SKIPPED, JUDGE_NONE = "clean", "flagged", "not judged", ""
@@ -49,6 +50,9 @@ class ScoredCell:
     metric: Metric | None = None
     judge: str = JUDGE_NONE
     judge_reason: str = ""
+    judge_votes: str = ""  # the judge panel's votes in a few words ("gpt 2/3 contamination, kimi 0/1")
+    judge_vote_count: int = 0  # how many votes the panel decided from (one: the votes say nothing the verdict does not)
+    judge_effect: str | None = None  # what the decided verdict does: fallback | stop (judge.effects) | None
     status_detail: str = ""
     eval_json: str = ""
     cell_dir: str = ""
@@ -215,6 +219,9 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Scored
         metric=metric,
         judge=judge,
         judge_reason=judge_reason,
+        judge_votes=votes_text(judge_data),
+        judge_vote_count=len((judge_data or {}).get("votes") or []),
+        judge_effect=(judge_data or {}).get("effect") if judge == JUDGE_FLAGGED else None,
         status_detail=detail,
         eval_json=str(path.resolve()),
         cell_dir=str(path.parent.resolve()),

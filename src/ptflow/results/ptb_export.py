@@ -440,7 +440,8 @@ def key_names(cfg: Config) -> list[str]:
     """Every key name the config hands to a process: agents' keys, the judge's, evals' graders'."""
     names = [k for a in cfg.agents.values() for k in a.keys]
     names += [k for e in cfg.evals.values() for k in e.grader_keys]
-    return names + list((cfg.judge or {}).get("keys") or [])
+    panel = cfg.judge_panel
+    return names + (panel.keys if panel else [])  # every judge's of the panel
 
 
 def write_run_dir(run: RunDir, dest: Path, masker: Masker | None = None) -> Path:

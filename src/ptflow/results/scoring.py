@@ -39,7 +39,7 @@ from ptflow.results.cells import (
     finite_number,
     split_run,
 )
-from ptflow.results.overrides import apply_overrides
+from ptflow.results.overrides import apply_overrides, decide
 from ptflow.results.references import References, mean_of, reference_table_score, sd_of, se_of_mean
 from ptflow.results.settings import Settings
 
@@ -166,7 +166,8 @@ def _fallback_reason(c: ScoredCell, settings: Settings) -> str:
     if c.agent_id in (settings.baseline_agent, settings.instruct_agent):
         return ""  # reference cells are never replaced by themselves
     if c.judge == JUDGE_FLAGGED:
-        return f"{'flagged' if c.overrides else 'judge flagged'} {c.judge_reason}"
+        votes = f" (votes: {c.judge_votes})" if c.judge_vote_count > 1 and not c.overrides else ""
+        return f"{'flagged' if c.overrides else 'judge flagged'} {c.judge_reason}{votes}"
     if c.judge == JUDGE_NO_VERDICT:
         return f"judge gave no verdict: {c.judge_reason}"
     if c.status != SCORED:
@@ -174,6 +175,19 @@ def _fallback_reason(c: ScoredCell, settings: Settings) -> str:
     if c.judge == JUDGE_SKIPPED and settings.unjudged == "fallback":
         return "not judged (scoring.unjudged: fallback)"
     return ""
+
+
+def _stop_if_the_judges_say_so(c: ScoredCell) -> None:
+    """A flagged field whose effect is ``stop`` (judge.effects) stops the aggregation, as PostTrainBench's
+    benchmark-lookup flag does: no leaderboard is made while such a cell is in it."""
+    effect = decide(c.judge_record, c.overrides).effect if c.overrides else c.judge_effect
+    if c.judge == JUDGE_FLAGGED and effect == "stop":
+        fields = c.judge_reason.split(":", 1)[0]
+        raise ScoreError(
+            f"cell {c.key}: the judges flagged {fields}, whose effect is stop (config key judge.effects); the "
+            f"aggregation stops — look at the cell's judge.json (votes: {c.judge_votes or 'none'}), then fix the "
+            "run or override the verdict"
+        )
 
 
 def score(
@@ -202,6 +216,8 @@ def score(
         detail = "no eval.json (evaluation not run, or failed before writing it)"
         all_cells.append(ScoredCell(model_id, m, e, a, r, MISSING, status_detail=detail))
     apply_overrides(all_cells, settings.overrides)  # a person's decision outranks the judges' (scoring.overrides)
+    for c in all_cells:
+        _stop_if_the_judges_say_so(c)
     # baseline/instruct cells outside the expected set still serve as references
     chosen = {id(c) for c in all_cells}
     extra = [c for c in by_key.values() if id(c) not in chosen and c.agent_id in references]
