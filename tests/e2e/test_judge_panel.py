@@ -2,7 +2,8 @@
 tests.support.fake_judge``, a ``cli:`` judge) on a scripted agent's cell that reads the test split. Judge gpt judges
 three times, decided by majority (its third run dissents: contamination 2 of 3); judge kimi answers disallowed_model.
 Each run is its own file target: deleting one vote judges that run again alone (and decides again), and a judge added
-to the config runs only its own votes on the finished cell, never the agent or its evaluation.
+to the config runs only its own votes on the finished cell, never the agent or its evaluation; other decision rules
+decide again without judging, and a flagged field whose effect is stop fails rule aggregate in one line.
 """
 
 from __future__ import annotations
@@ -83,3 +84,21 @@ def test_a_judge_added_to_the_config_runs_only_its_votes(done, tmp_path):
     extra = cell(done).relative_to(done) / "judges" / "extra"
     assert jobs["judge_run"] == {str(extra / "run1.json"), str(extra / "run2.json")}, jobs.text[-3000:]
     assert not CELL_RULES & set(jobs) and set(jobs) <= {"judge_run", "judge", "aggregate", "all"}, jobs.text[-3000:]
+
+
+def test_other_decision_rules_decide_again_without_judging_and_a_stop_field_stops_the_aggregation(done, tmp_path):
+    """Across judges by majority, gpt's runs by any, contamination's effect stop: only the decision and the
+    aggregation are planned (no vote is judged again), and rule aggregate fails naming the cell and the field."""
+    changed = tmp_path / "stop.yaml"
+    panel = yaml.safe_load(Path(OVERLAY).read_text())["judge"]
+    panel |= {"decision": "majority", "effects": {"contamination": "stop"}}
+    panel["judges"][0]["decision"] = "any"
+    changed.write_text(json.dumps({"judge": panel}))
+    jobs = plan(done, "--configfile", OVERLAY, str(changed), env=ENV)
+    assert set(jobs) <= {"judge", "aggregate", "all"} and "judge" in jobs, jobs.text[-3000:]
+    failed = snakemake(done, "--configfile", OVERLAY, str(changed), env=ENV, check=False)
+    judge = json.loads((cell(done) / "judge.json").read_text())
+    assert judge["effect"] == "stop" and judge["decision"]["across_runs"]["gpt"] == "any"
+    assert failed.returncode != 0
+    said = failed.stdout + failed.stderr
+    assert f"cell {MODEL}/add/scripted-overrun: the judges flagged contamination, whose effect is stop" in said
