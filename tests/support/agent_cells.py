@@ -41,13 +41,17 @@ def agent_job(
     env: dict | None = None,
     threads: int | None = None,
     log=print,
+    spend: dict | None = None,
 ) -> AgentCell:
     """The AgentCell of a test's agent dict (with its checkout's place under ``checkout.path``) and cell dict: the
-    training a train job hands the agent cell (its spec as the rule's params make it)."""
+    training a train job hands the agent cell (its spec as the rule's params make it; ``spend``: its spend param,
+    ptflow.config.spend.train_spend)."""
     checkout = Path(agent["checkout"]["path"]) if agent.get("checkout") else None
     spec = agent_spec(**agent)
     train = TrainSpec(cell=cell_ref(cell, spec.id), kind="cli-agent", params={}, model_revision="main",
                       checkpoint_dir=str(Path(out).parent / "checkpoint"), config_hash="test", hf_home="",
                       runtime=runtime, agent=spec)  # fmt: skip
-    run = TrainRun(start_model, train_parquet, str(Path(out).parent / "manifest.json"), threads=threads, log=log)
+    run = TrainRun(
+        start_model, train_parquet, str(Path(out).parent / "manifest.json"), threads=threads, log=log, spend=spend
+    )
     return AgentCell(Training(train, run, Path(out), resume, attempt), checkout=checkout, env=env)

@@ -3,6 +3,19 @@
 # as a supervisor that submits the GPU job itself (sites with infra_retries; kinds with a helper job such as SkyRL's
 # runtime server), resubmits it and records status.json (ptflow.cluster.supervise).
 
+from ptflow.config.spend import spend_settings, train_spend_of
+
+SPEND = spend_settings(CFG, Path(workflow.basedir))
+
+
+def get_train_spend(wildcards, input):
+    """An agent cell's spend settings (ptflow.config.spend: its cap, its model's price, the matrix cap and the
+    other agent cells it counts). A param that takes the input is no rerun trigger: a changed cap or price reruns
+    no finished cell."""
+    return train_spend_of(
+        SPEND, CFG, LAYOUT, wildcards.model, wildcards.eval, wildcards.agent
+    )
+
 
 rule train:
     input:
@@ -24,6 +37,7 @@ rule train:
     params:
         job=get_train_params,
         evaluation=get_train_evaluation,
+        spend=get_train_spend,
     script:
         "../scripts/train.py"
 
@@ -51,5 +65,6 @@ rule train_supervised:
     params:
         job=get_train_params,
         evaluation=get_train_evaluation,
+        spend=get_train_spend,
     script:
         "../scripts/train.py"

@@ -54,6 +54,7 @@ with rule_log(snakemake.log[0]) as log:
         gpus=train_job.requested_gpus(job, snakemake.resources),
         warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),
         log=log,
+        spend=snakemake.params.get("spend"),  # an agent cell's spend settings (ptflow.config.spend)
     )
     rc = train_in_job(job, run)
     if rc:

@@ -85,6 +85,10 @@ def resolve(raw: dict, workflow: Path, workdir: Path | None = None) -> Loaded:
         os.chdir(old)
     layout = Layout.from_config(raw, site.paths)
     _check_judge_protocol(cfg, layout)
+    from ptflow.config.spend import spend_settings
+
+    spend_settings(cfg, workflow)  # a cap that cannot work (no price, a subscription, a CLI that prints its spend
+    # late) or a price table that is not one: refused here, in one line
     return Loaded(cfg, site, layout)
 
 

@@ -45,6 +45,7 @@ from ptflow.config.entries import ON_RESTART_MODES
 from ptflow.stages.agent.budget import TIMEOUT_EXIT, Budget, attempt_records, budget_exhausted, budget_of
 from ptflow.stages.agent.context import AgentCell, AgentCellError, AgentEnd, AttemptContext
 from ptflow.stages.agent.launch import api_usage, run_attempt, timeout_minutes
+from ptflow.stages.agent.spend import CellSpend, check_matrix_cap, spend_record
 from ptflow.stages.agent.task_dir import TaskSetup, copy_final_model, keep_workspace, make_task_dir, own_dir
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.posttrainbench import agent as ptb_agent
@@ -62,6 +63,8 @@ def train_agent_cell(agent_cell: AgentCell) -> dict:
     if budget.first_attempt:  # (a restart, fresh or not, appends to the trace: every attempt's stays readable)
         shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True, exist_ok=True)
+    if not (budget.finished_before or budget.left <= 0):  # an agent that will run: not past the matrix's cap
+        check_matrix_cap(CellSpend.of(agent_cell.spend), trace_dir, agent_cell.agent.id, agent_cell.log)
     started = time.time()
     from ptflow.jobenv import node_tmp
 
@@ -181,6 +184,7 @@ def _keep_results(ctx: AttemptContext, budget: Budget, end: AgentEnd) -> tuple[b
             final_model=agent_cell.out if has_model else None,
         )  # fmt: skip
     status = "budget exhausted (timeout)" if budget_exhausted(budget, end) else f"exit {end.rc}"
+    status = "stopped at its spend cap" if end.spend_capped else status
     agent_cell.log(
         f"agent {agent.id}: {status} after {end.time_taken:.1f} s this attempt, "
         f"{budget.used + end.time_taken:.1f} s in all; "
@@ -217,6 +221,10 @@ def agent_run_record(
             "seconds": round(view.seconds, 3) if view else 0,
             "bytes": view.bytes if view else 0,
         },
+        # its dollars and cap, and stopped_by: spend_cap where the cap stopped it (ptflow.stages.agent.spend)
+        **spend_record(
+            CellSpend.of(ctx.agent_cell.spend), agent.cli, agent.model, ctx.trace_dir / "stdout.log", end.spend_capped
+        ),
         **({"workspace": str(kept)} if kept else {}),  # what the judge reads
         **({"cli_version": agent.cli_version} if agent.cli_version else {}),
     }

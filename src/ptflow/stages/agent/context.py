@@ -76,6 +76,11 @@ class AgentCell:
         return self.training.run.threads
 
     @property
+    def spend(self) -> dict | None:
+        """The cell's spend settings (``ptflow.config.spend.train_spend``; None: none handed)."""
+        return self.training.run.spend
+
+    @property
     def workspace(self) -> Path | None:
         """Where the task dir is synced on scratch (what the next attempt continues in)."""
         return self.resume.root / "workspace" if self.resume is not None else None
@@ -101,8 +106,9 @@ class AttemptContext:
 @dataclass(frozen=True)
 class AgentEnd:
     """How this attempt's agent ended: its exit code (for an agent not run again: its earlier one, or the timeout's),
-    the seconds it ran, and whether ptflow stopped it for a restart."""
+    the seconds it ran, whether ptflow stopped it for a restart, and whether its spend cap stopped it."""
 
     rc: int | None
     time_taken: float = 0.0
     stopped: bool = False
+    spend_capped: bool = False

@@ -30,6 +30,7 @@ from ptflow.specs import AgentCliSpec, StageRuntime
 from ptflow.stages.agent.budget import KILLED_EXIT, TIMEOUT_EXIT, AttemptClock
 from ptflow.stages.agent.clis import CLIS, cell_environment, prepare_cli_home
 from ptflow.stages.agent.context import AgentCellError, AgentEnd, AttemptContext
+from ptflow.stages.agent.spend import CellSpend, SpendWatch
 from ptflow.stages.agent.task_dir import own_dir
 from ptflow.stages.evaluate.sources import data_env
 from ptflow.stages.posttrainbench import agent as ptb_agent
@@ -310,6 +311,8 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
     )
     sync_minutes = agent.sync_minutes if agent.sync_minutes is not None else DEFAULT_SYNC_MINUTES
     clock = None
+    spend = CellSpend.of(agent_cell.spend)
+    watch = SpendWatch(spend, agent.cli, agent.model, ctx.trace_dir / "stdout.log", agent_cell.log) if spend else None
     with open(ctx.trace_dir / "stdout.log", "ab") as so, open(ctx.trace_dir / "stderr.log", "ab") as se:
         for fh in (so, se):
             fh.write((header + "\n").encode())
@@ -327,12 +330,18 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
                 )
                 clock.__enter__()
             t0 = time.time()
+            if watch is not None:
+                watch.__enter__()
             try:
-                rc, stopped = run_agent(argv, ctx.task_dir, child_env, so, se, warning, agent_cell.log, masker)
+                rc, stopped = run_agent(argv, ctx.task_dir, child_env, so, se, warning, agent_cell.log, masker,
+                                        spend_cap=watch.reached if watch is not None else None)  # fmt: skip
             finally:
                 if clock is not None:
                     clock.__exit__(None, None, None)
+                if watch is not None:
+                    watch.__exit__(None, None, None)
             time_taken = time.time() - t0
+    capped = watch is not None and watch.reached.is_set() and not stopped
     refused = refused_key(agent, rc, ctx.trace_dir / "stdout.log", stdout_from) if not stopped else None
     if refused:
         raise AgentCellError(refused)
@@ -344,6 +353,7 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
     if clock is not None:
         clock.sync("agent stopped for a restart" if stopped else "agent ended")
         ended_by = "stopped for a restart" if stopped else ("timeout" if rc in (TIMEOUT_EXIT, KILLED_EXIT) else "exit")
+        ended_by = "spend cap" if capped else ended_by
         agent_cell.resume.record_attempt(
             {
                 "id": agent_cell.attempt,
@@ -355,7 +365,7 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
                 },
             }
         )
-    return AgentEnd(rc, time_taken, stopped)
+    return AgentEnd(rc, time_taken, stopped, spend_capped=capped)
 
 
 def _ignore_warning_in_child() -> None:
@@ -363,10 +373,15 @@ def _ignore_warning_in_child() -> None:
     signal.signal(getattr(signal, f"SIG{WARNING_SIGNAL}"), signal.SIG_IGN)
 
 
-def run_agent(argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log, masker: Masker | None = None):
+# size: 9 params, the run's files and the two signals that stop it (the warning, the spend cap) as the caller has them
+def run_agent(
+    argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log, masker: Masker | None = None, spend_cap=None
+):
     """Run the agent; on the warning or SIGTERM stop it (TERM, KILL after 30 s). (exit code, stopped by us).
     Its stdout and stderr reach the files ``stdout``/``stderr`` through ``masker`` (default: the values of every
-    secret-looking variable of ``env``): whatever the agent script prints of a key is kept as ***."""
+    secret-looking variable of ``env``): whatever the agent script prints of a key is kept as ***. ``spend_cap``
+    (a threading.Event, ``spend.SpendWatch.reached``) set: the cell's spend cap is reached, the agent is stopped the
+    same way, and the cell goes on as after a timeout (not stopped for a restart)."""
     masker = Masker.for_env(env) if masker is None else masker
     proc = subprocess.Popen(  # stdin: nothing (a CLI in --print mode would read a pipe left open as more prompt)
         argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -380,15 +395,17 @@ def run_agent(argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log, maske
                 return rc, warning.requested  # an agent ending as the warning comes (it may catch it too): stopped
             except subprocess.TimeoutExpired:
                 pass
-            if warning.requested:
-                log(f"{warning.reason} received: stopping the agent (TERM, KILL after {KILL_AFTER_SECONDS} s)")
+            capped = spend_cap is not None and spend_cap.is_set()
+            if warning.requested or capped:
+                why = "the spend cap reached" if capped and not warning.requested else f"{warning.reason} received"
+                log(f"{why}: stopping the agent (TERM, KILL after {KILL_AFTER_SECONDS} s)")
                 proc.terminate()  # timeout(1) passes TERM on to the agent
                 try:
                     rc = proc.wait(timeout=KILL_AFTER_SECONDS)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     rc = proc.wait()
-                return rc, True
+                return rc, warning.requested
     finally:
         # the rest of the output, masked; a process the agent left behind may hold a pipe open: read it a while
         if not pump.finish(DRAIN_SECONDS):

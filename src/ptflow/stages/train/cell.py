@@ -48,6 +48,7 @@ class TrainRun:
     gpus: int | None = None
     warn_seconds: int | None = None
     log: Callable[[str], None] = print
+    spend: dict | None = None  # an agent cell's spend settings (rule train's spend param; ptflow.config.spend)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,139 @@
+"""The spend budget's parts (ptflow.config.spend, ptflow.stages.agent.spend): dollars from a CLI's usage (its own
+price, else tokens x the price table, else unknown with why; a subscription never priced), the shipped price table
+against its schema, the caps refused in one line where they cannot work, the live watch over a growing stream and
+the matrix cap's not-started marker. The real CLI stopped at its cap: tests/integration/test_spend_cap.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ptflow.config.matrix import build_config
+from ptflow.config.spend import (
+    DEFAULT_PRICES,
+    MATRIX_CAP_REACHED,
+    NOT_STARTED_FILE,
+    load_prices,
+    spend_settings,
+    usd_of,
+)
+from ptflow.config.validate import ConfigError
+from ptflow.stages.agent.context import AgentCellError
+from ptflow.stages.agent.spend import CellSpend, SpendWatch, check_matrix_cap, matrix_spent
+from tests.conftest import REPO
+
+PRICE = {"input": 2.0, "cached_input": 0.5, "output": 10.0}
+
+
+def test_dollars_from_the_cli_the_table_or_unknown():
+    usage = {"input_tokens": 1_000_000, "cached_tokens": 400_000, "output_tokens": 100_000, "cost_usd": None}
+    # 600k fresh x $2 + 400k cached x $0.5 + 100k out x $10 = 1.2 + 0.2 + 1.0
+    d = usd_of(usage, model="m", price=PRICE)
+    assert (d.usd, d.basis) == (2.4, "prices") and d.text() == "$2.40"
+    assert usd_of({**usage, "cost_usd": 0.7}, model="m", price=PRICE).to_json()["basis"] == "cli"  # its own price
+    unknown = usd_of(usage, model="kimi-k2.6", price=None)
+    assert unknown.usd is None and unknown.why == "no price for kimi-k2.6"
+    assert unknown.text() == "n/a (tokens only, no price)"
+    sub = usd_of({**usage, "cost_usd": 3.0}, model="m", price=PRICE, subscription=True)
+    assert sub.usd is None and sub.text() == "subscription"
+    assert usd_of(None, model="m", price=PRICE).basis == "none"
+
+
+def test_the_shipped_price_table_follows_its_schema(tmp_path):
+    table = load_prices(REPO / DEFAULT_PRICES)
+    assert table["source"].startswith("https://") and table["date"]
+    assert all(p["input"] > 0 and p["output"] > 0 for p in table["models"].values())
+    bad = tmp_path / "prices.yaml"
+    bad.write_text("source: x\ndate: 2026-11-29\nmodels:\n  m: {input: 1}\n")
+    with pytest.raises(ConfigError) as err:
+        load_prices(bad)
+    assert "spend.prices" in str(err.value) and "output" in str(err.value) and "\n" not in str(err.value)
+
+
+def _agent_raw(default_raw, **agent) -> dict:
+    default_raw["agents"].append({"id": "oc", "kind": "cli-agent", "cli": "opencode", "model": "opencode/kimi-k2.6",
+                                  "hours": 1, "keys": ["OPENCODE_API_KEY"], **agent})  # fmt: skip
+    default_raw["matrix"]["agents"] = "all"
+    return default_raw
+
+
+def _prices(tmp_path, models: dict) -> str:
+    path = tmp_path / "prices.yaml"
+    path.write_text(json.dumps({"source": "https://example.org/pricing", "date": "2026-11-29", "models": models}))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("agent", "spend", "words"),
+    [
+        ({"max_spend_usd": 5}, {}, ["agents[", "no price for 'opencode/kimi-k2.6'"]),
+        ({"max_spend_usd": 5, "subscription": True}, {}, ["subscription", "remove its cap"]),
+        ({"cli": "codex", "model": "gpt-5", "max_spend_usd": 5}, {}, ["turn.completed", "remove the cap"]),
+        ({}, {"max_usd_per_cell": 5}, ["spend.max_usd_per_cell", "no price"]),
+    ],
+)
+def test_a_cap_that_cannot_work_is_refused_in_one_line(default_raw, agent, spend, words):
+    raw = _agent_raw(default_raw, **agent)
+    if agent.get("cli") == "codex":
+        raw["agents"][-1]["keys"] = ["OPENAI_API_KEY"]
+    raw["spend"] = spend
+    with pytest.raises(ConfigError) as err:
+        spend_settings(build_config(raw), REPO)
+    text = str(err.value)
+    assert all(w in text for w in words) and "\n" not in text, text
+
+
+def test_caps_and_prices_as_the_config_gives_them(default_raw, tmp_path):
+    raw = _agent_raw(default_raw, max_spend_usd=0.5)
+    raw["agents"].append({**raw["agents"][-1], "id": "sub", "subscription": True})
+    raw["agents"][-1].pop("max_spend_usd")
+    raw["spend"] = {"prices": _prices(tmp_path, {"kimi-k2.6": PRICE}), "max_usd": 2, "max_usd_per_cell": 1}
+    settings = spend_settings(build_config(raw), REPO)
+    # its own cap; the subscription passed by the default; the model found by its last path part
+    assert settings.agent_caps == {"oc": 0.5} and settings.matrix_cap == 2.0 and settings.subscriptions == {"sub"}
+    assert settings.price("opencode/kimi-k2.6") == PRICE
+
+
+def _step(tokens_in: int, tokens_out: int) -> str:
+    """One opencode ``step_finish`` event, as its --format json prints it."""
+    part = {"type": "step-finish", "tokens": {"input": tokens_in, "output": tokens_out, "cache": {"read": 0}},
+            "cost": 0}  # fmt: skip
+    return json.dumps({"type": "step_finish", "part": part}) + "\n"
+
+
+def test_the_watch_reads_the_stream_as_it_grows(tmp_path):
+    stdout = tmp_path / "stdout.log"
+    spend = CellSpend(cap_usd=0.002, price=PRICE, subscription=False, live=str(tmp_path / "spend.json"))
+    watch = SpendWatch(spend, "opencode", "kimi-k2.6", stdout, log=lambda _: None)
+    stdout.write_text("=== ptflow: attempt 1 ===\n" + _step(500, 0))  # 500 x $2/M = $0.001
+    assert watch.check().usd == 0.001 and not watch.reached.is_set()
+    with stdout.open("a") as fh:
+        fh.write(_step(500, 0) + '{"type": "step_fin')  # a line being written is skipped
+    assert watch.check().usd == 0.002 and watch.reached.is_set()
+    live = json.loads((tmp_path / "spend.json").read_text())
+    assert live["usd"] == 0.002 and live["cap_usd"] == 0.002 and live["api_usage"]["input_tokens"] == 1000
+
+
+def test_the_matrix_cap_leaves_a_marker_and_one_line(tmp_path):
+    done, running = tmp_path / "a", tmp_path / "b"
+    (done / "agent").mkdir(parents=True)
+    (running / "agent").mkdir(parents=True)
+    (done / "checkpoint.json").write_text(json.dumps({"agent_run": {"spend": {"usd": 0.75, "basis": "prices"}}}))
+    (running / "agent" / "spend.json").write_text(json.dumps({"usd": 0.5}))
+    cells = [{"trace_dir": str(d / "agent"), "manifest": str(d / "checkpoint.json")} for d in (done, running)]
+    assert matrix_spent(cells) == (1.25, 0)
+    trace = tmp_path / "c" / "agent"
+    trace.mkdir(parents=True)
+    under = CellSpend(None, None, False, str(trace / "spend.json"), matrix={"cap_usd": 2.0, "cells": cells})
+    check_matrix_cap(under, trace, "oc", print)
+    assert not (trace / NOT_STARTED_FILE).exists()
+    reached = CellSpend(None, None, False, str(trace / "spend.json"), matrix={"cap_usd": 1.25, "cells": cells})
+    with pytest.raises(AgentCellError) as err:
+        check_matrix_cap(reached, trace, "oc", print)
+    assert f"not started: {MATRIX_CAP_REACHED}" in str(err.value) and "\n" not in str(err.value)
+    marker = json.loads((trace / NOT_STARTED_FILE).read_text())
+    assert marker["reason"] == MATRIX_CAP_REACHED and marker["spent_usd"] == 1.25 and marker["cap_usd"] == 1.25
+    check_matrix_cap(under, trace, "oc", print)  # the cap raised: the marker goes, the agent starts
+    assert not Path(trace / NOT_STARTED_FILE).exists()
