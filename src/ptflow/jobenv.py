@@ -118,6 +118,72 @@ def require_free_space(path: str, need_mb: int | None, what: str) -> int:
     return free_mb
 
 
+# ---- failure facts: what a job met, recorded where ``ptflow.results.causes`` reads it (never from log words) ----
+
+FACTS_ENV = "PTFLOW_FACTS_FILE"  # the facts file of the running job's rule log (children inherit it)
+FACTS_SUFFIX = ".facts.json"
+
+
+def facts_path(rule_log_path: str | Path) -> Path:
+    """The facts file beside a rule log: ``results/logs/train/m/e/a.log`` -> ``.../a.facts.json``."""
+    path = Path(rule_log_path)
+    return path.with_name(path.stem + FACTS_SUFFIX)
+
+
+def record_fact(kind: str, **values) -> None:
+    """Add one fact (``kind`` and JSON values: an HTTP status, an errno, a CLI's error type) to the running job's
+    facts file, with the Slurm job id that met it; nothing outside a rule log (a direct call, a test)."""
+    target = os.environ.get(FACTS_ENV)
+    if not target:
+        return
+    import json
+
+    from ptflow.files import write_json_atomic
+
+    try:
+        data = json.loads(Path(target).read_text())
+    except (OSError, ValueError):
+        data = {"job_id": os.environ.get("SLURM_JOB_ID", ""), "facts": []}
+    data["facts"].append({"kind": kind, **values})
+    with contextlib.suppress(OSError):  # a fact that cannot be written must not fail the job it describes
+        write_json_atomic(target, data)
+
+
+def exception_facts(exc: BaseException) -> dict:
+    """What an exception states as facts, along its chain (``raise ... from``, the exception being handled): its
+    type, an OSError's errno (ESTALE: a stale NFS handle), an HTTP error's response status (huggingface_hub's
+    HfHubHTTPError carries the ``requests`` response) with the module that raised it, and ``facts`` an exception
+    of ptflow's carries."""
+    import errno as errno_names
+
+    out: dict = {"type": type(exc).__name__, "module": type(exc).__module__}
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno and "errno" not in out:
+            out["errno"] = current.errno
+            out["errno_name"] = errno_names.errorcode.get(current.errno, "")
+        status = getattr(getattr(current, "response", None), "status_code", None)
+        if isinstance(status, int) and "http_status" not in out:
+            out["http_status"], out["http_module"] = status, type(current).__module__
+        if isinstance(getattr(current, "facts", None), dict):
+            out.update(current.facts)
+        if isinstance(current, MemoryError) or type(current).__name__ == "OutOfMemoryError":  # torch's CUDA OOM
+            out["out_of_memory"] = True
+        current = current.__cause__ or current.__context__
+    return out
+
+
+def _start_facts(path: str | Path) -> None:
+    """This job's facts file: an earlier attempt's removed (its facts were of another job), its name exported."""
+    facts = facts_path(path)
+    if os.environ.get(FACTS_ENV) != str(facts):  # a job re-run inside its container keeps the outer one's facts
+        with contextlib.suppress(OSError):
+            facts.unlink()
+    os.environ[FACTS_ENV] = str(facts)
+
+
 @contextlib.contextmanager
 def rule_log(path: str | Path) -> Iterator:
     """Redirect fds 1 and 2 into ``path`` (appending) and yield a ``log(msg)`` function that timestamps lines. Every
@@ -125,6 +191,7 @@ def rule_log(path: str | Path) -> Iterator:
     the job's environment holds a key, fds 1 and 2 are a pipe through ``ptflow.keys``' masker into the log."""
     ignore_time_limit_warning()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _start_facts(path)
     sys.stdout.flush()
     sys.stderr.flush()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -147,6 +214,7 @@ def rule_log(path: str | Path) -> Iterator:
         raise
     except BaseException as exc:
         log(f"FAILED: {type(exc).__name__}: {exc}")
+        record_fact("exception", **exception_facts(exc))  # what ptflow.results.causes classifies, not the line above
         if masking:  # the traceback goes to the job's own stderr (Snakemake's, Slurm's log): its message masked
             from ptflow.keys import Masker
 

@@ -44,8 +44,10 @@ class StandInRepo:
 class HubStandIn:
     """``with HubStandIn(repos) as hub: env["HF_ENDPOINT"] = hub.url`` (a thread; stopped on exit)."""
 
-    def __init__(self, repos: list[StandInRepo]):
+    def __init__(self, repos: list[StandInRepo], rate_limited: int = 0):
+        """``rate_limited``: answer the first that many requests 429 (the hub's rate limit), then behave."""
         self.repos = {(r.repo_type, r.repo_id): r for r in repos}
+        self.rate_limited = rate_limited
         self.requests: list[str] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -110,6 +112,9 @@ class HubStandIn:
                 path = urllib.parse.unquote(parsed.path)
                 query = urllib.parse.parse_qs(parsed.query)
                 hub.requests.append(f"{self.command} {path}")
+                if hub.rate_limited > 0:
+                    hub.rate_limited -= 1
+                    return self._error(429, "RateLimited", send_body)
                 parts = path.strip("/").split("/")
                 if parts[0] == "api" and len(parts) == 4 and parts[1] in ("datasets", "models"):
                     # the repo's info at its default branch (datasets asks it of a repo without a card)

@@ -3,6 +3,7 @@
     ptflow plan [--json] [snakemake args]           what the dry-run plans and what it will request
     ptflow status [-d WORKDIR] [--watch] [--json]    one row per cell: Done, Pending, Running, Error, Canceled, ...
     ptflow cancel [-d WORKDIR] --cell M/E/A | --agent A | --all
+    ptflow rerun [-d WORKDIR] --cause C | --cell M/E/A [--fixed] [--run] [snakemake args]   failed cells again
     ptflow logs [-d WORKDIR] CELL                    paths and tails of every log of a cell
     ptflow report [-d WORKDIR] [--port N]            serve results/report (with inspect's log viewer)
     ptflow export --posttrainbench DIR [-d WORKDIR] [--configfile F ...]   cells as PostTrainBench's results dir
@@ -104,6 +105,7 @@ def _snapshot(ctx: Context):
 
 def cmd_status(ns) -> int:
     from ptflow.ops.status import table, write_grid_png
+    from ptflow.results.causes import by_cause
     from ptflow.results.cell_state import LIVE
 
     ctx = context_for_workdir(ns)
@@ -116,6 +118,7 @@ def cmd_status(ns) -> int:
             out = {
                 "cells": [c.to_dict() for c in snap.cells],
                 "counts": snap.counts(),
+                "causes": by_cause(snap.cells),  # the cells not scored, by cause (ptflow.results.causes)
                 "driver_active": snap.driver_active,
                 "run_ids": snap.run_ids,
                 "slurm_error": snap.slurm_error,
@@ -165,6 +168,39 @@ def cmd_cancel(ns) -> int:
             "stop it (ptflow remote driver --stop, or Ctrl-C in its terminal) to end the run"
         )
     return 0
+
+
+def cmd_rerun(ns, rest: list[str]) -> int:
+    """The cells of some causes (or those listed) at their failed step: what will run first, then (--run) run it."""
+    from ptflow.ops import rerun
+    from ptflow.ops.plan_jobs import dry_run
+    from ptflow.ops.status import read_run_logs
+
+    if not ns.cause and not ns.cell:
+        raise SystemExit("ptflow rerun: name --cause CAUSE (ptflow status lists them) or --cell MODEL/EVAL/AGENT")
+    ns.smk = rest  # Snakemake's arguments give the config too; none: the latest run's
+    ctx = context_for_workdir(ns)
+    snap = _snapshot(ctx)
+    cells = [parse_cell(c, ctx.cfg) for c in ns.cell or []]
+    try:
+        plan = rerun.plan_rerun(ctx.cfg, ctx.layout, ctx.workdir, snap.cells, ns.cause or [], cells, fixed=ns.fixed)
+    except ValueError as exc:
+        raise SystemExit(f"ptflow rerun: {exc}") from None
+    for line in rerun.describe(plan):
+        print(line)
+    if not plan.cells:
+        print("nothing to rerun")
+        return 1 if plan.refused else 0
+    runs = read_run_logs(ctx.workdir)
+    args = rerun.command_args(
+        plan, rerun.snakemake_args(rest, runs[-1].command if runs else [], ctx.workdir, ctx.snakefile)
+    )
+    stats = rerun.jobs_per_rule(dry_run(args))
+    print("it will run: " + (", ".join(f"{rule} {n}" for rule, n in stats.items() if rule != "total") or "no job"))
+    if not ns.run:
+        print("dry run: ptflow rerun ... --run runs it")
+        return 0
+    return rerun.run(args)
 
 
 def cell_logs(ctx: Context, cell: Cell) -> list[Path]:
@@ -293,6 +329,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--agent", action="append", help="every cell of an agent (repeatable)")
     g.add_argument("--all", action="store_true", help="every job of the runs in this working directory")
 
+    p = sub.add_parser(
+        "rerun",
+        help="run again the cells of a failure cause (or listed) at their failed step; a dry run unless --run",
+        description="Snakemake arguments after the options replace the latest run's (default).",
+    )
+    p.add_argument("-d", "--directory", default=".", help="the workflow's working directory (default: .)")
+    p.add_argument("--cause", action="append", help="a cause ptflow status names (repeatable)")
+    p.add_argument("--cell", action="append", help="MODEL/EVAL/AGENT (repeatable)")
+    p.add_argument(
+        "--fixed", action="store_true", help="the cause's what-to-do was done: rerun causes a rerun alone cannot fix"
+    )
+    p.add_argument("--run", "--yes", action="store_true", help="run it (default: show what would run)")
+
     p = sub.add_parser("logs", help="paths and tails of every log of a cell")
     _add_workdir_opts(p)
     p.add_argument("cell", help="MODEL/EVAL/AGENT")
@@ -350,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     # plan passes every argument it does not know to snakemake
-    passthrough = ("plan", "doctor", "smoke")  # they pass every argument they do not know to snakemake
+    passthrough = ("plan", "doctor", "smoke", "rerun")  # they pass every argument they do not know to snakemake
     if argv and argv[0] in passthrough or (len(argv) > 1 and argv[0] in ("-v", "--verbose") and argv[1] in passthrough):
         ns, rest = parser.parse_known_args(argv)
     else:
@@ -366,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_cancel(ns)
         if ns.command == "logs":
             return cmd_logs(ns)
+        if ns.command == "rerun":
+            return cmd_rerun(ns, rest)
         if ns.command == "report":
             return cmd_report(ns)
         if ns.command == "export":

@@ -22,6 +22,7 @@ import yaml
 from ptflow.cluster import ownership, slurm
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
+from ptflow.results.causes import cause_lines, diagnose
 from ptflow.results.cell_state import (
     CANCELED,
     CELL_RULES,
@@ -262,6 +263,10 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, o
         if cfg.agent_for(cell.agent).kind == "cli-agent":  # the only cells whose manifest holds a spend
             st.api_usage = manifest_api_usage(workdir / layout.manifest(cell.model, cell.eval, cell.agent))
             st.judge = judge_text(workdir / layout.judge_json(cell.model, cell.eval, cell.agent))
+    for cell, st in zip(cfg.cells, cells, strict=True):  # why a cell is not scored (ptflow.results.causes)
+        rule_logs = {r: workdir / layout.log(r, cell.model, cell.eval, cell.agent) for r in CELL_RULES}
+        found = diagnose(st, workdir / layout.cell_dir(cell.model, cell.eval, cell.agent), rule_logs)
+        st.cause = found.to_dict() if found else None
     grouped = by_cell(overrides)
     for st in cells:
         st.override = "; ".join(entry.text() for entry in grouped.get(st.key, []))
@@ -309,6 +314,7 @@ def table(snap: Snapshot) -> str:
         lines.append(f"API spend of {spent.cells} agent cells, as their CLIs reported it: {spent.text()}")
     lines += [f"override {c.key}: {c.override}" for c in snap.cells if c.override]  # scoring.overrides
     lines += [f"judges {c.key}: {c.judge}" for c in snap.cells if c.judge]  # the judge panel's votes
+    lines += cause_lines(snap.cells)  # the cells not scored, grouped by cause, each cause with what to do
     if snap.slurm_error:
         lines.append(f"Slurm not queried: {snap.slurm_error}")
     return "\n".join(lines)

@@ -68,13 +68,33 @@ def state_class(state: str) -> str:
     return "state-" + re.sub(r"[^a-z0-9]+", "-", state.lower()).strip("-")
 
 
+def cause_text(c: ScoredCell) -> str:
+    """Why a finished cell is not scored, in the vocabulary of ``ptflow.results.causes`` (its name, meaning and what
+    to do), from its eval.json and judge.json; "" for a scored cell or one without files."""
+    from ptflow.results.causes import scored_cause
+
+    def read(path: Path) -> dict | None:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    if not c.eval_json:
+        return ""
+    found = scored_cause(read(Path(c.eval_json)), read(Path(c.eval_json).with_name("judge.json")))
+    return f"{found.cause}: {found.entry.meaning} — {found.todo()}" if found else ""
+
+
 def _state_of(c: ScoredCell) -> tuple[str, str]:
-    """A state from the cell's files, for cells the caller gave no state for."""
+    """A state from the cell's files, for cells the caller gave no state for (a cell not scored names its cause)."""
     if c.status == MISSING:
         return "Not started", c.status_detail
+    cause = cause_text(c).split(":", 1)[0]
     if c.status == EVAL_FAILED:
-        return "Error", c.status_detail
-    return "Done", "no final model" if c.status == NO_MODEL else "eval.json valid"
+        return "Error", f"cause {cause}: {c.status_detail}" if cause else c.status_detail
+    if c.status == NO_MODEL:
+        return "Done", f"no final model (cause {cause})" if cause else "no final model"
+    return "Done", "eval.json valid"
 
 
 def _states(result: Result, states: Iterable | None) -> dict[tuple[str, str, str], tuple[str, str]]:
@@ -242,6 +262,7 @@ def _cell_page(c: ScoredCell, site: Path, log_href: str | None, state: str, env,
             "run": c.run,
             "status": c.status,
             "status_detail": c.status_detail,
+            "cause": cause_text(c),  # why it is not scored (ptflow.results.causes), "" when it is
             "state_cls": state_class(state),
             "metric": _metric_text(c),
             "rescored": _rescored_text(c),

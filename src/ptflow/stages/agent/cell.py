@@ -221,6 +221,7 @@ def agent_run_record(
             "seconds": round(view.seconds, 3) if view else 0,
             "bytes": view.bytes if view else 0,
         },
+        **({"api_error": end.api_error} if end.api_error else {}),  # what ended the CLI (ptflow.results.causes)
         # its dollars and cap, and stopped_by: spend_cap where the cap stopped it (ptflow.stages.agent.spend)
         **spend_record(
             CellSpend.of(ctx.agent_cell.spend), agent.cli, agent.model, ctx.trace_dir / "stdout.log", end.spend_capped

@@ -111,4 +111,5 @@ class AgentEnd:
     rc: int | None
     time_taken: float = 0.0
     stopped: bool = False
+    api_error: dict | None = None  # the API error the CLI reported ending this attempt (launch.api_error)
     spend_capped: bool = False

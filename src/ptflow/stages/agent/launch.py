@@ -24,7 +24,7 @@ from pathlib import Path
 from ptflow.cluster.preempt import SaveOnWarning
 from ptflow.config.agent_clis import CONTAINER_HOME as AGENT_HOME
 from ptflow.config.entries import DEFAULT_GRACE_MINUTES, DEFAULT_SYNC_MINUTES
-from ptflow.jobenv import WARNING_SIGNAL, thread_env
+from ptflow.jobenv import WARNING_SIGNAL, record_fact, thread_env
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump
 from ptflow.specs import AgentCliSpec, StageRuntime
 from ptflow.stages.agent.budget import KILLED_EXIT, TIMEOUT_EXIT, AttemptClock
@@ -154,6 +154,22 @@ def refused_key(agent: AgentCliSpec, rc: int, stdout: Path, offset: int) -> str 
         f"agent {agent.id}: the provider refused the API key in {names[0]}{via} (HTTP 401/403, {cli.name} exit "
         f"{rc}); export a valid key and run again — see {stdout.parent}/stderr.log"
     )
+
+
+def api_error(agent: AgentCliSpec, rc: int, stdout: Path, offset: int) -> dict | None:
+    """The API error that ended this attempt as the CLI states it (its status and error type, ``AgentCli.api_error``)
+    with the CLI and the key variable it read, recorded as a fact of the job (``ptflow.jobenv.record_fact``) for
+    ``ptflow.results.causes``; None where the CLI reports none or ptflow's timeout stopped it."""
+    cli = CLIS.get(agent.cli)
+    if cli is None or cli.api_error is None or rc in (TIMEOUT_EXIT, KILLED_EXIT):
+        return None
+    found = cli.api_error(rc, stream_events(stdout, offset))
+    if found is None:
+        return None
+    names = [k for k in agent.keys if k in cli.accepted_keys] or [cli.key_var]
+    error = {**found, "cli": cli.name, "key_var": names[0], "exit_code": rc}
+    record_fact("api_error", **error)
+    return error
 
 
 def run_attempt(ctx: AttemptContext) -> AgentEnd:
@@ -342,6 +358,7 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
                     watch.__exit__(None, None, None)
             time_taken = time.time() - t0
     capped = watch is not None and watch.reached.is_set() and not stopped
+    error = api_error(agent, rc, ctx.trace_dir / "stdout.log", stdout_from) if not stopped else None
     refused = refused_key(agent, rc, ctx.trace_dir / "stdout.log", stdout_from) if not stopped else None
     if refused:
         raise AgentCellError(refused)
@@ -365,7 +382,7 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
                 },
             }
         )
-    return AgentEnd(rc, time_taken, stopped, spend_capped=capped)
+    return AgentEnd(rc, time_taken, stopped, api_error=error, spend_capped=capped)
 
 
 def _ignore_warning_in_child() -> None:

@@ -185,6 +185,10 @@ def device_args(gpus: int | None = None, log: Callable[[str], None] = print) -> 
             "site's runtime trains on the GPUs"
         )
         on_gpu = False
+        from ptflow.jobenv import record_fact
+
+        record_fact("no_gpu", gpus_requested=gpus, torch=torch.__version__, torch_cuda=torch.version.cuda,
+                    cuda_visible_devices=visible)  # fmt: skip
     return dict(use_cpu=not on_gpu, bf16=on_gpu and torch.cuda.is_bf16_supported(), fp16=False)
 
 

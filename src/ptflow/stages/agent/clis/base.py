@@ -92,6 +92,9 @@ class AgentCli:
     auth_failed: Callable[[int, list[dict]], bool] | None = None
     # the API spend its JSONL events report (every session in them): an ApiUsage, or None where they report none
     usage: Callable[[list[dict]], ApiUsage | None] | None = None
+    # the API error that ended the run, as the CLI states it in its events or exit code: ``{"http_status": 429,
+    # "type": "rate_limit_error"}`` (either may be None), None where it reports none (ptflow.results.causes reads it)
+    api_error: Callable[[int, list[dict]], dict | None] | None = None
 
     @property
     def name(self) -> str:

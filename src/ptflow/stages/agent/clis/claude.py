@@ -27,6 +27,7 @@ What 2.0.55 needs to run unattended (read from its cli.js, see tests/integration
 from __future__ import annotations
 
 import json
+import re
 
 from ptflow.config.agent_clis import CLI_PACKAGES
 from ptflow.stages.agent.clis.base import AgentCli, ApiUsage, CellHome, clip, count, total, write_json
@@ -203,6 +204,36 @@ def auth_failed(rc: int, events: list[dict]) -> bool:
     return rc != 0 and any(ev.get("type") == "assistant" and ev.get("error") == AUTH_FAILED for ev in events)
 
 
+_API_ERROR_TEXT = re.compile(r"^API Error: ([1-5][0-9][0-9]) (\{.*\})", re.S)
+
+
+def api_error(rc: int, events: list[dict]) -> dict | None:
+    """The error that ended a run: claude's synthetic assistant message (model ``<synthetic>``) carries an ``error``
+    (``authentication_failed``, ``billing_error``, ``rate_limit``, ``unknown`` ...) and, for an API error, the text
+    ``API Error: <status> <the API's error body>`` (2.0.55 against a 429 storm: ``error`` "unknown", text ``API
+    Error: 429 {"type":"error","error":{"type":"rate_limit_error",...}}``; a 529: ``overloaded_error``)."""
+    for ev in reversed(events):
+        message = ev.get("message") if isinstance(ev.get("message"), dict) else {}
+        if ev.get("type") != "assistant" or not ev.get("error") or message.get("model") != "<synthetic>":
+            continue
+        out = {"http_status": None, "type": str(ev["error"])}
+        for block in message.get("content") or []:
+            m = _API_ERROR_TEXT.match(str(block.get("text", ""))) if isinstance(block, dict) else None
+            if m:
+                out["http_status"] = int(m.group(1))
+                try:
+                    body = json.loads(m.group(2))
+                except ValueError:
+                    body = {}
+                err = body.get("error") if isinstance(body, dict) else None
+                if isinstance(err, dict) and isinstance(err.get("type"), str):
+                    out["type"] = err["type"]
+        if out["type"] == AUTH_FAILED and out["http_status"] is None:
+            out["http_status"] = 401
+        return out
+    return None
+
+
 CLAUDE = AgentCli(
     package=CLI_PACKAGES["claude"],
     key_var="ANTHROPIC_API_KEY",
@@ -224,4 +255,5 @@ CLAUDE = AgentCli(
     env={"BASH_MAX_TIMEOUT_MS": "36000000"},
     auth_failed=auth_failed,
     usage=usage,
+    api_error=api_error,
 )

@@ -243,6 +243,18 @@ def auth_failed(rc: int, events: list[dict]) -> bool:
     return False
 
 
+def api_error(rc: int, events: list[dict]) -> dict | None:
+    """The error that ended a run: 0.79.0 ends a turn it gave up on with ``turn.failed`` whose error message states
+    the last HTTP status (``exceeded retry limit, last status: 429 Too Many Requests``, after its 5 retries)."""
+    for ev in reversed(events):
+        if ev.get("type") == "turn.failed":
+            err = ev.get("error")
+            message = err.get("message", "") if isinstance(err, dict) else str(err or "")
+            code = err.get("code") if isinstance(err, dict) else None
+            return {"http_status": http_status(message), "type": code if isinstance(code, str) else None}
+    return None
+
+
 CODEX = AgentCli(
     package=CLI_PACKAGES["codex"],
     key_var=KEY_VAR,
@@ -266,4 +278,5 @@ CODEX = AgentCli(
     judge_command=tuple(judge_command("{model}")),
     auth_failed=auth_failed,
     usage=usage,
+    api_error=api_error,
 )

@@ -135,6 +135,23 @@ def auth_failed(rc: int, events: list[dict]) -> bool:
     return rc in (FATAL_AUTHENTICATION_EXIT, *(s % 256 for s in AUTH_STATUSES))
 
 
+# the API statuses 0.18.4 exits with (modulo 256); a 429 storm it gives up on ends with exit 1 and a result event
+# whose error has no status (type "Error"): no status is read where the CLI states none
+EXIT_STATUSES = {s % 256: s for s in (401, 403, 404, 429, 500, 502, 503, 529)}
+
+
+def api_error(rc: int, events: list[dict]) -> dict | None:
+    """The error that ended a run: the HTTP status gemini exits with, and its ``result`` event's error type."""
+    result = next((ev for ev in reversed(events) if ev.get("type") == "result"), None)
+    err = result.get("error") if result and isinstance(result.get("error"), dict) else None
+    status = EXIT_STATUSES.get(rc)
+    if rc == FATAL_AUTHENTICATION_EXIT:
+        status = 401
+    if status is None and err is None:
+        return None
+    return {"http_status": status, "type": str(err.get("type")) if err else None}
+
+
 GEMINI = AgentCli(
     package=CLI_PACKAGES["gemini"],
     key_var="GEMINI_API_KEY",
@@ -146,4 +163,5 @@ GEMINI = AgentCli(
     env={"GEMINI_SANDBOX": "false"},
     auth_failed=auth_failed,
     usage=usage,
+    api_error=api_error,
 )

@@ -182,6 +182,19 @@ def auth_failed(rc: int, events: list[dict]) -> bool:
 # solve.sh's line and run_judge.sh's (the same argv): the prompt is the message
 COMMAND = ("opencode", "run", "--model", "{model}", "--format", "json", "{prompt}")
 
+
+def api_error(rc: int, events: list[dict]) -> dict | None:
+    """The error that ended a run: opencode's last ``error`` event, its ``name`` and the HTTP ``statusCode`` of its
+    data (a refused key: 401, not retried; 429 and 5xx are retried before one is reported)."""
+    for ev in reversed(events):
+        if ev.get("type") == "error" and isinstance(ev.get("error"), dict):
+            err = ev["error"]
+            data = err.get("data") if isinstance(err.get("data"), dict) else {}
+            status = data.get("statusCode")
+            return {"http_status": status if isinstance(status, int) else None, "type": err.get("name")}
+    return None
+
+
 OPENCODE = AgentCli(
     package=CLI_PACKAGES["opencode"],
     key_var=KEY_VAR,
@@ -193,4 +206,5 @@ OPENCODE = AgentCli(
     judge_command=COMMAND,
     auth_failed=auth_failed,
     usage=usage,
+    api_error=api_error,
 )
