@@ -91,7 +91,7 @@ def test_a_bad_entry_is_refused_in_one_line_naming_it(tmp_path, change, message)
 
 
 def test_a_file_that_is_no_mapping_or_names_one_field_twice_is_refused(tmp_path):
-    with pytest.raises(OverridesError, match="write a mapping with one key, overrides: \\[entries\\]"):
+    with pytest.raises(OverridesError, match="write a mapping with the keys overrides: \\[entries\\] and/or accepted"):
         read_overrides(write_overrides(tmp_path / "list.yaml", raw="- cell: x\n"))
     twice = write_overrides(tmp_path / "twice.yaml", ENTRY, {**ENTRY, "value": True})
     with pytest.raises(OverridesError, match=r"overrides\[1\]: cell .*/agent field contamination is overridden "

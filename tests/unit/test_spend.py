@@ -137,3 +137,48 @@ def test_the_matrix_cap_leaves_a_marker_and_one_line(tmp_path):
     assert marker["reason"] == MATRIX_CAP_REACHED and marker["spent_usd"] == 1.25 and marker["cap_usd"] == 1.25
     check_matrix_cap(under, trace, "oc", print)  # the cap raised: the marker goes, the agent starts
     assert not Path(trace / NOT_STARTED_FILE).exists()
+
+
+def test_the_leaderboard_dollars_say_unknown_as_unknown():
+    """An agent's dollars (ptflow.results.scoring.ApiSpend): the sum and mean over the cells that have them, the
+    cells without a price named, never filled in with the others' mean; a subscription says so."""
+    from ptflow.results.scoring import ApiSpend
+
+    tokens = {"input_tokens": 100, "output_tokens": 10, "cached_tokens": 0, "cost_usd": None}
+    priced = {**tokens, "spend": {"usd": 1.5, "basis": "prices"}}
+    unpriced = {**tokens, "spend": {"usd": None, "basis": "unpriced"}}
+    spend = ApiSpend.of([priced, {**priced, "spend": {"usd": 0.5, "basis": "prices"}}, unpriced])
+    assert (spend.usd, spend.usd_cells, spend.cells) == (2.0, 2, 3)
+    assert spend.dollars_text() == "$2.00 (mean $1.00 per cell); 1 cell unknown (no price)"
+    assert ApiSpend.of([unpriced, tokens]).dollars_text() == "n/a (tokens only, no price)"
+    assert ApiSpend.of([{**tokens, "cost_usd": 0.25}]).dollars_text() == "$0.25 (mean $0.25 per cell)"  # claude's
+    sub = {**tokens, "cost_usd": 0.3, "spend": {"usd": None, "basis": "subscription"}}
+    assert ApiSpend.of([sub]).dollars_text() == "subscription"
+
+
+def test_status_and_plan_show_spend_caps_and_unstarted_cells(default_raw, tmp_path):
+    """ptflow status's and plan's spend lines (ptflow.ops.spend_view) over a matrix's files: one cell's dollars,
+    one with tokens but no price said as unknown, one left unstarted by the matrix cap; the most the matrix may
+    spend is the per-cell caps summed, at most the matrix cap."""
+    from ptflow.config.layout import Layout
+    from ptflow.ops.spend_view import spend_view
+
+    raw = _agent_raw(default_raw, max_spend_usd=0.5)
+    raw["matrix"] = {"models": "all", "evals": ["add"], "agents": ["oc"]}
+    raw["spend"] = {"prices": _prices(tmp_path, {"kimi-k2.6": PRICE}), "max_usd": 10}
+    cfg = build_config(raw)
+    layout = Layout.from_config(raw, {})
+    first, second = cfg.cells[:2]
+    trace = tmp_path / layout.agent_trace_dir(first.model, first.eval, first.agent)
+    trace.mkdir(parents=True)
+    (trace / "spend.json").write_text(json.dumps({"usd": 0.3, "basis": "prices"}))
+    other = tmp_path / layout.agent_trace_dir(second.model, second.eval, second.agent)
+    other.mkdir(parents=True)
+    (other / NOT_STARTED_FILE).write_text(json.dumps({"reason": MATRIX_CAP_REACHED}))
+    view = spend_view(cfg, layout, tmp_path, REPO)
+    status = "\n".join(view.status_lines())
+    assert f"spend so far: $0.30 over 1 of {len(cfg.cells)} agent cells" in status
+    assert "matrix $10.00 (spend.max_usd); oc $0.50 per cell" in status
+    assert f"not started: {MATRIX_CAP_REACHED} (1 cells: {second.key})" in status
+    assert view.most == min(0.5 * len(cfg.cells), 10)
+    assert f"most the matrix may spend: ${view.most:.2f}" in "\n".join(view.plan_lines())

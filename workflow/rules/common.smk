@@ -24,11 +24,13 @@ from ptflow.jobs.rule_values import (
     sign_job_functions,
 )
 from ptflow.ops.run_hooks import RunHooks
-from ptflow.results.overrides import overrides_for_config
+from ptflow.results.overrides import decisions_for_config
 
 try:
     # Snakemake has merged the embedded default, --configfile and --config into `config` already.
     _LOADED = resolve(config, Path(workflow.basedir))
+    # scoring.overrides' file, checked against the matrix: its accepted cells are no targets of the run
+    DECISIONS = decisions_for_config(_LOADED.cfg, Path(workflow.basedir))
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 # CFG: the validated config; SITE: the site file; LAYOUT: where every output, log and cache path lies
@@ -39,7 +41,7 @@ RUNTIME = SITE.runtime
 apply_site_env(SITE.process_env)
 JOBS = Jobs(CFG, SITE, LAYOUT)
 VALUES = RuleValues(JOBS)
-INPUTS = RuleInputs(JOBS)
+INPUTS = RuleInputs(JOBS, DECISIONS.accepted)
 HOOKS = RunHooks(JOBS, workflow)
 HOOKS.patient_slurm_clients()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
@@ -273,13 +275,10 @@ def scoring_params():
 
 
 def overrides_input():
-    """scoring.overrides (ptflow.results.overrides), checked against the matrix: an input of rule aggregate alone,
-    so editing it rescores and reruns no cell's job."""
-    try:
-        path = overrides_for_config(CFG, Path(workflow.basedir))
-    except ConfigError as exc:
-        raise WorkflowError(str(exc)) from None
-    return {"overrides": str(path)} if path else {}
+    """scoring.overrides (ptflow.results.overrides): an input of rule aggregate alone, so editing it rescores
+    and reruns no job of a cell (an accepted cell leaves the targets; once no longer accepted, it
+    is made again)."""
+    return {"overrides": str(DECISIONS.path)} if DECISIONS.path else {}
 
 
 # ---- images: only on sites whose runtime is a container and only for stages/agents that name an image ----

@@ -6,15 +6,9 @@
 from ptflow.config.spend import spend_settings, train_spend_of
 
 SPEND = spend_settings(CFG, Path(workflow.basedir))
-
-
-def get_train_spend(wildcards, input):
-    """An agent cell's spend settings (ptflow.config.spend: its cap, its model's price, the matrix cap and the
-    other agent cells it counts). A param that takes the input is no rerun trigger: a changed cap or price reruns
-    no finished cell."""
-    return train_spend_of(
-        SPEND, CFG, LAYOUT, wildcards.model, wildcards.eval, wildcards.agent
-    )
+# rule train's spend param: an agent cell's spend settings (ptflow.config.spend: its cap, its model's price, the
+# matrix cap and the other agent cells it counts). It takes the input, so it is no rerun trigger: a changed cap or
+# price reruns no finished cell.
 
 
 rule train:
@@ -37,7 +31,9 @@ rule train:
     params:
         job=get_train_params,
         evaluation=get_train_evaluation,
-        spend=get_train_spend,
+        spend=lambda wildcards, input: train_spend_of(
+            SPEND, CFG, LAYOUT, wildcards.model, wildcards.eval, wildcards.agent
+        ),
     script:
         "../scripts/train.py"
 
@@ -65,6 +61,8 @@ rule train_supervised:
     params:
         job=get_train_params,
         evaluation=get_train_evaluation,
-        spend=get_train_spend,
+        spend=lambda wildcards, input: train_spend_of(
+            SPEND, CFG, LAYOUT, wildcards.model, wildcards.eval, wildcards.agent
+        ),
     script:
         "../scripts/train.py"

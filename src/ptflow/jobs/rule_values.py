@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from ptflow.cluster import envs, images
@@ -259,11 +259,18 @@ class RuleValues:
 class RuleInputs:
     """The input files of the rules whose inputs depend on the job (the ``get_*_input`` functions of ``common.smk``)
     and the run's targets, over one :class:`Jobs`. The inputs a newer copy of must not rerun finished cells are
-    :func:`ancient`."""
+    :func:`ancient`. ``accepted``: the keys of the cells whose failure an operator accepted (scoring.overrides'
+    ``accepted``, ``ptflow.results.overrides.accepted_cells``): none of their files is a target of the run or an
+    input of rule aggregate, so none of their jobs runs again (aggregate counts them at their fallback)."""
 
-    def __init__(self, jobs: Jobs):
+    def __init__(self, jobs: Jobs, accepted: Collection[str] = ()):
         self.jobs = jobs
         self.cfg, self.layout, self.rt = jobs.cfg, jobs.layout, jobs.rt
+        self.accepted = frozenset(accepted)
+
+    def run_cells(self) -> list[Cell]:
+        """The matrix's cells that this run makes: all but the accepted ones."""
+        return [c for c in self.cfg.cells if c.key not in self.accepted]
 
     def checkout(self) -> dict:
         """PostTrainBench's checkout marker: a re-made marker (a new commit) reruns only the cells whose paths' ids
@@ -379,31 +386,30 @@ class RuleInputs:
         return [str(Path(basedir) / spec["recipe"])] if spec.get("recipe") else []
 
     def eval_jsons(self) -> list[str]:
-        return [self.layout.eval_json(c.model, c.eval, c.agent) for c in self.cfg.cells]
+        return [self.layout.eval_json(c.model, c.eval, c.agent) for c in self.run_cells()]
 
     def judge_jsons(self) -> list[str]:
         """The judge verdicts of the agent-CLI cells (traces checked for contamination / disallowed models)."""
-        cells = [c for c in self.cfg.cells if self.cfg.agent_for(c.agent).spec.agent_cli]
+        cells = [c for c in self.run_cells() if self.cfg.agent_for(c.agent).spec.agent_cli]
         return [self.layout.judge_json(c.model, c.eval, c.agent) for c in cells]
 
     def judge_vote_jsons(self) -> list[str]:
         """Every vote file of the judged cells (targets themselves: a deleted one is judged again, alone)."""
-        cells = [c for c in self.cfg.cells if self.cfg.agent_for(c.agent).spec.agent_cli]
+        cells = [c for c in self.run_cells() if self.cfg.agent_for(c.agent).spec.agent_cli]
         return [path for c in cells for path in self.judge_votes(c.model, c.eval, c.agent)]
 
     def rescore_jsons(self) -> list[str]:
         """Each cell's stored inspect log scored again by its eval's rescorers (``evals[].rescore``)."""
         return [
             self.layout.rescore_json(c.model, c.eval, c.agent, scorer)
-            for c in self.cfg.cells
+            for c in self.run_cells()
             for scorer in self.cfg.evals[c.eval].rescore
         ]
 
     def seed_eval_jsons(self) -> list[str]:
         """Every seed's file of the seeded evals' cells (targets themselves: a deleted one is evaluated again)."""
-        return [
-            path for c in self.cfg.cells if self.cfg.evals[c.eval].seeded for path in self.seed_mean(*c.key.split("/"))
-        ]
+        seeded = [c for c in self.run_cells() if self.cfg.evals[c.eval].seeded]
+        return [path for c in seeded for path in self.seed_mean(c.model, c.eval, c.agent)]
 
     def final_outputs(self) -> list[str]:
         """Rule all's targets. Every cell's eval.json (and judge.json) is a target itself: Snakemake does not redo a

@@ -97,10 +97,11 @@ def cmd_plan(ns, rest: list[str]) -> int:
 
 def _snapshot(ctx: Context):
     from ptflow.ops.status import snapshot
-    from ptflow.results.overrides import config_overrides
+    from ptflow.results.overrides import accepted_cells, config_overrides
 
     overrides = config_overrides(ctx.cfg, ctx.snakefile.parent)  # scoring.overrides, shown beside their cells
-    return snapshot(ctx.cfg, ctx.layout, ctx.workdir, overrides=overrides)
+    accepted = accepted_cells(ctx.cfg, ctx.snakefile.parent)  # and its accepted failures
+    return snapshot(ctx.cfg, ctx.layout, ctx.workdir, overrides=overrides, accepted=accepted)
 
 
 def cmd_status(ns) -> int:
@@ -280,15 +281,22 @@ def cmd_report(ns) -> int:
 
 def cmd_export(ns) -> int:
     """The evaluated cells in PostTrainBench's results layout (ptflow.results.ptb_export), for its aggregate scripts."""
-    from ptflow.results.overrides import config_overrides
+    from ptflow.results.overrides import accepted_cells, config_overrides
     from ptflow.results.ptb_export import export_posttrainbench
 
     if ns.configfile:
         ns.smk = ["--configfile", *ns.configfile, *(ns.smk or [])]
     ctx = context_for_workdir(ns)
     overrides = config_overrides(ctx.cfg, ctx.snakefile.parent)  # scoring.overrides: exported as decided
+    accepted = accepted_cells(ctx.cfg, ctx.snakefile.parent)  # exported as failed runs (PostTrainBench's baseline)
     summary = export_posttrainbench(
-        ctx.cfg, ctx.layout, Path(ns.posttrainbench), workdir=ctx.workdir, site=ctx.site, overrides=overrides
+        ctx.cfg,
+        ctx.layout,
+        Path(ns.posttrainbench),
+        workdir=ctx.workdir,
+        site=ctx.site,
+        overrides=overrides,
+        accepted=accepted,
     )
     for line in summary.lines():
         print(line)

@@ -221,9 +221,10 @@ def attribute_jobs(
     return out, logs
 
 
-def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, overrides=()) -> Snapshot:
+def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, overrides=(), accepted=None) -> Snapshot:
     """One refresh: read the runs' logs, one squeue + one sacct call for all their run ids, derive every cell;
-    ``overrides``: the config's verdict overrides (``ptflow.results.overrides.config_overrides``), shown per cell."""
+    ``overrides``: the config's verdict overrides (``ptflow.results.overrides.config_overrides``), shown per cell;
+    ``accepted``: its accepted failures by cell key (``ptflow.results.overrides.accepted_cells``), shown per cell."""
     workdir = Path(workdir)
     runs = read_run_logs(workdir)
     run_ids = [r.run_id for r in runs if r.run_id]
@@ -270,6 +271,8 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, o
     grouped = by_cell(overrides)
     for st in cells:
         st.override = "; ".join(entry.text() for entry in grouped.get(st.key, []))
+        entry = (accepted or {}).get(st.key)
+        st.accepted = entry.decision() if entry is not None else ""
     return Snapshot(cells, jobs, job_cells, run_ids, active, error)
 
 
@@ -313,6 +316,8 @@ def table(snap: Snapshot) -> str:
     if spent:
         lines.append(f"API spend of {spent.cells} agent cells, as their CLIs reported it: {spent.text()}")
     lines += [f"override {c.key}: {c.override}" for c in snap.cells if c.override]  # scoring.overrides
+    said = "counted at the base model's score, not run again"
+    lines += [f"accepted {c.key}: {c.accepted} ({said})" for c in snap.cells if c.accepted]  # accepted failures
     lines += [f"judges {c.key}: {c.judge}" for c in snap.cells if c.judge]  # the judge panel's votes
     lines += cause_lines(snap.cells)  # the cells not scored, grouped by cause, each cause with what to do
     if snap.slurm_error:

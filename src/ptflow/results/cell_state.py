@@ -134,6 +134,7 @@ class CellStatus:
     api_usage: dict | None = None  # the manifest's agent_run.api_usage: what the agent's CLI reported spending
     cause: dict | None = None  # why it is not scored (ptflow.results.causes.Diagnosis.to_dict()), None when it is
     override: str = ""  # the cell's verdict overrides with their reasons (scoring.overrides), "" without
+    accepted: str = ""  # why its failure was accepted, "reason (who, when)" (scoring.overrides' accepted), "" if not
     judge: str = ""  # the judge panel's verdict and votes (judge.json): "flagged contamination (gpt 2/3 ..., kimi 0/1)"
 
     @property

@@ -68,6 +68,8 @@ class ScoredCell:
     judge_record: dict | None = None  # judge.json as the judges wrote it (never edited: overrides apply over it)
     # the overrides of this cell's verdict (ptflow.results.overrides.Override), applied by scoring
     overrides: list = field(default_factory=list)
+    # the cell's accepted failure (ptflow.results.overrides.Accepted): it counts at its base model's score, its reason
+    accepted: object | None = None
     # filled by scoring
     score: float | None = None
     score_stderr: float = math.nan
@@ -137,6 +139,15 @@ def judge_fields(judge: dict | None) -> dict[str, bool]:
     if isinstance(judge.get("fields"), dict):
         return {k: bool(v) for k, v in judge["fields"].items()}
     return {k: bool(judge[k]) for k in ("contamination", "disallowed_model") if k in judge}
+
+
+def _api_usage(run_info: dict) -> dict | None:
+    """What the agent's CLI reported spending, with the cell's dollars (``agent_run.spend``, ptflow.config.spend)
+    beside the tokens where the cell recorded them; None where the CLI reported nothing."""
+    usage = run_info.get("api_usage")
+    if not isinstance(usage, dict):
+        return None
+    return {**usage, "spend": run_info["spend"]} if isinstance(run_info.get("spend"), dict) else usage
 
 
 def _judge(judge: dict | None) -> tuple[str, str]:
@@ -231,7 +242,7 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Scored
         budget_s=float(hours) * 3600 if hours is not None else None,
         gpu_hours=gpu_hours,
         gpu_hours_source=gpu_source,
-        api_usage=run_info.get("api_usage") if isinstance(run_info.get("api_usage"), dict) else None,
+        api_usage=_api_usage(run_info),
         rescored=read_rescored(path.parent),
         judge_record=judge_data,
     )

@@ -1,5 +1,6 @@
-"""Overrides with reasons: a person's decision on a cell's judge verdict, kept in a tracked file that outranks the
-judge (or the judge panel), so that a wrong verdict is fixed without editing any result file.
+"""The operators' decisions on cells, kept in one tracked file: overrides with reasons (a person's decision on a
+cell's judge verdict, which outranks the judge or the judge panel, so that a wrong verdict is fixed without editing
+any result file) and accepted failures (cells that count at their fallback, never to be run again).
 
 The file is named by the config key ``scoring.overrides`` (a path relative to the workflow directory, as
 ``scoring.reference`` is) and checked against ``schemas/overrides.schema.json``::
@@ -29,6 +30,25 @@ shown beside the cell in summary.csv, leaderboard.md, the HTML report and ``ptfl
 There is no score-level override (forcing a cell to its base model's score, or to its own): a verdict outside the
 judges' questions is ``flagged: true`` with its reason, and a cell without a score of its own (no model, a failed
 evaluation) has nothing to be scored by.
+
+Accepted failures, beside ``overrides:`` in the same file (both keys optional)::
+
+    accepted:
+      - cell: Qwen--Qwen3-4B-Base/healthbench/claude-opus-4-5
+        reason: the grader's API refused every try for a week; the cell stands at its base model's score
+        who: J. Doe
+        when: 2026-11-30
+
+An accepted cell is not a target of the run (``ptflow.jobs.rule_values.RuleInputs`` leaves its eval.json, seeds'
+files, judge votes, judge.json and rescore files out of rule all's targets and rule aggregate's inputs: the file is
+read when the workflow plans), so no job of it runs again, and it counts as PostTrainBench counts a run that failed:
+at the base model's zero-shot score, with ``fallback_reason`` "accepted: <reason> (<who>, <when>)", whatever files it
+has (a finished eval.json is kept, not read). Checked as the overrides are (:func:`read_accepted`: an unknown cell
+with the closest match, a missing reason/who/when, a non-ISO date, a cell twice, a reference agent's cell). Shown in
+summary.csv (column ``accepted``), leaderboard.md (section "Accepted failures"), the HTML report, ``ptflow status``
+and ``ptflow export --posttrainbench`` (a run dir without metrics.json, ``ptflow_accepted.txt`` beside it).
+:func:`accepted_cells` is the public entry (``ptflow rerun`` never reruns them). Removing the entry makes the cell a
+target again: its missing files are made by the run that follows.
 """
 
 from __future__ import annotations
@@ -50,6 +70,7 @@ OVERRIDES_SCHEMA = SCHEMA_DIR / "overrides.schema.json"
 JUDGE_FIELDS = ("contamination", "disallowed_model")  # PostTrainBench's two questions (9082063)
 WHOLE_VERDICT = "flagged"
 OVERRIDES_RECORD = "ptflow_overrides.txt"  # beside the exported verdict files: what was overridden, and why
+ACCEPTED_RECORD = "ptflow_accepted.txt"  # in an accepted cell's exported run dir: who accepted it, when and why
 
 
 class OverridesError(ConfigError):
@@ -70,6 +91,34 @@ class Override:
     def text(self) -> str:
         """``contamination=false (J. Doe, 2026-11-30): the reason``."""
         return f"{self.field}={str(self.value).lower()} ({self.who}, {self.when}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """One accepted failure: the cell (its key) counts at its base model's score, with the reason, and is not run
+    again."""
+
+    cell: str
+    reason: str
+    who: str
+    when: str
+
+    def decision(self) -> str:
+        """``the reason (J. Doe, 2026-11-30)``."""
+        return f"{self.reason} ({self.who}, {self.when})"
+
+    def text(self) -> str:
+        """``accepted: the reason (J. Doe, 2026-11-30)``: the cell's fallback reason."""
+        return f"accepted: {self.decision()}"
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """The operators' file of a config, checked: its path (None without ``scoring.overrides``) and its accepted
+    cells by key."""
+
+    path: Path | None
+    accepted: dict[str, Accepted]
 
 
 @dataclass(frozen=True)
@@ -103,7 +152,7 @@ def declared_fields(judge: Mapping | None) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def _load(path: Path) -> list:
+def _load(path: Path) -> dict:
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -113,10 +162,12 @@ def _load(path: Path) -> list:
         ) from None
     except yaml.YAMLError as exc:
         raise OverridesError(f"overrides error in {path}: not YAML ({str(exc).splitlines()[0]})") from None
-    data = {"overrides": []} if data is None else data
+    data = {} if data is None else data
     if not isinstance(data, dict):
-        raise OverridesError(f"overrides error in {path}: write a mapping with one key, overrides: [entries]")
-    for entry in data.get("overrides") or []:
+        raise OverridesError(
+            f"overrides error in {path}: write a mapping with the keys overrides: [entries] and/or accepted: [entries]"
+        )
+    for entry in [*(data.get("overrides") or []), *(data.get("accepted") or [])]:
         # YAML reads an unquoted 2026-11-30 as a date: the record keeps its ISO text
         if isinstance(entry, dict) and isinstance(entry.get("when"), date):
             entry["when"] = entry["when"].isoformat()
@@ -126,7 +177,7 @@ def _load(path: Path) -> list:
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
         raise OverridesError(explain_schema_error(error).replace("config error at ", f"overrides error in {path} at "))
-    return data["overrides"]
+    return data
 
 
 def _cell_key(text: str) -> str:
@@ -135,6 +186,16 @@ def _cell_key(text: str) -> str:
     if len(parts) == 4:
         return "/".join([naming.model_to_path("/".join(parts[:2])), *parts[2:]])
     return "/".join(parts)
+
+
+def _check_cell(where: str, given: str, key: str, known: list[str] | None) -> None:
+    if known is not None and key not in known:
+        close = difflib.get_close_matches(key, known, 1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        example = f", e.g. {known[0]}" if known else ""
+        raise OverridesError(
+            f"{where}.cell: {given!r} is not a cell of the matrix{hint}; write <model>/<eval>/<agent>{example}"
+        )
 
 
 def _iso(when: str) -> bool:
@@ -157,17 +218,10 @@ def read_overrides(
     allowed = [*fields, WHOLE_VERDICT] if fields is not None else None
     out: list[Override] = []
     seen: dict[tuple[str, str], int] = {}
-    for i, entry in enumerate(_load(path)):
+    for i, entry in enumerate(_load(path).get("overrides") or []):
         where = f"overrides error in {path} at overrides[{i}]"
         key = _cell_key(entry["cell"])
-        if known is not None and key not in known:
-            close = difflib.get_close_matches(key, known, 1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            example = f", e.g. {known[0]}" if known else ""
-            raise OverridesError(
-                f"{where}.cell: {entry['cell']!r} is not a cell of the matrix{hint}; write "
-                f"<model>/<eval>/<agent>{example}"
-            )
+        _check_cell(where, entry["cell"], key, known)
         if allowed is not None and entry["field"] not in allowed:
             close = difflib.get_close_matches(entry["field"], allowed, 1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -187,22 +241,65 @@ def read_overrides(
     return out
 
 
-def overrides_for_config(cfg, workflow: str | Path) -> Path | None:
-    """The overrides file of a parsed config (``ptflow.config.matrix.Config``), checked against its cells and its
-    judge's fields, or None where the config names none; raises OverridesError (one line). A reference agent's cell
-    (kind baseline or instruct) is refused: its score is the reference, which no verdict replaces."""
-    path = overrides_path(cfg.raw, workflow)
-    if path is None:
-        return None
-    overrides = read_overrides(path, [c.key for c in cfg.cells], declared_fields(cfg.raw.get("judge")))
-    for i, entry in enumerate(overrides):
+def read_accepted(path: str | Path, cells: Iterable[str] | None = None) -> list[Accepted]:
+    """The accepted failures of a file, checked: against the schema, and, where given, against the matrix's cell
+    keys (an unknown cell with its closest match, a non-ISO date, one cell twice: one line each)."""
+    path = Path(path)
+    known = list(cells) if cells is not None else None
+    out: list[Accepted] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(_load(path).get("accepted") or []):
+        where = f"overrides error in {path} at accepted[{i}]"
+        key = _cell_key(entry["cell"])
+        _check_cell(where, entry["cell"], key, known)
+        if not _iso(entry["when"]):
+            raise OverridesError(f"{where}.when: {entry['when']!r} is not an ISO date; write e.g. 2026-11-30")
+        earlier = seen.setdefault(key, i)
+        if earlier != i:
+            raise OverridesError(
+                f"{where}: cell {key} is accepted already (accepted[{earlier}]); keep one entry per cell (the file's "
+                "history keeps the earlier decision)"
+            )
+        out.append(Accepted(key, entry["reason"], entry["who"], entry["when"]))
+    return out
+
+
+def _refuse_reference_cells(cfg, path: Path, entries: Sequence[Override | Accepted], key: str, what: str) -> None:
+    for i, entry in enumerate(entries):
         agent = cfg.agent_for(entry.cell.rsplit("/", 1)[1])
         if not agent.trains:
             raise OverridesError(
-                f"overrides error in {path} at overrides[{i}].cell: {entry.cell} is a cell of reference agent "
-                f"{agent.id} (kind {agent.kind}): its score is the reference and no verdict replaces it; remove it"
+                f"overrides error in {path} at {key}[{i}].cell: {entry.cell} is a cell of reference agent "
+                f"{agent.id} (kind {agent.kind}): its score is the reference and no {what} replaces it; remove it"
             )
-    return path
+
+
+def decisions_for_config(cfg, workflow: str | Path) -> Decisions:
+    """The operators' file of a parsed config (``ptflow.config.matrix.Config``), checked against its cells and its
+    judge's fields; raises OverridesError (one line). A reference agent's cell (kind baseline or instruct) is
+    refused in either list: its score is the reference, which no verdict replaces and no fallback stands for."""
+    path = overrides_path(cfg.raw, workflow)
+    if path is None:
+        return Decisions(None, {})
+    keys = [c.key for c in cfg.cells]
+    overrides = read_overrides(path, keys, declared_fields(cfg.raw.get("judge")))
+    _refuse_reference_cells(cfg, path, overrides, "overrides", "verdict")
+    accepted = read_accepted(path, keys)
+    _refuse_reference_cells(cfg, path, accepted, "accepted", "fallback")
+    return Decisions(path, {entry.cell: entry for entry in accepted})
+
+
+def overrides_for_config(cfg, workflow: str | Path) -> Path | None:
+    """The operators' file of a parsed config, checked (:func:`decisions_for_config`), or None where the config
+    names none; raises OverridesError (one line)."""
+    return decisions_for_config(cfg, workflow).path
+
+
+def accepted_cells(cfg, workflow: str | Path) -> dict[str, Accepted]:
+    """The accepted failures of a parsed config by cell key (empty where it names no file), checked; raises
+    OverridesError (one line). ``workflow``: the workflow directory (``scoring.overrides`` is relative to it).
+    These cells are never run again: the workflow leaves them out of its targets, ``ptflow rerun`` out of its."""
+    return decisions_for_config(cfg, workflow).accepted
 
 
 def config_overrides(cfg, workflow: str | Path) -> list[Override]:
@@ -250,6 +347,18 @@ def apply_overrides(cells: Iterable[ScoredCell], overrides: Iterable[Override]) 
         if cell.overrides:
             verdict = decide(cell.judge_record, cell.overrides)
             cell.judge, cell.judge_reason = verdict.judge, verdict.reason
+
+
+def apply_accepted(cells: Iterable[ScoredCell], accepted: Iterable[Accepted]) -> None:
+    """Mark the accepted cells (``ScoredCell.accepted``): scoring counts them at their base model's score."""
+    grouped = {entry.cell: entry for entry in accepted}
+    for cell in cells:
+        cell.accepted = grouped.get(cell.key)
+
+
+def accepted_text(cell: ScoredCell) -> str:
+    """An accepted cell's decision beside it: ``the reason (who, when)``; "" for a cell not accepted."""
+    return cell.accepted.decision() if cell.accepted is not None else ""
 
 
 def override_text(cell: ScoredCell) -> str:

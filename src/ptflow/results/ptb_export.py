@@ -89,6 +89,13 @@ override's text as its contamination answer, which the aggregation reads as an e
 baseline, as ptflow does), and ``ptflow_overrides.txt`` beside them says what was overridden, by whom, when and why,
 and what the judges said; the export's summary says it too.
 
+A cell whose failure an operator accepted (``accepted:`` in the file of ``scoring.overrides``) is exported as
+PostTrainBench leaves a run that failed, with or without an eval.json of ptflow's: its run dir has no metrics.json
+(nor a seed's), whatever ptflow measured, and what else the cell has (time_taken.txt, final_model, the judgement
+files, solve_out.txt), so PostTrainBench's aggregation counts it as its baseline's value, as ptflow's score does;
+``ptflow_accepted.txt`` beside it says who accepted it, when and why (PostTrainBench itself keeps no such record: its
+operators leave such runs out of their reruns by hand). The export's summary lists each accepted cell.
+
 Each run directory is built in a hidden temp dir beside it and renamed into place whole; exporting again replaces
 it. A run directory this export does not write is left as it is (DEST may hold PostTrainBench's own results). The
 temp dirs exist only while an export runs; PostTrainBench's scripts stop on their names, so run the scripts after
@@ -103,8 +110,8 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ptflow.config.entries import Agent
@@ -112,7 +119,7 @@ from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
 from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, Metric, ScoreError, read_cell, read_metric
-from ptflow.results.overrides import OVERRIDES_RECORD, Override, by_cell, verdict_files
+from ptflow.results.overrides import ACCEPTED_RECORD, OVERRIDES_RECORD, Accepted, Override, by_cell, verdict_files
 from ptflow.stages.evaluate.seeds import SKIPPED
 from ptflow.stages.judge import VERDICT_FILES
 from ptflow.stages.posttrainbench.judge_v11 import export_from_trace
@@ -300,29 +307,39 @@ def seeded_metrics(metric: Metric, seeds: dict, cell_dir: Path) -> list[tuple[st
 
 
 def _plan_cell(
-    cfg: Config, layout: Layout, cell: Cell, workdir: Path, site, overrides: Sequence[Override] = ()
+    cfg: Config,
+    layout: Layout,
+    cell: Cell,
+    workdir: Path,
+    site,
+    overrides: Sequence[Override] = (),
+    accepted: Accepted | None = None,
 ) -> RunDir | str:
-    """The run dir of one cell, or why it is skipped; ``overrides``: the cell's (scoring.overrides)."""
+    """The run dir of one cell, or why it is skipped; ``overrides``: the cell's (scoring.overrides); ``accepted``:
+    its accepted failure, exported as a run that failed (:func:`_as_accepted`), with or without an eval.json."""
     eval_json = _under(workdir, layout.eval_json(cell.model, cell.eval, cell.agent))
-    if not eval_json.is_file():
+    if not eval_json.is_file() and accepted is None:
         return "no eval.json yet (not evaluated)"
     try:
-        read = read_cell(eval_json)
+        read = read_cell(eval_json) if eval_json.is_file() else None
     except ScoreError as exc:
         raise ExportError(str(exc)) from None
     agent = cfg.agent_for(cell.agent)
-    run = read.run
+    run = read.run if read is not None else cell.run
     if not agent.trains and run > 1:
         return f"run {run} of reference agent {agent.id} (PostTrainBench keeps one zero-shot result per eval and model)"
-    data = json.loads(eval_json.read_text())
+    data = json.loads(eval_json.read_text()) if read is not None else {}
     cell_dir = eval_json.parent
     manifest = _read_json(_under(workdir, layout.manifest(cell.model, cell.eval, cell.agent))) or {}
     agent_run = manifest.get("agent_run") or data.get("agent_run") or {}
     evaluated = cfg.evaluated_model(cell)
-    name = f"{cell.eval}_{safe(evaluated.id)}_{cluster_id(data.get('slurm_job_id'))}"
+    job = data.get("slurm_job_id") if read is not None else manifest.get("slurm_job_id")  # an accepted cell's train job
+    name = f"{cell.eval}_{safe(evaluated.id)}_{cluster_id(job)}"
     copies: list[tuple[str, Path]] = []
     texts: list[tuple[str, str]] = []
-    if read.status == SCORED and data.get("seeds"):
+    if read is None:
+        pass  # an accepted cell without an eval.json: a run without metrics.json (_as_accepted)
+    elif read.status == SCORED and data.get("seeds"):
         texts += seeded_metrics(read.metric, data["seeds"], cell_dir)
     elif read.status == SCORED:
         own = cell_dir / ((data.get("posttrainbench") or {}).get("metrics_file") or "metrics.json")
@@ -340,7 +357,7 @@ def _plan_cell(
         texts += [("model.txt", evaluated.id + "\n"), ("eval.txt", cell.eval + "\n")]
     elif agent.spec.agent_cli:
         seconds = agent_run.get("time_taken")
-        if seconds is None:
+        if seconds is None and read is not None:
             seconds = read.time_taken_s
     else:
         seconds = manifest.get("train_seconds")
@@ -369,14 +386,41 @@ def _plan_cell(
         copies = [(name, source) for name, source in copies if name not in dict(decided)]
         texts += decided
     method = method_name(cfg, agent, run, agent_run, site)
-    return RunDir(cell.key, method, name, tuple(copies), tuple(texts), final_model)
+    planned = RunDir(cell.key, method, name, tuple(copies), tuple(texts), final_model)
+    return _as_accepted(planned, accepted, read.status if read else "missing") if accepted else planned
+
+
+def _as_accepted(planned: RunDir, accepted: Accepted, status: str) -> RunDir:
+    """An accepted cell as PostTrainBench leaves a run that failed: no metrics.json (nor a seed's), whatever ptflow
+    measured, so its aggregation counts the run as its baseline's value (9082063's aggregate_methods.py "not avl." /
+    "not stored" / "ERR", then aggregate_final.py; newer collect.py: a broken run falls back to baselines.json), and
+    ACCEPTED_RECORD beside it: who accepted it, when and why."""
+    record = f"{planned.cell}: {accepted.text()}\nptflow's status of the cell: {status} (not exported as a score)\n"
+    return replace(
+        planned,
+        copies=tuple((n, src) for n, src in planned.copies if not _is_metrics(n)),
+        texts=(*((n, t) for n, t in planned.texts if not _is_metrics(n)), (ACCEPTED_RECORD, record)),
+    )
+
+
+def _is_metrics(name: str) -> bool:
+    """A file PostTrainBench's aggregation reads a score from: metrics.json, or a seed's metrics_seed<S>.json."""
+    return name == "metrics.json" or name.startswith("metrics_seed")
 
 
 def plan_export(
-    cfg: Config, layout: Layout, *, workdir: str | Path | None = None, site=None, overrides: Sequence[Override] = ()
+    cfg: Config,
+    layout: Layout,
+    *,
+    workdir: str | Path | None = None,
+    site=None,
+    overrides: Sequence[Override] = (),
+    accepted: Mapping[str, Accepted] | None = None,
 ) -> ExportSummary:
     """Every run dir the export would write (nothing is written); raises ExportError for what cannot be exported.
-    ``overrides``: the config's (``ptflow.results.overrides.config_overrides``), exported as the decided verdict."""
+    ``overrides``: the config's (``ptflow.results.overrides.config_overrides``), exported as the decided verdict;
+    ``accepted``: its accepted failures by cell key (``ptflow.results.overrides.accepted_cells``), exported as runs
+    that failed."""
     workdir = Path(workdir or Path.cwd()).absolute()
     check_names(cfg)
     summary = ExportSummary(dest=Path())
@@ -385,11 +429,14 @@ def plan_export(
     grouped = by_cell(overrides)
     for cell in cfg.cells:
         entries = grouped.get(cell.key, [])
-        planned = _plan_cell(cfg, layout, cell, workdir, site, entries)
+        taken = (accepted or {}).get(cell.key)
+        planned = _plan_cell(cfg, layout, cell, workdir, site, entries, taken)
         if isinstance(planned, str):
             summary.skipped.append(f"{cell.key}: {planned}")
             continue
-        if entries:
+        if taken is not None:
+            summary.notes.append(f"{cell.key}: {taken.text()}; exported as a failed run, no metrics.json")
+        elif entries:
             said = "; ".join(e.text() for e in entries)
             summary.notes.append(f"{cell.key}: verdict overridden, exported as decided ({said}; {OVERRIDES_RECORD})")
         if planned.rel in owners:
@@ -475,6 +522,7 @@ def export_posttrainbench(
     workdir: str | Path | None = None,
     site=None,
     overrides: Sequence[Override] = (),
+    accepted: Mapping[str, Accepted] | None = None,
 ) -> ExportSummary:
     """Write the matrix's evaluated cells into ``dest`` in PostTrainBench's results layout (module docstring).
 
@@ -482,9 +530,10 @@ def export_posttrainbench(
     directory). ``site``: the loaded site (``ptflow.config.sites.Site``), for the ``_<g>gpu`` suffix of methods whose
     train jobs have more than one GPU. Refuses (ExportError, one line) before writing anything when a model or eval
     id cannot be parsed by PostTrainBench's scripts, a file cannot be read, or two cells map to one run dir.
-    ``overrides``: the config's verdict overrides (scoring.overrides), exported as the decided verdict.
+    ``overrides``: the config's verdict overrides (scoring.overrides), exported as the decided verdict;
+    ``accepted``: its accepted failures by cell key, exported as runs that failed (no metrics.json).
     """
-    summary = plan_export(cfg, layout, workdir=workdir, site=site, overrides=overrides)
+    summary = plan_export(cfg, layout, workdir=workdir, site=site, overrides=overrides, accepted=accepted)
     summary.dest = Path(dest).absolute()
     summary.dest.mkdir(parents=True, exist_ok=True)
     for method in summary.methods:

@@ -124,7 +124,11 @@ def _judged_clean(c: ScoredCell) -> bool:
 
 
 def _value(c: ScoredCell) -> float | None:
-    """aggregate_methods.py's value: the metric of a scored cell, else not a number (None)."""
+    """aggregate_methods.py's value: the metric of a scored cell, else not a number (None); an accepted cell's is
+    none (ptflow export writes its run dir without metrics.json: a failed run that the aggregation counts as its
+    baseline)."""
+    if c.accepted is not None:
+        return None
     return c.metric.value if c.status == SCORED and c.metric is not None else None
 
 
@@ -140,7 +144,7 @@ def _method_table(
     cells: list[ScoredCell], baseline: Mapping[tuple[str, str], float | None], fallback: bool
 ) -> tuple[dict[str, dict[str, float]] | None, list[str], str]:
     """(final table {row: {eval: value}}, its evals, why not) of one method's cells."""
-    exported = [c for c in cells if c.status != MISSING]
+    exported = [c for c in cells if c.status != MISSING or c.accepted is not None]  # as ptflow export writes them
     rows = sorted({model_row(c.model) for c in exported})
     evals = sorted({c.eval for c in exported})
     if set(rows) != set(EXPECTED_MODELS):

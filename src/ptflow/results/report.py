@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ptflow.files import atomic_path
 from ptflow.results.cells import ScoredCell, read_cell
-from ptflow.results.overrides import read_overrides
+from ptflow.results.overrides import read_accepted, read_overrides
 from ptflow.results.scoring import Result, rescored_scores, score
 from ptflow.results.settings import Settings, settings_from_config
 from ptflow.results.tables import board_lines, board_text, ranked, write_outputs
@@ -128,12 +128,15 @@ def aggregate(
     ``checkout_marker``: the PostTrainBench checkout's marker of a run whose evals come from it: the headline is then
     the leaderboard's own score, from the factors.json of that checkout (``ptflow.results.ptb_score``), ptflow's
     weighted score beside it. ``overrides``: the file of ``scoring.overrides`` (``ptflow.results.overrides``), whose
-    decisions outrank the judges'."""
+    decisions outrank the judges' and whose accepted cells count at their base model's score (the workflow gives
+    no eval.json of theirs: they are not targets)."""
     settings = settings_from_config(scoring.raw, scoring.reference, scoring.agent_gpus)
     if overrides is not None:
         cells = [f"{c['model']}/{c['eval']}/{c['agent']}" for c in scoring.expected]
         settings.overrides = read_overrides(overrides, cells)
         log(f"{len(settings.overrides)} verdict override(s) from {overrides}")
+        settings.accepted = read_accepted(overrides, cells)  # counted at their fallback, never run again
+        log(f"{len(settings.accepted)} accepted failure(s) from {overrides}")
     result = score_cells(eval_jsons, settings, scoring.expected, scoring.model_ids, log=log)
     write_report(result, settings, outputs, checkout_marker=checkout_marker, log=log)
     return result

@@ -34,7 +34,7 @@ from urllib.parse import quote
 from ptflow import templates
 from ptflow.files import staged_dir
 from ptflow.results.cells import EVAL_FAILED, MISSING, NO_MODEL, ScoredCell
-from ptflow.results.overrides import override_text
+from ptflow.results.overrides import accepted_text, override_text
 from ptflow.results.scoring import Result, reference_scores
 from ptflow.results.tables import (
     RESCORER_TEXT,
@@ -274,6 +274,7 @@ def _cell_page(c: ScoredCell, site: Path, log_href: str | None, state: str, env,
             "judge_reason": c.judge_reason,
             "judge_votes": c.judge_votes,
             "override": override_text(c),
+            "accepted": accepted_text(c),
             "time": _time_text(c),
             "gpu": gpu,
             "log_href": f"../{log_href}" if log_href else None,
@@ -470,6 +471,7 @@ def _cell_row(c, href: str, log_href: str | None) -> dict:
         "judge": c.judge or "—",
         "judge_votes": c.judge_votes if c.judge_vote_count > 1 else "",
         "override": override_text(c),
+        "accepted": accepted_text(c),
         "metric": _metric_text(c),
         "score": "—" if c.score is None else f"{c.score:.3f}",
         "fallback": c.fallback,

@@ -8,6 +8,8 @@ over the checkout's ``factors.json``: ``ptflow.results.ptb_score``; this module'
   cell whose evaluation failed (or never produced an eval.json) **fall back to the base model's zero-shot score**
   on that eval: the ``baseline`` agent's cell of the same model and eval (PostTrainBench: its ``baselines.json``).
   Such a cell is neither dropped nor counted as zero; the fallback and its reason are recorded per cell.
+  A cell whose failure an operator accepted (``accepted:`` in the file of ``scoring.overrides``,
+  ``ptflow.results.overrides``) falls back the same way whatever files it has, its reason "accepted: ...".
 * Per (agent, eval): the mean over models. Per agent: ``sum_e w_e * mean_e`` with
   ``w_e ∝ 1 / (mean instruct score_e - mean base score_e)``, normalised to sum to 1 (PostTrainBench's
   ``factors.json`` is exactly this, computed from its baselines table). A gap <= 0 is refused: the weight would be
@@ -39,7 +41,7 @@ from ptflow.results.cells import (
     finite_number,
     split_run,
 )
-from ptflow.results.overrides import apply_overrides, decide
+from ptflow.results.overrides import apply_accepted, apply_overrides, decide
 from ptflow.results.references import References, mean_of, reference_table_score, sd_of, se_of_mean
 from ptflow.results.settings import Settings
 
@@ -100,19 +102,44 @@ class ApiSpend:
     cached_tokens: int
     cost_usd: float  # NaN where no cell's CLI priced its calls
     cells: int  # cells that reported a spend
+    # dollars (agent_run.spend: the CLI's own price, else tokens x the price table; ptflow.config.spend): their sum
+    # over the cells that have them (NaN: none), how many do, and whether the agent is a subscription
+    usd: float = math.nan
+    usd_cells: int = 0
+    subscription: bool = False
 
     @classmethod
     def of(cls, usages: list[dict]) -> ApiSpend | None:
         if not usages:
             return None
         costs = [u["cost_usd"] for u in usages if u.get("cost_usd") is not None]
+        spends = [u.get("spend") or {} for u in usages]
+        dollars = [
+            s["usd"] if s.get("usd") is not None else u["cost_usd"]
+            for u, s in zip(usages, spends, strict=True)
+            if s.get("usd") is not None or (u.get("cost_usd") is not None and s.get("basis") != "subscription")
+        ]
         return cls(
             sum(int(u.get("input_tokens", 0)) for u in usages),
             sum(int(u.get("output_tokens", 0)) for u in usages),
             sum(int(u.get("cached_tokens", 0)) for u in usages),
             round(sum(costs), 6) if costs else math.nan,
             len(usages),
+            round(sum(dollars), 6) if dollars else math.nan,
+            len(dollars),
+            any(s.get("basis") == "subscription" for s in spends),
         )
+
+    def dollars_text(self) -> str:
+        """The agent's dollars as the leaderboard shows them: their sum and mean over the cells that have them, the
+        others said (never given a mean of the rest); "subscription"; "n/a (tokens only, no price)"."""
+        from ptflow.config.spend import NOT_PRICED, SUBSCRIPTION
+
+        if not self.usd_cells:
+            return SUBSCRIPTION if self.subscription else NOT_PRICED
+        text = f"${self.usd:.2f} (mean ${self.usd / self.usd_cells:.2f} per cell)"
+        unknown = self.cells - self.usd_cells
+        return text + (f"; {unknown} cell{'s' if unknown > 1 else ''} unknown (no price)" if unknown else "")
 
     def text(self) -> str:
         """Tokens in / cached / out, and USD where a CLI priced its calls."""
@@ -165,6 +192,8 @@ def _expected_keys(
 def _fallback_reason(c: ScoredCell, settings: Settings) -> str:
     if c.agent_id in (settings.baseline_agent, settings.instruct_agent):
         return ""  # reference cells are never replaced by themselves
+    if c.accepted is not None:  # an operator accepted its failure: PostTrainBench counts such a run at its baseline
+        return c.accepted.text()
     if c.judge == JUDGE_FLAGGED:
         votes = f" (votes: {c.judge_votes})" if c.judge_vote_count > 1 and not c.overrides else ""
         return f"{'flagged' if c.overrides else 'judge flagged'} {c.judge_reason}{votes}"
@@ -216,8 +245,10 @@ def score(
         detail = "no eval.json (evaluation not run, or failed before writing it)"
         all_cells.append(ScoredCell(model_id, m, e, a, r, MISSING, status_detail=detail))
     apply_overrides(all_cells, settings.overrides)  # a person's decision outranks the judges' (scoring.overrides)
+    apply_accepted(all_cells, settings.accepted)  # accepted failures count at their fallback, whatever their files
     for c in all_cells:
-        _stop_if_the_judges_say_so(c)
+        if c.accepted is None:  # an accepted cell's verdict does not count (nor stop the aggregation)
+            _stop_if_the_judges_say_so(c)
     # baseline/instruct cells outside the expected set still serve as references
     chosen = {id(c) for c in all_cells}
     extra = [c for c in by_key.values() if id(c) not in chosen and c.agent_id in references]

@@ -35,6 +35,8 @@ class Settings:
     agent_order: list[str] = field(default_factory=list)
     # the overrides of cells' verdicts (scoring.overrides, ptflow.results.overrides.Override): they outrank the judges
     overrides: list = field(default_factory=list)
+    # the accepted failures (scoring.overrides' accepted, ptflow.results.overrides.Accepted): at the base model's score
+    accepted: list = field(default_factory=list)
 
 
 def settings_from_config(raw: dict, reference: dict | None = None, agent_gpus=None) -> Settings:

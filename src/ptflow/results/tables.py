@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ptflow.config import tasks
 from ptflow.files import write_text_atomic
-from ptflow.results.overrides import override_text
+from ptflow.results.overrides import accepted_text, override_text
 from ptflow.results.scoring import AgentScore, Result, reference_scores
 
 SUMMARY_COLUMNS = [
@@ -23,6 +23,8 @@ SUMMARY_COLUMNS = [
     "judge",
     # scoring.overrides: the cell's overrides with their reasons, and the judges' own verdict (judge is the decided one)
     "override",
+    # scoring.overrides' accepted: why the cell's failure was accepted (reason (who, when)); it counts as its base model
+    "accepted",
     "metric",
     "value",
     "stderr",
@@ -75,6 +77,7 @@ def summary_csv(result: Result) -> str:
         row |= {k: getattr(c, k) for k in ("fallback_reason", "score_source", "gpu_hours_source", "eval_json")}
         row |= {"fallback": "yes" if c.fallback else "", "inspect_log": c.inspect_log or ""}
         row["override"] = override_text(c)
+        row["accepted"] = accepted_text(c)
         row |= {f"rescore_{name}": _f(value) for name, value in c.rescored.items()}
         rows.append(row)
     buf = io.StringIO()
@@ -105,6 +108,7 @@ def agents_csv(result: Result) -> str:
         "api_output_tokens",
         "api_cached_tokens",
         "api_cost_usd",
+        "api_usd",
     ]
     head += [f"{e}" for e in result.evals] + [f"{e}_stderr" for e in result.evals]
     board = result.leaderboard
@@ -136,9 +140,15 @@ def agents_csv(result: Result) -> str:
                 _f(100 * a.time_used, 4),
                 _f(a.gpu_hours, 4),
                 *(
-                    [a.api.input_tokens, a.api.output_tokens, a.api.cached_tokens, _f(a.api.cost_usd, 6)]
+                    [
+                        a.api.input_tokens,
+                        a.api.output_tokens,
+                        a.api.cached_tokens,
+                        _f(a.api.cost_usd, 6),
+                        _f(a.api.usd, 6) if a.api.usd_cells else a.api.dollars_text(),
+                    ]
                     if a.api
-                    else ["", "", "", ""]
+                    else ["", "", "", "", ""]
                 ),
             ]
             + [_f(a.per_eval[e].mean) if e in a.per_eval else "" for e in result.evals]
@@ -279,6 +289,8 @@ def leaderboard_markdown(result: Result) -> str:
             "API spend, as the agents' CLIs reported it (tokens in / cached / out; USD where the CLI prices):",
         ]
         lines += [f"- {a.agent_id}: {a.api.text()} ({a.api.cells} of {a.cells} cells reported)" for a in spend]
+        lines += ["", "| agent | API spend ($) |", "|---|---|"]
+        lines += [f"| {a.agent_id} | {a.api.dollars_text()} |" for a in spend]
     refs = reference_scores(result)
     lines += ["", "Reference rows: " + "; ".join(f"{k} {_num(v, 3)}" for k, v in refs.items()) + ".", ""]
     lines += [
@@ -308,7 +320,7 @@ def leaderboard_markdown(result: Result) -> str:
     if board is not None and board.factors:
         factors = ", ".join(f"{e} {f:.4f}" for e, f in sorted(board.factors.items()))
         lines += ["", f"Leaderboard factors ({board.source}): {factors}."]
-    lines += override_lines(result)
+    lines += override_lines(result) + accepted_lines(result)
     fallbacks = [c for c in result.cells if c.fallback]
     lines += ["", "## Fallbacks", ""]
     if fallbacks:
@@ -332,6 +344,21 @@ def override_lines(result: Result) -> list[str]:
         counted = "—" if c.score is None else f"{c.score:.3f} ({'base model' if c.fallback else 'its own score'})"
         text = override_text(c).replace("|", "/")
         lines.append(f"| {c.key} | {text} | {c.judge} | {counted} |")
+    return lines
+
+
+def accepted_lines(result: Result) -> list[str]:
+    """The leaderboard's section on accepted failures (scoring.overrides' accepted): per cell who accepted it, when
+    and why, and the base model's score it counts as; none without accepted cells."""
+    cells = sorted((c for c in result.cells if c.accepted is not None), key=lambda c: c.key)
+    if not cells:
+        return []
+    lines = ["", "## Accepted failures", ""]
+    lines += ["Cells accepted at their fallback by a person (scoring.overrides' accepted); they are not run again.", ""]
+    lines += ["| cell | reason (who, when) | status | counted as |", "|---|---|---|---:|"]
+    for c in cells:
+        counted = "—" if c.score is None else f"{c.score:.3f} (base model)"
+        lines.append(f"| {c.key} | {accepted_text(c).replace('|', '/')} | {c.status} | {counted} |")
     return lines
 
 
