@@ -184,3 +184,35 @@ def test_an_override_flips_the_flagged_cell_and_reruns_only_the_aggregation(done
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", planned.text, re.M))
     assert set(planned) == {"aggregate", "all"} and jobs.get("aggregate") == "1", planned.text[-3000:]
     assert jobs.get("total") == "2", planned.text[-3000:]
+
+
+def test_an_accepted_cell_is_not_rerun_and_counts_at_the_base_models_score(done):
+    """scoring.overrides' accepted: the scripted-nomodel cell accepted with its eval.json deleted is no target of the
+    run (the dry run plans rule aggregate alone, not its evaluation), and the leaderboard counts it at the baseline's
+    score with the reason; once no longer accepted, the dry run plans its evaluation again (not its agent)."""
+    work, _, _ = done
+    nomodel = f"{MODEL}/add/scripted-nomodel"
+    eval_json = cell(work, "scripted-nomodel") / "eval.json"
+    kept = eval_json.read_bytes()
+    eval_json.unlink()
+    decisions = work / "accepted.yaml"
+    entry = {"cell": nomodel, "reason": "overran without a model twice", "who": "J. Doe", "when": "2026-11-30"}
+    decisions.write_text(yaml.safe_dump({"accepted": [entry]}))
+    overlay = work / "with_accepted.yaml"
+    overlay.write_text(yaml.safe_dump({"scoring": {"overrides": str(decisions)}}))
+    args, env = ("--configfile", OVERLAY, str(overlay)), {"PTFLOW_FAKE_KEY": FAKE_KEY}
+    try:
+        planned = plan(work, *args, env=env)
+        assert set(planned) == {"aggregate", "all"}, planned.text[-3000:]
+        snakemake(work, *args, env=env)
+        df = pd.read_csv(work / "results" / "summary.csv", keep_default_na=False).set_index("agent")
+        row, said = df.loc["scripted-nomodel"], "overran without a model twice (J. Doe, 2026-11-30)"
+        assert row["accepted"] == said and row["fallback_reason"] == f"accepted: {said}" and row["fallback"] == "yes"
+        assert row["status"] == "missing" and float(row["score"]) == float(df.loc["baseline"]["score"])
+        board = (work / "results" / "leaderboard.md").read_text()
+        assert "## Accepted failures" in board and f"| {nomodel} | {said} | missing |" in board
+        decisions.write_text(yaml.safe_dump({"accepted": []}))
+        again = plan(work, *args, env=env)
+        assert "evaluate" in again and "train" not in again and "aggregate" in again, again.text[-3000:]
+    finally:
+        eval_json.write_bytes(kept)

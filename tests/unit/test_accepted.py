@@ -18,7 +18,7 @@ import yaml
 from ptflow.config.load import resolve
 from ptflow.jobs.build import Jobs
 from ptflow.jobs.rule_values import RuleInputs
-from ptflow.ops import status
+from ptflow.ops import rerun, status
 from ptflow.results import ptb_score
 from ptflow.results.cells import read_cell
 from ptflow.results.overrides import (
@@ -186,6 +186,12 @@ def test_status_and_the_posttrainbench_export_treat_an_accepted_cell_as_a_failed
     text = status.table(snap)
     assert f"accepted {opus}: {SAID} (counted at the base model's score, not run again)" in text
     assert {c["cell"]: c["accepted"] for c in (c.to_dict() for c in snap.cells)}[sft] == "OOM (J. Doe, 2026-11-30)"
+    # ptflow rerun leaves accepted cells alone, whatever their cause, and says so (the status carries the decision)
+    by_key = {st.key: st for st in snap.cells}
+    by_key[sft].cause = {"cause": "out_of_memory", "step": "train"}
+    plan = rerun.plan_rerun(cfg, loaded.layout, work, snap.cells, ["out_of_memory"], [])
+    assert plan.cells == [] and plan.accepted == [sft]
+    assert f"accepted as failures, not rerun: {sft}" in rerun.describe(plan)
 
     dest = tmp_path / "ptb"
     summary = export_posttrainbench(cfg, loaded.layout, dest, workdir=work, site=loaded.site, accepted=accepted)
