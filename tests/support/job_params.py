@@ -32,8 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "unit" / "data" / "golden_params"
 SITES = sorted(p.stem for p in (REPO / "config" / "sites").glob("*.yaml"))
-# config/posttrainbench-reference.yaml is PostTrainBench's leaderboard table (scoring.reference), not a run config.
-NOT_RUN_CONFIGS = {"posttrainbench-reference"}
+# config/posttrainbench-reference.yaml is PostTrainBench's leaderboard table (scoring.reference) and
+# config/prices.yaml the price table of the spend budget (spend.prices): data a run config names, not run configs.
+NOT_RUN_CONFIGS = {"posttrainbench-reference", "prices"}
 CONFIGS = ["config"] + sorted(
     p.stem for p in (REPO / "config").glob("*.yaml") if p.stem not in NOT_RUN_CONFIGS | {"config"}
 )
