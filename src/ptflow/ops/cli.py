@@ -88,10 +88,13 @@ def cmd_plan(ns, rest: list[str]) -> int:
         ctx = load_context(smk, shared_config(shared))
     limits = for_matrix(ctx.cfg, ctx.site)
     plan = make_plan(ctx.cfg, ctx.site, ctx.layout, ctx.workdir, text, limits, profile_jobs(ctx.snakefile.parent))
+    from ptflow.ops.spend_view import spend_view
+
+    spend = spend_view(ctx.cfg, ctx.layout, ctx.workdir, ctx.snakefile.parent)  # the caps, the most it may spend
     if ns.json:
-        print(json.dumps(plan.to_json(), indent=2))
+        print(json.dumps({**plan.to_json(), "spend": spend.to_json()}, indent=2))
     else:
-        print(render(plan))
+        print(render(plan) + "\n" + "\n".join(spend.plan_lines()))
     return 0
 
 
@@ -111,8 +114,11 @@ def cmd_status(ns) -> int:
 
     ctx = context_for_workdir(ns)
     png = Path(ns.png) if ns.png else ctx.workdir / ctx.layout.results / "status.png"
+    from ptflow.ops.spend_view import spend_view
+
     while True:
         snap = _snapshot(ctx)
+        spend = spend_view(ctx.cfg, ctx.layout, ctx.workdir, ctx.snakefile.parent)
         if not ns.no_png:
             write_grid_png(snap, png)
         if ns.json:
@@ -124,10 +130,12 @@ def cmd_status(ns) -> int:
                 "run_ids": snap.run_ids,
                 "slurm_error": snap.slurm_error,
                 "png": None if ns.no_png else str(png),
+                "spend": spend.to_json(),  # the spend so far and the caps (ptflow.ops.spend_view)
             }
             text = json.dumps(out, indent=2)
         else:
-            text = table(snap) + ("" if ns.no_png else f"\nstate grid: {png}")
+            text = table(snap) + "\n" + "\n".join(spend.status_lines())
+            text += "" if ns.no_png else f"\nstate grid: {png}"
         if ns.watch:
             sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%H:%M:%S ") + f"ptflow status {ctx.workdir}\n")
         print(text, flush=True)
