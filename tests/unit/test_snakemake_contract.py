@@ -666,6 +666,13 @@ def test_a_refusal_prints_its_problems_alone_and_exits_78(tmp_path, refuse):
 
 
 DERIVED_SNAKEFILE = """
+from ptflow.jobs.rule_values import sign_job_functions
+
+def get_named(wildcards, input):
+    return config["named"]
+
+sign_job_functions(globals())  # its signature stated, as common.smk states every get_*
+
 rule all:
     input: "out.txt"
 
@@ -674,28 +681,37 @@ rule make:
     params:
         compared=lambda wildcards: config["compared"],
         derived=lambda wildcards, input: config["derived"],
+        named=get_named,
     shell: "echo {params.compared} > {output}"
 """
 
 
 def test_a_param_derived_from_the_input_is_no_rerun_trigger(tmp_path):
-    """Rule train's ``evaluation`` (common.smk's get_train_evaluation takes the job's input) hands the train job the
-    evaluate job's params: a changed evaluation must rerun the evaluate job, never the 10-hour training. Snakemake
-    compares only the params not derived from input, output, threads or resources (tests/support/job_params.py
-    records those, as the golden params). The job's output says whether it ran again."""
+    """Rule train's ``evaluation`` (common.smk's get_train_evaluation, a named function whose signature
+    sign_job_functions states, takes the job's input) hands the train job the evaluate job's params: a changed
+    evaluation must rerun the evaluate job, never the 10-hour training. Rule train's ``spend`` (train.smk: a lambda
+    taking the input) hands it the caps and prices: a changed cap must rerun no finished cell. Snakemake compares only
+    the params not derived from input, output, threads or resources (tests/support/job_params.py records those, as the
+    golden params). The job's output says whether it ran again."""
     (tmp_path / "Snakefile").write_text(DERIVED_SNAKEFILE)
     out = tmp_path / "out.txt"
 
-    def runs(compared: str, derived: str) -> None:
-        proc = run(tmp_path, "--cores", "1", "--config", f"compared={compared}", f"derived={derived}")
+    def runs(compared: str, derived: str, named: str) -> None:
+        config = (f"compared={compared}", f"derived={derived}", f"named={named}")
+        proc = run(tmp_path, "--cores", "1", "--config", *config)
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
-    runs("1", "1")
+    runs("1", "1", "1")
     first = out.stat().st_mtime_ns
-    runs("1", "2")
+    runs("1", "2", "1")
+    assert out.stat().st_mtime_ns == first, broken(
+        "train.smk's rule train spend param (a lambda taking the input)",
+        "a lambda param that takes the job's input being no rerun trigger",
+    )
+    runs("1", "2", "2")
     assert out.stat().st_mtime_ns == first, broken(
         "common.smk's get_train_evaluation (rule train's evaluation param)",
-        "a param that takes the job's input being no rerun trigger",
+        "a signed named param function that takes the job's input being no rerun trigger",
     )
-    runs("2", "2")  # a compared param that changes does rerun: the test can see a rerun
+    runs("2", "2", "2")  # a compared param that changes does rerun: the test can see a rerun
     assert out.read_text().strip() == "2" and out.stat().st_mtime_ns != first

@@ -182,3 +182,61 @@ def test_status_and_plan_show_spend_caps_and_unstarted_cells(default_raw, tmp_pa
     assert f"not started: {MATRIX_CAP_REACHED} (1 cells: {second.key})" in status
     assert view.most == min(0.5 * len(cfg.cells), 10)
     assert f"most the matrix may spend: ${view.most:.2f}" in "\n".join(view.plan_lines())
+
+
+def test_the_matrix_cap_reached_at_parse_leaves_the_unstarted_cells_out_of_the_run(default_raw, tmp_path, monkeypatch,
+                                                                                   capsys):  # fmt: skip
+    """When the workflow is parsed (common.smk's RuleInputs, ptflow.stages.agent.spend.matrix_cap_reached): below the
+    cap every cell is a target; at the cap the agent cells without a manifest leave the run's targets and rule
+    aggregate's inputs, before any allocation, said in one line (the driver only), and aggregate's scoring params
+    mark them so the leaderboard says why; a finished cell (its manifest) stays and is evaluated and scored."""
+    from ptflow.config.load import resolve
+    from ptflow.jobs.build import Jobs
+    from ptflow.jobs.rule_values import RuleInputs
+    from ptflow.ops.spend_view import spend_view
+
+    raw = _agent_raw(default_raw, max_spend_usd=0.5)
+    raw["matrix"] = {"models": "all", "evals": ["add"], "agents": ["baseline", "oc"]}
+    raw["spend"] = {"prices": _prices(tmp_path, {"kimi-k2.6": PRICE}), "max_usd": 1.0}
+    monkeypatch.chdir(tmp_path)  # the workflow's working directory: the layout's paths are relative to it
+    loaded = resolve(raw, REPO, tmp_path)
+    cfg, layout = loaded.cfg, loaded.layout
+    settings = spend_settings(cfg, REPO)
+    finished, running, *waiting = [c for c in cfg.cells if c.agent == "oc"]
+    Path(layout.manifest(finished.model, finished.eval, finished.agent)).parent.mkdir(parents=True)
+    Path(layout.manifest(finished.model, finished.eval, finished.agent)).write_text(
+        json.dumps({"agent_run": {"spend": {"usd": 0.6, "basis": "prices"}}}))  # fmt: skip
+    live = Path(layout.agent_trace_dir(running.model, running.eval, running.agent)) / "spend.json"
+    live.parent.mkdir(parents=True)
+    live.write_text(json.dumps({"usd": 0.3}))  # started, stopped before its manifest: $0.90 in all, under the cap
+
+    def inputs(announce=True):
+        return RuleInputs(Jobs(cfg, loaded.site, layout), (), settings, announce=announce)
+
+    under = inputs()
+    assert under.capped is None and len(under.eval_jsons()) == len(cfg.cells) and capsys.readouterr().err == ""
+    live.write_text(json.dumps({"usd": 0.45}))  # $1.05: the cap reached
+    capped = inputs()
+    line = (f"matrix spend cap $1.00 reached ($1.05 spent by 2 cells): {1 + len(waiting)} agent cells not started; "
+            "raise spend.max_usd to go on")  # fmt: skip
+    assert capsys.readouterr().err == line + "\n"
+    left = {running.key, *(c.key for c in waiting)}
+    assert set(capped.capped.waiting) == left
+    files = {layout.eval_json(*k.split("/")) for k in left} | {layout.judge_json(*k.split("/")) for k in left}
+    assert not files & set(capped.final_outputs()) and not files & {*capped.eval_jsons(), *capped.judge_jsons()}
+    assert layout.eval_json(finished.model, finished.eval, finished.agent) in capped.eval_jsons()
+    assert layout.summary() in capped.final_outputs()  # the aggregation still runs
+    inputs(announce=False)  # a job step's parse: nothing said
+    assert capsys.readouterr().err == ""
+    # aggregate's params: unchanged below the cap; at it, the unstarted cells' reason, which the score shows
+    spec = Jobs(cfg, loaded.site, layout).scoring(None)
+    assert under.scoring(spec) == spec.to_params()
+    expected = capped.scoring(spec)["expected"]
+    notes = {f"{e['model']}/{e['eval']}/{e['agent']}": e.get("not_started") for e in expected}
+    assert {k for k, v in notes.items() if v} == left
+    assert notes[running.key] == f"not started: {MATRIX_CAP_REACHED} ($1.05 spent of the matrix's $1.00, spend.max_usd)"
+    # (summary.csv's fallback_reason from it: tests/e2e/test_spend_budget.py)
+    # ptflow status and plan say the same, over the same files
+    view = spend_view(cfg, layout, tmp_path, REPO)
+    assert sorted(view.not_started) == sorted(left) and view.cap_reached == line
+    assert f"  {line}" in view.plan_lines()

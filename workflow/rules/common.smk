@@ -13,6 +13,7 @@ from ptflow.cluster import envs, images
 from ptflow.config import naming
 from ptflow.config.load import reference_table, resolve, share_config
 from ptflow.config.rules import LOGIN_NODE_RULES
+from ptflow.config.spend import spend_settings
 from ptflow.config.validate import ConfigError
 from ptflow.jobenv import apply_site_env
 from ptflow.jobs.build import Jobs, JobsError
@@ -31,6 +32,7 @@ try:
     _LOADED = resolve(config, Path(workflow.basedir))
     # scoring.overrides' file, checked against the matrix: its accepted cells are no targets of the run
     DECISIONS = decisions_for_config(_LOADED.cfg, Path(workflow.basedir))
+    SPEND = spend_settings(_LOADED.cfg, Path(workflow.basedir))  # caps and prices
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 # CFG: the validated config; SITE: the site file; LAYOUT: where every output, log and cache path lies
@@ -41,7 +43,7 @@ RUNTIME = SITE.runtime
 apply_site_env(SITE.process_env)
 JOBS = Jobs(CFG, SITE, LAYOUT)
 VALUES = RuleValues(JOBS)
-INPUTS = RuleInputs(JOBS, DECISIONS.accepted)
+INPUTS = RuleInputs(JOBS, DECISIONS.accepted, SPEND, announce=workflow.is_main_process)
 HOOKS = RunHooks(JOBS, workflow)
 HOOKS.patient_slurm_clients()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
@@ -271,7 +273,8 @@ final_outputs = INPUTS.final_outputs
 
 
 def scoring_params():
-    return JOBS.scoring(reference_table(CFG.raw, Path(workflow.basedir))).to_params()
+    reference = reference_table(CFG.raw, Path(workflow.basedir))
+    return INPUTS.scoring(JOBS.scoring(reference))  # + the spend cap's unstarted
 
 
 def overrides_input():

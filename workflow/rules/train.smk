@@ -3,12 +3,11 @@
 # as a supervisor that submits the GPU job itself (sites with infra_retries; kinds with a helper job such as SkyRL's
 # runtime server), resubmits it and records status.json (ptflow.cluster.supervise).
 
-from ptflow.config.spend import spend_settings, train_spend_of
+from ptflow.config.spend import train_spend_of
 
-SPEND = spend_settings(CFG, Path(workflow.basedir))
-# rule train's spend param: an agent cell's spend settings (ptflow.config.spend: its cap, its model's price, the
-# matrix cap and the other agent cells it counts). It takes the input, so it is no rerun trigger: a changed cap or
-# price reruns no finished cell.
+# rule train's spend param: an agent cell's spend settings (SPEND of common.smk, ptflow.config.spend: its cap, its
+# model's price, the matrix cap and the other agent cells it counts). It takes the input, so it is no rerun trigger:
+# a changed cap or price reruns no finished cell.
 
 
 rule train:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -261,16 +262,41 @@ class RuleInputs:
     and the run's targets, over one :class:`Jobs`. The inputs a newer copy of must not rerun finished cells are
     :func:`ancient`. ``accepted``: the keys of the cells whose failure an operator accepted (scoring.overrides'
     ``accepted``, ``ptflow.results.overrides.accepted_cells``): none of their files is a target of the run or an
-    input of rule aggregate, so none of their jobs runs again (aggregate counts them at their fallback)."""
+    input of rule aggregate, so none of their jobs runs again (aggregate counts them at their fallback).
+    ``spend`` (``ptflow.config.spend.SpendSettings``): where the matrix's spend so far has reached ``spend.max_usd``
+    when the workflow is parsed (:attr:`capped`, ``ptflow.stages.agent.spend.matrix_cap_reached``), the agent cells
+    not started leave the run the same way, before any allocation is taken for them (``announce``: say so in one
+    line, the driver's process only); aggregate counts them at their fallback, "not started: matrix spend cap
+    reached"."""
 
-    def __init__(self, jobs: Jobs, accepted: Collection[str] = ()):
+    def __init__(self, jobs: Jobs, accepted: Collection[str] = (), spend=None, announce: bool = False):
+        from ptflow.config.spend import agent_cells
+        from ptflow.stages.agent.spend import matrix_cap_reached
+
         self.jobs = jobs
         self.cfg, self.layout, self.rt = jobs.cfg, jobs.layout, jobs.rt
         self.accepted = frozenset(accepted)
+        cap = spend.matrix_cap if spend is not None else None
+        self.capped = matrix_cap_reached(cap, agent_cells(self.cfg, self.layout)) if cap is not None else None
+        if self.capped and announce:
+            print(self.capped.line(), file=sys.stderr)
 
     def run_cells(self) -> list[Cell]:
-        """The matrix's cells that this run makes: all but the accepted ones."""
-        return [c for c in self.cfg.cells if c.key not in self.accepted]
+        """The matrix's cells that this run makes: all but the accepted ones and those the matrix cap keeps from
+        starting."""
+        waiting = frozenset(self.capped.waiting if self.capped else ())
+        return [c for c in self.cfg.cells if c.key not in self.accepted and c.key not in waiting]
+
+    def scoring(self, spec) -> dict:
+        """Rule aggregate's scoring params (``spec``: Jobs.scoring's ScoringSpec) with each cell the matrix cap keeps
+        from starting marked in ``expected`` (its fallback's reason; a run the cap does not stop: unchanged)."""
+        params = spec.to_params()
+        if not self.capped:
+            return params
+        waiting = set(self.capped.waiting)
+        expected = [{**e, "not_started": self.capped.note()} if f"{e['model']}/{e['eval']}/{e['agent']}" in waiting
+                    else e for e in params["expected"]]  # fmt: skip
+        return {**params, "expected": expected}
 
     def checkout(self) -> dict:
         """PostTrainBench's checkout marker: a re-made marker (a new commit) reruns only the cells whose paths' ids

@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptflow.config.spend import MATRIX_CAP_REACHED, NOT_STARTED_FILE, SUBSCRIPTION, spend_settings
-from ptflow.stages.agent.spend import recorded_usd
+from ptflow.config.spend import MATRIX_CAP_REACHED, NOT_STARTED_FILE, SUBSCRIPTION, agent_cells, spend_settings
+from ptflow.stages.agent.spend import matrix_cap_reached, recorded_usd
 
 
 @dataclass
@@ -25,6 +25,7 @@ class SpendView:
     caps: dict[str, float] = field(default_factory=dict)  # agent id -> its cells' cap
     capped_cells: dict[str, int] = field(default_factory=dict)  # agent id -> its cells in the matrix
     not_started: list[str] = field(default_factory=list)  # cells the matrix cap left unstarted
+    cap_reached: str = ""  # the matrix cap reached: the line the workflow says when it starts (else empty)
 
     @property
     def most(self) -> float | None:
@@ -55,13 +56,14 @@ class SpendView:
         most = self.most
         bound = f"${most:.2f}" if most is not None else "unbounded (an agent billed per token has no cap)"
         spent = f"  spent so far: ${self.spent_usd:.2f} over {self.priced_cells} of {self.agent_cells} agent cells"
-        return ["Spend", f"  caps: {self.caps_text()}", f"  most the matrix may spend: {bound}", spent]
+        reached = [f"  {self.cap_reached}"] if self.cap_reached else []
+        return ["Spend", f"  caps: {self.caps_text()}", f"  most the matrix may spend: {bound}", spent, *reached]
 
     def to_json(self) -> dict:
         return {"spent_usd": self.spent_usd, "priced_cells": self.priced_cells, "unknown_cells": self.unknown_cells,
                 "subscription_agents": self.subscription_agents, "agent_cells": self.agent_cells,
                 "matrix_cap_usd": self.matrix_cap, "caps_usd": self.caps, "most_usd": self.most,
-                "not_started": self.not_started}  # fmt: skip
+                "not_started": self.not_started, "cap_reached": self.cap_reached}  # fmt: skip
 
 
 def spend_view(cfg, layout, workdir: Path, workflow: Path) -> SpendView:
@@ -84,6 +86,11 @@ def spend_view(cfg, layout, workdir: Path, workflow: Path) -> SpendView:
             view.spent_usd, view.priced_cells = round(view.spent_usd + usd, 6), view.priced_cells + 1
         elif agent.id not in settings.subscriptions and _spent_tokens(trace, manifest):
             view.unknown_cells.append(cell.key)
+    # the matrix cap reached: the cells the workflow leaves out of its next run (no manifest), as it decides it
+    reached = matrix_cap_reached(settings.matrix_cap, agent_cells(cfg, layout), root=workdir)
+    if reached:
+        view.cap_reached = reached.line()
+        view.not_started += [key for key in reached.waiting if key not in view.not_started]
     return view
 
 

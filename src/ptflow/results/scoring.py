@@ -236,13 +236,18 @@ def score(
     model_ids.update({c.model_name: c.model for c in cells})
     all_cells = []
     references = (settings.baseline_agent, settings.instruct_agent)
-    for k in _expected_keys(cells, expected, references):
+    expected = list(expected) if expected is not None else None
+    keys = _expected_keys(cells, expected, references)
+    # cells the matrix spend cap kept from starting (ptflow.jobs.rule_values.RuleInputs.scoring): their reason
+    not_started = {k: e["not_started"] for k, e in zip(keys, expected or [], strict=False)
+                   if isinstance(e, Mapping) and e.get("not_started")}  # fmt: skip
+    for k in keys:
         if k in by_key:
             all_cells.append(by_key[k])
             continue
         m, e, a, r = k
         model_id = model_ids.get(m, m.replace("--", "/", 1))
-        detail = "no eval.json (evaluation not run, or failed before writing it)"
+        detail = not_started.get(k) or "no eval.json (evaluation not run, or failed before writing it)"
         all_cells.append(ScoredCell(model_id, m, e, a, r, MISSING, status_detail=detail))
     apply_overrides(all_cells, settings.overrides)  # a person's decision outranks the judges' (scoring.overrides)
     apply_accepted(all_cells, settings.accepted)  # accepted failures count at their fallback, whatever their files

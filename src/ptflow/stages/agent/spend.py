@@ -115,6 +115,46 @@ def matrix_spent(cells: list[dict]) -> tuple[float, int]:
     return round(usd, 6), unknown
 
 
+@dataclass(frozen=True)
+class MatrixCapReached:
+    """The matrix cap reached before a run starts: what was spent, by how many cells, and the agent cells that have
+    not started (no manifest: never started, or stopped before their agent finished) and so are no targets of the
+    run (``ptflow.jobs.rule_values.RuleInputs``), nor started by it."""
+
+    cap_usd: float
+    spent_usd: float
+    spent_cells: int
+    waiting: tuple[str, ...]  # cell keys (model/eval/agent)
+
+    def line(self) -> str:
+        return (f"matrix spend cap ${self.cap_usd:.2f} reached (${self.spent_usd:.2f} spent by {self.spent_cells} "
+                f"cells): {len(self.waiting)} agent cells not started; raise spend.max_usd to go on")  # fmt: skip
+
+    def note(self) -> str:
+        """What a waiting cell's fallback says on the leaderboard."""
+        return (f"not started: {MATRIX_CAP_REACHED} (${self.spent_usd:.2f} spent of the matrix's "
+                f"${self.cap_usd:.2f}, spend.max_usd)")  # fmt: skip
+
+
+def matrix_cap_reached(cap_usd: float | None, cells: list[dict], root: Path = Path(".")) -> MatrixCapReached | None:
+    """Whether the matrix's agent cells (``ptflow.config.spend.agent_cells``: each its ``cell`` key, trace dir and
+    manifest, relative to ``root``) have together spent ``cap_usd`` (spend.max_usd) or more; None where there is no
+    cap or it is not reached, or no cell is left to start. A cheap read: each cell's live spend file or manifest."""
+    if cap_usd is None:
+        return None
+    spent, counted, waiting = 0.0, 0, []
+    for cell in cells:
+        trace, manifest = root / cell["trace_dir"], root / cell["manifest"]
+        usd = recorded_usd(trace, manifest)
+        if usd is not None:
+            spent, counted = spent + usd, counted + 1
+        if not manifest.is_file():
+            waiting.append(cell["cell"])
+    if spent < cap_usd or not waiting:
+        return None
+    return MatrixCapReached(float(cap_usd), round(spent, 6), counted, tuple(waiting))
+
+
 def check_matrix_cap(spend: CellSpend | None, trace_dir: Path, agent_id: str, log) -> None:
     """Before the agent starts: where the matrix's spend so far has reached its cap, write ``not_started.json`` in
     the cell's trace dir and fail in one line (the agent is never started; raising the cap and running again starts
