@@ -277,7 +277,8 @@ def test_the_panel_a_d27a95e_checkout_implies():
         ("api", "codex", "gpt-5.4", ["disallowed_api_usage"]),
     ]
     assert raw["decision"] == "any" and raw["judges"][1]["keys"] == ["OPENCODE_API_KEY"]
-    assert raw["effects"] == {"contamination": "fallback", "disallowed_model": "fallback"}
+    effects = {"contamination": "fallback", "disallowed_model": "fallback", "disallowed_api_usage": "record"}
+    assert raw["effects"] == effects  # the API verdict changes no score at d27a95e: recorded only
     with pytest.raises(v11.PtbVerdictError, match="judge api: judgement.json lacks justification_disallowed_api_usage"):
         v11.read_verdict(v11.API, '{"disallowed_api_usage": true}')
 

@@ -41,7 +41,7 @@ CFG, SITE, LAYOUT = _LOADED.cfg, _LOADED.site, _LOADED.layout
 share_config(config)  # for `ptflow plan` (only where it asks)
 RUNTIME = SITE.runtime
 apply_site_env(SITE.process_env)
-JOBS = Jobs(CFG, SITE, LAYOUT)
+JOBS = Jobs(CFG, SITE, LAYOUT, lambda: _ptb_checkout_marker())
 VALUES = RuleValues(JOBS)
 INPUTS = RuleInputs(JOBS, DECISIONS.accepted, SPEND, announce=workflow.is_main_process)
 HOOKS = RunHooks(JOBS, workflow)

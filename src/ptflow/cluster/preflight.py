@@ -279,6 +279,38 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
     return problems
 
 
+def check_checkout_judge(cfg: Config, layout: Layout, env: dict | None = None) -> list[str]:
+    """A checkout whose judge is d27a95e's panel (v1.1) needs OPENCODE_API_KEY (its kimi judge) and the codex
+    judges' ChatGPT sign-in (``posttrainbench.judge.auth_json``, else the checkout's own); checked where the
+    checkout is here already (``path``), and a given auth_json wherever the checkout is."""
+    from ptflow.config import posttrainbench as ptb
+
+    env = os.environ if env is None else env
+    checkout = cfg.posttrainbench
+    judged = [c for c in cfg.cells if cfg.evals[c.eval].from_checkout and cfg.agent_for(c.agent).spec.agent_cli]
+    if checkout is None or not cfg.judge or not judged:
+        return []
+    where = Path(checkout.location(layout.scratch))
+    given = ((cfg.raw.get("posttrainbench") or {}).get("judge") or {}).get("auth_json")
+    try:
+        v11 = ptb.judge_protocol(str(where), checkout.commit).version == "v1.1" if checkout.path else False
+    except ptb.CheckoutError:
+        v11 = False  # refused at planning in its own line
+    problems = []
+    auth = Path(given) if given else where / "agents/codex_non_api/auth.json"  # run_judge.sh's sign-in
+    if (v11 or given) and not auth.is_file():
+        problems.append(
+            f"posttrainbench.judge.auth_json: no codex sign-in at {auth} (the v1.1 judges gpt and api use a ChatGPT "
+            "subscription's auth.json); sign in with codex and name its auth.json there"
+        )
+    if v11 and not env.get("OPENCODE_API_KEY"):
+        problems.append(
+            "environment variable OPENCODE_API_KEY is not set but the checkout's kimi judge (PostTrainBench v1.1) "
+            "needs it; export OPENCODE_API_KEY before running (or judge: {enabled: false})"
+        )
+    return problems
+
+
 def check_hf_cache(cfg: Config, layout: Layout, env: dict | None = None, reachable=None) -> list[str]:
     """Every hub repo missing from the cache, in one line, when they cannot be downloaded (offline/unreachable)."""
     from ptflow.cluster import hfcache
@@ -363,6 +395,7 @@ def run_preflight(
     ``notes`` collects what is worth saying once but stops nothing."""
     notes = [] if notes is None else notes
     problems = check_paths(layout, site, notes=notes) + check_secrets(cfg) + check_hf_cache(cfg, layout)
+    problems += check_checkout_judge(cfg, layout)
     problems += check_agent_budgets(cfg, site, notes) + check_site_requests(cfg, site) + check_multinode(cfg, site)
     problems += check_solve_homes(cfg, site, layout)
     if site.scheduler == "slurm":

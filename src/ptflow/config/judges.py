@@ -32,7 +32,7 @@ VERDICT_FIELDS: dict[str, tuple[str, dict[str, bool]]] = {
 JSON_VERDICT_FILE = "judgement.json"
 DEFAULT_FIELDS = ("contamination", "disallowed_model")
 DECISIONS = ("any", "majority")
-EFFECTS = ("fallback", "stop")
+EFFECTS = ("fallback", "stop", "record")  # record: shown beside the cell, the score as if not flagged
 JUDGE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # what a judge's settings hand to its CLI (the vote's job params): the rest of a judge's keys shape the panel

@@ -18,6 +18,7 @@ from typing import Any
 from ptflow.cluster import envs, images
 from ptflow.config import posttrainbench as ptb
 from ptflow.config.entries import Agent, Eval, Model
+from ptflow.config.judges import JudgePanel
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.config.request import Request
@@ -41,6 +42,7 @@ from ptflow.specs import (
     TrainSpec,
 )
 from ptflow.stages.evaluate.settings import Provider, build_call
+from ptflow.stages.posttrainbench import judge_run_v11, judge_v11
 
 Objects = Callable[[Iterable[str]], dict[str, str]]
 
@@ -65,8 +67,11 @@ def _key(request: str, agent: Agent | None) -> tuple[str, str | None]:
 
 
 class Jobs:
-    def __init__(self, cfg: Config, site: Site, layout: Layout):
+    def __init__(self, cfg: Config, site: Site, layout: Layout, checkout_marker: Callable[[], dict] | None = None):
+        """``checkout_marker``: the checkout checkpoint's marker (the workflow's; asked only after the checkpoint)."""
         self.cfg, self.site, self.layout = cfg, site, layout
+        self.checkout_marker = checkout_marker
+        self._protocol_at_parse: list[str | None] = []  # the checkout's judge protocol where known at parse, once
         self.rt = site.runtime
         self._agents: dict[str, Agent] = {}  # cell slot -> Agent
         self._requests: dict[tuple, Request] = {}  # (request, agent id) -> Request; read, never changed
@@ -375,11 +380,52 @@ class Jobs:
             keys=list(e.keys),
         )
 
+    # ---- the judge panel of a cell: the config's, or the checkout's own (PostTrainBench d27a95e, v1.1) ----
+
+    def checkout_protocol(self, wait: bool = True) -> str | None:
+        """The checkout's judge protocol (``v1.0``, ``v1.1``): read from a checkout already here at its commit
+        (``posttrainbench.path``) when the workflow is parsed, else from the checkout checkpoint's marker (``wait``:
+        ask it; the workflow then waits for the checkpoint). None: unknown yet (not ``wait``) or no judged checkout."""
+        if not self._protocol_at_parse:
+            self._protocol_at_parse.append(self._read_protocol())
+        known = self._protocol_at_parse[0]
+        if known or not wait or self.checkout_marker is None or self.cfg.posttrainbench is None:
+            return known
+        return self.checkout_marker().get("judge_protocol")
+
+    def _read_protocol(self) -> str | None:
+        checkout = self.cfg.posttrainbench
+        if checkout is None or not checkout.path or not self.cfg.judge:
+            return None
+        where = Path(checkout.location(self.layout.scratch))
+        try:
+            ptb.git(where, "cat-file", "-e", f"{checkout.commit}^{{commit}}")
+            return ptb.judge_protocol(str(where), checkout.commit).version
+        except ptb.CheckoutError:
+            return None  # not here at its commit: the checkout rule clones it, or refuses it in its own line
+
+    def panel_known(self, eval_id: str) -> bool:
+        """Whether a cell's panel is known without the checkout checkpoint (rule all's targets list its votes)."""
+        e = self.cfg.evals[eval_id]
+        return not (e.from_checkout and self.cfg.judge and self.checkout_protocol(wait=False) is None)
+
+    def cell_panel(self, eval_id: str, wait: bool = True) -> JudgePanel | None:
+        """The panel of a cell of ``eval_id``: a checkout eval's cells of a v1.1 checkout get run_judge.sh's panel
+        (ptflow.stages.posttrainbench.judge_run_v11.panel) unless the judge is off; the others the config's."""
+        panel = self.cfg.judge_panel
+        if panel is None or not self.cfg.evals[eval_id].from_checkout:
+            return panel
+        if self.checkout_protocol(wait) == judge_run_v11.PROTOCOL:
+            return judge_run_v11.panel()
+        return panel
+
     def judge(self, model_name: str, eval_id: str, slot: str, objects: Objects, judge_id: str, run: int) -> JudgeSpec:
         """One vote (rule judge_run): run ``run`` of the panel's judge ``judge_id`` on the cell. Its params hold
         that judge's settings only: adding a judge or a run leaves the other votes' params as they were."""
         e = self.cfg.evals[eval_id]
-        panel = self.cfg.judge_panel
+        panel = self.cell_panel(eval_id)
+        if e.from_checkout and panel is not None and panel != self.cfg.judge_panel:
+            return self._v11_vote(model_name, eval_id, slot, panel, judge_id, run)
         if panel is None or judge_id not in {j.id for j in panel.judges}:
             raise ValueError(f"no judge {judge_id!r} in config key judge; the vote's file is not one this config makes")
         judge = panel.judge(judge_id)
@@ -395,9 +441,41 @@ class Jobs:
             vote={"judge": judge_id, "run": run, "fields": list(judge.fields)},
         )
 
+    def _v11_vote(self, model_name: str, eval_id: str, slot: str, panel: JudgePanel, judge_id: str, run: int):
+        """A vote of a v1.1 checkout's panel: run_judge.sh's judge ``judge_id`` (its settings are the checkout's),
+        the object ids of what it reads, and where the subscription sign-in is (``posttrainbench.judge.auth_json``)."""
+        if judge_id not in {j.id for j in panel.judges} or not 1 <= run <= panel.judge(judge_id).runs:
+            raise ValueError(f"no run {run} of judge {judge_id!r} in the checkout's panel (gpt, kimi, api; 1 run)")
+        judge, e = panel.judge(judge_id), self.cfg.evals[eval_id]
+        name = ptb.eval_dir_name(e.task)
+        location = self.cfg.posttrainbench.location(self.layout.scratch)
+        vote = {"judge": judge_id, "run": run, "fields": list(judge.fields), "protocol": judge_run_v11.PROTOCOL}
+        if judge_id != "kimi":  # the codex judges' sign-in
+            vote["auth_json"] = judge_run_v11.auth_json(self.cfg.raw.get("posttrainbench"), location)
+        return JudgeSpec(
+            judge=judge.settings,
+            posttrainbench=CheckoutFiles(name, self._covering_objects(judge_v11.checkout_paths(name))),
+            keys=list(self.agent(slot).keys),
+            cell=self.cell(self.cfg.models[model_name], eval_id, slot),
+            runtime=self._judge_runtime(slot),
+            vote=vote,
+        )
+
+    def _covering_objects(self, paths: list[str]) -> dict[str, str]:
+        """The object ids of ``paths`` from the checkout's marker: a path's own, else the nearest directory above it
+        the marker has (a cloned checkout's marker was made before its protocol was known)."""
+        objects = self.checkout_marker()["objects"] if self.checkout_marker else {}
+        out = {}
+        for path in paths:
+            above = [k for k in objects if path.startswith(k + "/")]
+            cover = path if path in objects else max(above, key=len, default=None)
+            if cover:
+                out[cover] = objects[cover]
+        return dict(sorted(out.items()))
+
     def judge_panel(self, model_name: str, eval_id: str, slot: str) -> JudgePanelSpec:
         """Rule judge: the panel's decision over the cell's votes (None: no judge configured)."""
-        panel = self.cfg.judge_panel
+        panel = self.cell_panel(eval_id)
         return JudgePanelSpec(
             panel=panel.to_params() if panel else None,
             cell=self.cell(self.cfg.models[model_name], eval_id, slot).to_params(with_run=False),
@@ -480,6 +558,8 @@ class Jobs:
                 paths.update(self._agent_paths(agent, name))
                 if cfg.judge:
                     paths.update(ptb.judge_paths(name))
+                if cfg.judge and self.checkout_protocol(wait=False) == judge_run_v11.PROTOCOL:
+                    paths.update(judge_v11.checkout_paths(name))  # what its panel's judges read
         if paths:  # a checkout eval is in the matrix: its cache comes from the checkout's resources.json
             paths.add(ptb.RESOURCES_DIR)
         for name in self.rt.images if images.needs_images(self.rt) else ():

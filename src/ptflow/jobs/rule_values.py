@@ -372,7 +372,7 @@ class RuleInputs:
     def judge_run(self, model: str, eval_id: str, slot: str, judge_id: str) -> dict:
         """One vote: the checkout (for its evals' judge prompt), the cell's manifest, and the agent's image where
         the judge is agentic (its CLI runs there, a CPU job)."""
-        panel = self.cfg.judge_panel
+        panel = self.jobs.cell_panel(eval_id)  # a v1.1 checkout's cells: its own panel (Jobs.cell_panel)
         judge = next((j for j in panel.judges if j.id == judge_id), None) if panel else None
         agentic = bool(judge and judge.settings.get("agent"))
         return {
@@ -386,8 +386,9 @@ class RuleInputs:
         return {"manifest": self.layout.manifest(model, eval_id, slot), "votes": self.judge_votes(model, eval_id, slot)}
 
     def judge_votes(self, model: str, eval_id: str, slot: str) -> list[str]:
-        """The vote files of one cell: each run of each judge of the panel."""
-        panel = self.cfg.judge_panel
+        """The vote files of one cell: each run of each judge of its panel (a cloned v1.1 checkout's cells: after the
+        checkout checkpoint, through rule judge's input)."""
+        panel = self.jobs.cell_panel(eval_id)
         votes = panel.votes() if panel else []
         return [self.layout.judge_vote_json(model, eval_id, slot, j, k) for j, k in votes]
 
@@ -422,7 +423,8 @@ class RuleInputs:
     def judge_vote_jsons(self) -> list[str]:
         """Every vote file of the judged cells (targets themselves: a deleted one is judged again, alone)."""
         cells = [c for c in self.run_cells() if self.cfg.agent_for(c.agent).spec.agent_cli]
-        return [path for c in cells for path in self.judge_votes(c.model, c.eval, c.agent)]
+        known = [c for c in cells if self.jobs.panel_known(c.eval)]  # the others' votes: rule judge's input
+        return [path for c in known for path in self.judge_votes(c.model, c.eval, c.agent)]
 
     def rescore_jsons(self) -> list[str]:
         """Each cell's stored inspect log scored again by its eval's rescorers (``evals[].rescore``)."""

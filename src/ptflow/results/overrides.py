@@ -326,14 +326,15 @@ def decide(judge: dict | None, entries: Sequence[Override]) -> DecidedVerdict:
             fields[entry.field] = entry.value
     if whole is False:
         fields = dict.fromkeys(fields, False)
-    flagged = whole if whole is not None else any(fields.values())
     effects = (judge or {}).get("effects") or {}
+    counted = [v for f, v in fields.items() if effects.get(f) != "record"]  # a record field flags nothing
+    flagged = whole if whole is not None else any(counted)
     effect = None
     if flagged:
         effect = "stop" if any(v and effects.get(f) == "stop" for f, v in fields.items()) else "fallback"
     said = "override: " + "; ".join(e.text() for e in entries)
     if flagged:
-        what = "+".join(f for f, v in fields.items() if v) or WHOLE_VERDICT
+        what = "+".join(f for f, v in fields.items() if v and effects.get(f) != "record") or WHOLE_VERDICT
         return DecidedVerdict(JUDGE_FLAGGED, f"{what} ({said})", fields, True, effect)
     return DecidedVerdict(JUDGE_CLEAN, said, fields, False, None)
 

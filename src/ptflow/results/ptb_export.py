@@ -112,6 +112,7 @@ import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from ptflow.config.entries import Agent
@@ -119,13 +120,23 @@ from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
 from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, Metric, ScoreError, read_cell, read_metric
-from ptflow.results.overrides import ACCEPTED_RECORD, OVERRIDES_RECORD, Accepted, Override, by_cell, verdict_files
+from ptflow.results.overrides import (
+    ACCEPTED_RECORD,
+    OVERRIDES_RECORD,
+    Accepted,
+    Override,
+    by_cell,
+    decide,
+    verdict_files,
+)
 from ptflow.stages.evaluate.seeds import SKIPPED
 from ptflow.stages.judge import VERDICT_FILES
-from ptflow.stages.posttrainbench.judge_v11 import export_from_trace
+from ptflow.stages.posttrainbench import judge_run_v11
+from ptflow.stages.posttrainbench.judge_v11 import AGGREGATE_FILE, export_from_trace
 
 BASELINE_METHOD = "baseline_zeroshot"
 JUDGEMENT_FILES = ("contamination_judgement.txt", "disallowed_model_judgement.txt")
+V11_RESULT = f"{AGGREGATE_FILE}.json"  # a d27a95e-judged cell's decision, as aggregate_contamination.py reads it
 STAGING_MARK = ".ptflow-export-"  # hidden temp dirs beside the run dirs: .<name>.ptflow-export-XXXX
 REPLACED_MARK = ".ptflow-replaced-"  # the previous run dir, moved aside for the swap
 _UNSAFE = str.maketrans({c: "_" for c in "/:[]"})  # run_task.sh: tr '/:[]' '____'
@@ -379,8 +390,17 @@ def _plan_cell(
         if (trace / "prompt.md").is_file():  # run_task.sh: echo "$PROMPT" > prompt.txt (one newline after it)
             texts.append(("prompt.txt", (trace / "prompt.md").read_text().rstrip("\n") + "\n"))
         # judged by a d27a95e checkout's panel: each judge's verdict and judge_result.json, which its aggregation reads
-        texts += export_from_trace(trace)
-    if overrides:  # a person's decision outranks the judges': the decided verdict, and the record of why
+        first_run = partial(layout.judge_vote_json, cell.model, cell.eval, cell.agent, run=1)
+        texts += export_from_trace(trace) or judge_run_v11.export_from_votes(  # votes: kept in their dirs
+            lambda judge_id: _under(workdir, first_run(judge=judge_id))
+        )
+    v11_result = dict(texts).get(V11_RESULT)
+    if overrides and v11_result:  # a v1.1 cell: the override rewrites judge_result.json, which its aggregation reads
+        judge = _read_json(eval_json.with_name("judge.json"))
+        said = "; ".join(e.text() for e in overrides)
+        texts = [(n, t) for n, t in texts if n != V11_RESULT] + verdict_files(judge, overrides, {})  # + the record
+        texts.append((V11_RESULT, judge_run_v11.overridden_result(v11_result, decide(judge, overrides).fields, said)))
+    elif overrides:  # a person's decision outranks the judges': the decided verdict, and the record of why
         judge = _read_json(eval_json.with_name("judge.json"))
         decided = verdict_files(judge, overrides, VERDICT_FILES if agent.spec.agent_cli else {})
         copies = [(name, source) for name, source in copies if name not in dict(decided)]

@@ -35,6 +35,7 @@ from ptflow.config.judges import DEFAULT_FIELDS, JSON_VERDICT_FILE, VERDICT_FIEL
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import Masker, run_masked
 from ptflow.specs import JudgeSpec, StageRuntime
+from ptflow.stages.posttrainbench import judge_run_v11
 
 MAX_FIELD = 2000  # characters of one tool input/output kept in trace.md
 JUDGE_TIMEOUT_S = 1800
@@ -211,7 +212,10 @@ def judge_cell(
     fields = tuple((vote or {}).get("fields") or DEFAULT_FIELDS)
     base = {**base, **({"vote": {"judge": vote["judge"], "run": vote["run"]}} if vote else {})}
     kept = Path(judge_json).with_suffix("") if vote else trace_dir  # where the judge's own files are kept
-    if judge.get("agent"):
+    if vote and vote.get("protocol") == judge_run_v11.PROTOCOL:  # PostTrainBench d27a95e's panel: its own judge
+        kept.mkdir(parents=True, exist_ok=True)
+        outcome = judge_run_v11.verdict(cell, run, vote, trace_md, kept, runtime, checkout, log, readable_trace)
+    elif judge.get("agent"):
         kept.mkdir(parents=True, exist_ok=True)
         outcome = _agentic_verdict(cell, run, judge, trace_md, kept, runtime, log, checkout, fields, vote)
     else:

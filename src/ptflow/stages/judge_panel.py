@@ -76,7 +76,8 @@ def decide(panel: dict, votes: list[dict]) -> dict:
             "tally": tally,
         }
     decided = {f: _judges_value(panel["decision"], per_field[f]) for f in fields}
-    flagged_fields = [f for f, v in decided.items() if v]
+    # a field whose effect is record is shown, never counted: the cell is not flagged by it (d27a95e's API verdict)
+    flagged_fields = [f for f, v in decided.items() if v and panel["effects"][f] != "record"]
     status = "judged" if all(v is not None for v in decided.values()) else "no_verdict"
     effect = None
     if flagged_fields and any(panel["effects"][f] == "stop" for f in flagged_fields):

@@ -123,11 +123,14 @@ class PtbPanelJudge:
             env[self.key] = environ.get(self.key, "")
         return env | {"PYTHONNOUSERSITE": "1"}
 
-    def binds(self, checkout: str | Path, job_tmp: str | Path) -> list[tuple[str, str]]:
-        """(host path, container path) of every ``--bind``: the private /tmp, and the subscription's auth.json."""
+    def binds(
+        self, checkout: str | Path, job_tmp: str | Path, auth_json: str | Path | None = None
+    ) -> list[tuple[str, str]]:
+        """(host path, container path) of every ``--bind``: the private /tmp, and the subscription's auth.json
+        (``auth_json``: where the user keeps it, default the checkout's)."""
         binds = [(str(job_tmp), "/tmp")]
         if self.subscription:
-            binds.append((str(Path(checkout, SUBSCRIPTION_AUTH)), f"{HOME}/{AUTH_IN_HOME}"))
+            binds.append((str(auth_json or Path(checkout, SUBSCRIPTION_AUTH)), f"{HOME}/{AUTH_IN_HOME}"))
         return binds
 
     def outputs(self, rerun: bool = False) -> dict[str, str]:
@@ -350,5 +353,5 @@ def panel_config(runs: int = 1) -> dict:
     return {
         "decision": "any",
         "judges": [entry(j) for j in PANEL],
-        "effects": {"contamination": "fallback", "disallowed_model": "fallback"},
+        "effects": {"contamination": "fallback", "disallowed_model": "fallback", "disallowed_api_usage": "record"},
     }
