@@ -190,7 +190,8 @@ def test_node_fail_is_retried_with_node_excluded(slurm_cluster):
         restarted["state"] = rec.base_state
         return rec
 
-    res = pyxis.run_with_retries(submit, _log_of(d), d, wait=wait)
+    with slurm_admin.spare_node_held():  # tests/slurm/test_failure_causes_on_slurm.py takes the spare node down too
+        res = pyxis.run_with_retries(submit, _log_of(d), d, wait=wait)
     assert restarted["state"] == "NODE_FAIL"
     assert res["history"][0]["kind"] == "infra" and "NODE_FAIL" in res["history"][0]["reason"]
     assert res["exclude"] == [SPARE_NODE] and res["status"] == "succeeded"

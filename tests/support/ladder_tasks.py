@@ -7,7 +7,9 @@ attempt fails with torch's (CUDA) ``OutOfMemoryError``, as a first try can when 
 answer. ``crashing``: fails with an error no budget cures. ``out_of_memory_for_seed``: every attempt of one
 evaluation seed (``failing_seed``; the seed of the settings document the attempt runs from) fails with that
 OutOfMemoryError where the model's path holds ``failing_model`` ("": every model), the other seeds answer (a seed
-whose every stage fails, for the evaluation-seed tests). All use
+whose every stage fails, for the evaluation-seed tests). ``out_of_memory_while``: every attempt fails with that
+OutOfMemoryError while the file ``marker`` exists, and answers once it is gone (an evaluation that fails every try,
+then is fixed and rerun: tests/slurm/test_failure_causes_on_slurm.py). All use
 a two-sample in-memory dataset scored by exact match, except ``model_copies``: it answers with the real model and
 scores each sample by the number of copies of the hf model alive in the process once the sample is generated (an
 observation for the test, not a benchmark), and
@@ -101,6 +103,23 @@ def out_of_memory_at(failing_seed: int, failing_model: str):
 @task
 def out_of_memory_for_seed(failing_seed: int, failing_model: str = "") -> Task:
     return Task(dataset=list(SAMPLES), solver=out_of_memory_at(failing_seed, failing_model), scorer=match())
+
+
+@solver
+def out_of_memory_if(marker: str):
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        if Path(marker).exists():
+            import torch
+
+            raise torch.OutOfMemoryError(f"CUDA out of memory (stand-in, raised while {marker} exists)")
+        return await generate(state)
+
+    return solve
+
+
+@task
+def out_of_memory_while(marker: str) -> Task:
+    return Task(dataset=list(SAMPLES), solver=out_of_memory_if(marker), scorer=match())
 
 
 @task

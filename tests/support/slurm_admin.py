@@ -5,7 +5,10 @@ Not part of ptflow: ptflow never changes a cluster's nodes. Built on ``ptflow.cl
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
+from collections.abc import Iterator
 
 from ptflow.cluster.slurm import SlurmUnavailable, _fields, _run
 
@@ -33,3 +36,15 @@ def node_state(node: str) -> str:
 def node_running_jobs(node: str) -> list[str]:
     """Ids of jobs running on ``node`` (squeue -w)."""
     return _run(["squeue", "-h", "-a", "-t", "running", "-w", node, "-o", "%i"]).split()
+
+
+@contextlib.contextmanager
+def spare_node_held() -> Iterator[None]:
+    """Hold the cluster's spare node (``tests.support.local_slurm.SPARE_NODE``) for a test that takes it down: a file
+    lock beside the cluster's workdir, so two such tests (each in its own pytest-xdist worker) never down it at once."""
+    from tests.support.slurm_session import cluster_workdir
+
+    workdir = cluster_workdir()
+    with open(workdir.parent / f".{workdir.name}.spare-node", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -249,3 +249,24 @@ def test_the_report_names_a_cells_cause(tmp_path):
     cell = read_cell(path)
     assert cause_text(cell).startswith("overloaded: the agent's CLI gave up on an overloaded")
     assert _state_of(cell) == ("Done", "no final model (cause overloaded)")
+
+
+def test_rerun_names_the_key_to_fix_leaves_accepted_cells_and_drops_the_latest_runs_double_dash(cfg, tmp_path):  # noqa: F811
+    mine, sft = Cell("ptflow--tiny-llama-h64", "add", "my_agent_x"), Cell("ptflow--tiny-llama-h64", "add", "sft")
+    refused = CellStatus(mine.model, mine.eval, mine.agent, "Error")
+    refused.cause = causes.Diagnosis(
+        "api_key_refused", "train", "seen", facts={"key_var": "OPENCODE_API_KEY"}
+    ).to_dict()
+    accepted = status_of(sft.key, "eval_failed", "evaluate")
+    accepted.accepted = "the provider's limit (ops, 2026-11-29)"  # scoring.overrides' accepted, as status reads it
+    plan = rerun.plan_rerun(cfg, LAYOUT, tmp_path, [refused, accepted], ["api_key_refused", "eval_failed"], [])
+    assert plan.cells == [] and plan.accepted == [sft.key]
+    text = "\n".join(rerun.describe(plan))
+    assert (
+        "refused: 1 cell(s) of cause api_key_refused: set a valid OPENCODE_API_KEY, then ptflow rerun --fixed" in text
+    )
+    assert f"accepted as failures, not rerun: {sft.key}" in text
+    # a latest run whose targets followed "--" (as tests and scripts write it): the rerun's options stay options
+    latest = ["/x/snakemake", "--configfile", "a.yaml", "--", "results/cells/m/add/sft/eval.json"]
+    assert rerun.snakemake_args([], latest, tmp_path, Path("/wf/Snakefile"))[:2] == ["--configfile", "a.yaml"]
+    assert "--" not in rerun.snakemake_args([], latest, tmp_path, Path("/wf/Snakefile"))

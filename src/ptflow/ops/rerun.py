@@ -8,7 +8,8 @@ agent left no model), is handed to ``--forcerun`` so that step and what depends 
 nothing is missing and runs anyway. The earlier steps' outputs are there, so they do not run. What Snakemake will
 run is printed first (its dry run's jobs per rule); ``--run`` runs it. A cause a rerun cannot fix as things stand
 (a refused key, out of memory) is refused with its what-to-do line unless ``--fixed`` says it was done. Cells
-accepted as failures (:func:`accepted_cells`) are never rerun.
+accepted as failures (scoring.overrides' ``accepted``, which ``ptflow status`` reads into ``CellStatus.accepted``:
+``ptflow.results.overrides.accepted_cells``) are never rerun.
 
 The Snakemake arguments are those given after the options, else the latest run's command line in the working
 directory (its targets dropped, as Snakemake's own parser reads them).
@@ -28,13 +29,6 @@ from ptflow.results.causes import CAUSES, EVALUATE, EVALUATE_SEED, JUDGE, Diagno
 from ptflow.results.cell_state import CellStatus
 
 
-def accepted_cells(cfg: Config, workdir: Path) -> set[str]:
-    """Cells accepted at their fallback (``model/eval/agent`` keys), never rerun, beyond those ``ptflow status``
-    marks accepted (its ``CellStatus.accepted``, from scoring.overrides' accepted failures, where that exists): the
-    hook for another source of accepted failures; none today."""
-    return set()
-
-
 @dataclass
 class CellRerun:
     """One cell to run again: its cause, the step, Snakemake's targets and the outputs it must make again."""
@@ -51,6 +45,8 @@ class RerunPlan:
     refused: dict[str, list[str]]  # cause -> cells it refuses (the fix first)
     accepted: list[str]  # selected cells accepted as failures: left alone
     not_failed: list[str]  # listed cells that have no cause (scored, running, waiting)
+    # cause -> what to do as its first refused cell's diagnosis says it (a refused key names its variable)
+    todo: dict[str, str] = field(default_factory=dict)
 
     @property
     def targets(self) -> list[str]:
@@ -124,7 +120,6 @@ def plan_rerun(
     if unknown:
         raise ValueError(f"--cause {', '.join(unknown)}: not a cause; causes: {', '.join(CAUSES)}")
     by_key = {st.key: st for st in statuses}
-    accepted_keys = accepted_cells(cfg, workdir)
     plan = RerunPlan([], {}, [], [])
     listed = {c.key for c in cells}
     for cell in cfg.cells:
@@ -135,10 +130,11 @@ def plan_rerun(
             continue
         if diag is None or (cell.key not in listed and diag.cause not in causes):
             continue
-        if cell.key in accepted_keys or getattr(st, "accepted", ""):  # status shows scoring.overrides' accepted
+        if st.accepted:  # scoring.overrides' accepted failures, as ptflow status read them
             plan.accepted.append(cell.key)
         elif not CAUSES[diag.cause].rerun and not fixed:
             plan.refused.setdefault(diag.cause, []).append(cell.key)
+            plan.todo.setdefault(diag.cause, diag.todo())
         else:
             plan.cells.append(cell_rerun(cell, diag, layout, workdir))
     return plan
@@ -153,7 +149,8 @@ def snakemake_args(given: list[str], latest_command: list[str], workdir: Path, s
 
         parsed, _ = get_argument_parser().parse_known_args(args)
         drop = set(parsed.targets or ()) | set(parsed.forcerun or ())
-        args = [a for a in args if a not in drop and a not in ("-R", "--forcerun")]
+        # "--" too: it ended the options before the targets, and would make the rerun's options targets
+        args = [a for a in args if a not in drop and a not in ("-R", "--forcerun", "--")]
     keys = {a.split("=", 1)[0] for a in args}
     if not keys & {"-d", "--directory"}:
         args += ["--directory", str(workdir)]
@@ -173,7 +170,8 @@ def describe(plan: RerunPlan) -> list[str]:
     """What the rerun selected, cell by cell, and what it leaves alone and why."""
     lines = []
     for cause, keys in plan.refused.items():
-        lines.append(f"refused: {len(keys)} cell(s) of cause {cause}: {CAUSES[cause].todo} ({', '.join(keys)})")
+        todo = plan.todo.get(cause) or CAUSES[cause].todo
+        lines.append(f"refused: {len(keys)} cell(s) of cause {cause}: {todo} ({', '.join(keys)})")
     if plan.accepted:
         lines.append(f"accepted as failures, not rerun: {', '.join(plan.accepted)}")
     if plan.not_failed:
