@@ -106,6 +106,23 @@ def test_a_panel_judges_declared_fields_may_be_overridden():
     assert declared_fields(judge) == ("contamination", "disallowed_model", "api_usage")
 
 
+def test_a_checkout_evals_cells_may_have_the_v11_panels_fields_overridden():
+    """A cell of a checkout eval may be judged by d27a95e's panel (its protocol known only after the checkout rule
+    at times): its disallowed_api_usage is a field an override may name; without a checkout it is not."""
+    from types import SimpleNamespace
+
+    from ptflow.results.overrides import config_fields
+
+    def cfg(checkout, judge=True):
+        evals = {"gsm8k": SimpleNamespace(from_checkout=checkout)}
+        raw = {"judge": {"agent": "codex", "model": "m"} if judge else None}
+        return SimpleNamespace(raw=raw, posttrainbench=object() if checkout else None, judge=judge, evals=evals)
+
+    assert config_fields(cfg(True)) == ("contamination", "disallowed_model", "disallowed_api_usage")
+    assert config_fields(cfg(False)) == ("contamination", "disallowed_model")
+    assert config_fields(cfg(True, judge=False)) == ("contamination", "disallowed_model")
+
+
 JUDGED = {"status": "judged", "contamination": True, "disallowed_model": False, "flagged": True, "reason": "r"}
 
 

@@ -8,6 +8,7 @@ the fixture's aggregate_contamination.py reads."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -128,6 +129,8 @@ def test_each_vote_runs_its_judge_as_run_judge_sh_and_keeps_its_verdict(tmp_path
         if path.is_file():
             assert not any(s in path.read_text(errors="replace") for s in secrets), path
     assert auth.read_text() == before and not list(scratch.glob("task.judge-*"))  # the sign-in stays, homes go
+    # the home's .codex/config.toml (forced_login_method added) is its own file: the checkout stays as committed
+    assert not subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
     assert any("codex --search -a never exec" in line and "<judge prompt>" in line for line in logged)
     # the panel decides: kimi's flag flags the cell; the API verdict is recorded only
     panel = judge_run_v11.panel().to_params()
@@ -143,3 +146,17 @@ def test_each_vote_runs_its_judge_as_run_judge_sh_and_keeps_its_verdict(tmp_path
     assert json.loads(files["judge_result.json"])["contamination"] is True
     overridden = judge_run_v11.overridden_result(files["judge_result.json"], {"contamination": False}, "fixed")
     assert json.loads(overridden)["contamination"] is False
+
+
+def test_a_v11_checkouts_marker_records_what_each_vote_reads(tmp_path, checkout):  # noqa: F811
+    """The checkout rule (a cloned checkout's protocol known only there): for a v1.1 checkout its marker holds the
+    object ids of judge_v11.checkout_paths of each judged eval, so a vote's params get their own, not a parent's."""
+    from ptflow.config import posttrainbench as ptb
+    from ptflow.stages.posttrainbench.checkout import make_checkout
+
+    root, commit = checkout
+    paths = [*ptb.eval_paths("gsm8k"), *ptb.judge_paths("gsm8k")]
+    marker = make_checkout({"commit": commit, "location": str(root), "paths": paths}, tmp_path / "m.json", log=print)
+    assert marker["judge_protocol"] == "v1.1"
+    assert set(v11.checkout_paths("gsm8k")) <= set(marker["objects"])
+    assert {"src/eval/tasks/gsm8k/info.json", v11.CODEX_HOME_SOURCE} <= set(marker["objects"])

@@ -452,6 +452,9 @@ class Jobs:
         vote = {"judge": judge_id, "run": run, "fields": list(judge.fields), "protocol": judge_run_v11.PROTOCOL}
         if judge_id != "kimi":  # the codex judges' sign-in
             vote["auth_json"] = judge_run_v11.auth_json(self.cfg.raw.get("posttrainbench"), location)
+        base_url = ((self.cfg.raw.get("posttrainbench") or {}).get("judge") or {}).get("base_url")
+        if base_url:  # only where set: the votes of a config without it keep their params
+            vote["base_url"] = base_url
         return JudgeSpec(
             judge=judge.settings,
             posttrainbench=CheckoutFiles(name, self._covering_objects(judge_v11.checkout_paths(name))),

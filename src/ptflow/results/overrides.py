@@ -152,6 +152,18 @@ def declared_fields(judge: Mapping | None) -> tuple[str, ...]:
     return tuple(fields)
 
 
+def config_fields(cfg) -> tuple[str, ...]:
+    """The verdict fields a cell of a parsed config may be judged on: its judge's (:func:`declared_fields`), and
+    where a checkout eval's cells may get PostTrainBench d27a95e's panel (``Jobs.cell_panel``: a checkout, a judge;
+    its protocol may be known only after the checkout rule), that panel's (``disallowed_api_usage``)."""
+    from ptflow.stages.posttrainbench import judge_v11
+
+    fields = list(declared_fields(cfg.raw.get("judge")))
+    if cfg.posttrainbench is not None and cfg.judge and any(e.from_checkout for e in cfg.evals.values()):
+        fields += [f for f in declared_fields(judge_v11.panel_config()) if f not in fields]
+    return tuple(fields)
+
+
 def _load(path: Path) -> dict:
     try:
         data = yaml.safe_load(path.read_text())
@@ -282,7 +294,7 @@ def decisions_for_config(cfg, workflow: str | Path) -> Decisions:
     if path is None:
         return Decisions(None, {})
     keys = [c.key for c in cfg.cells]
-    overrides = read_overrides(path, keys, declared_fields(cfg.raw.get("judge")))
+    overrides = read_overrides(path, keys, config_fields(cfg))
     _refuse_reference_cells(cfg, path, overrides, "overrides", "verdict")
     accepted = read_accepted(path, keys)
     _refuse_reference_cells(cfg, path, accepted, "accepted", "fallback")

@@ -164,14 +164,15 @@ class ProviderStandIn:
         self,
         trajectory: list[Step] | None = None,
         faults: Faults | None = None,
-        expected_key: str | dict[str, str] | None = None,
+        expected_key: str | dict[str, str | tuple[str, ...]] | None = None,
         record_path: str | Path | None = None,
         host: str = "127.0.0.1",
         routes: list[tuple[str, list[Step]]] = (),
     ):
         """``expected_key``: the key every request must carry, or one per protocol name (``anthropic``, ``openai``,
-        ``gemini``): a request with another key gets 401. ``routes``: (marker, trajectory) pairs; a conversation
-        whose first user message contains the marker follows that trajectory (e.g. the judge's)."""
+        ``gemini``; a tuple of keys: any of them): a request with another key gets 401. ``routes``: (marker,
+        trajectory) pairs; a conversation whose first user message contains the marker follows that trajectory (e.g.
+        the judge's)."""
         from tests.support.providers.anthropic import Anthropic
         from tests.support.providers.gemini import Gemini
         from tests.support.providers.openai_chat import OpenAIChat
@@ -270,7 +271,11 @@ class ProviderStandIn:
         if isinstance(body.get("reasoning"), dict):  # the Responses API's reasoning settings (codex: effort, summary)
             rec["reasoning"] = body["reasoning"]
         expected = self.expected_key.get(proto.name) if isinstance(self.expected_key, dict) else self.expected_key
-        rec["key_ok"] = expected is None or turn.key == expected
+        # a tuple: any of these keys (e.g. an API key and a subscription's access token); which one is recorded
+        allowed = expected if isinstance(expected, tuple) else (expected,)
+        rec["key_ok"] = expected is None or turn.key in allowed
+        if isinstance(expected, tuple) and turn.key in allowed:
+            rec["key_index"] = allowed.index(turn.key)
         if self.faults.unauthorized or not rec["key_ok"]:
             self._record({**rec, "status": 401})
             proto.error(h, 401, "stand-in: invalid API key")

@@ -15,7 +15,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ptflow.config.posttrainbench import JUDGE_DIR, CheckoutError, git, judge_protocol, object_ids
+from ptflow.config.posttrainbench import EVAL_DIR, JUDGE_DIR, CheckoutError, git, judge_protocol, object_ids
 from ptflow.files import write_json_atomic
 
 
@@ -63,6 +63,18 @@ def clone(repo: str, commit: str, location: str | Path, log=print) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _v11_paths(paths: list[str]) -> list[str]:
+    """What d27a95e's panel reads for each judged eval (``judge_v11.checkout_paths``; a judged eval's paths hold
+    its ``benchmark.txt``): known only once the checkout is here, so a cloned checkout's rule adds them, and each
+    vote's params get their own object ids (not a parent folder's)."""
+    from ptflow.stages.posttrainbench import judge_v11
+
+    prefix = EVAL_DIR.split("{eval}")[0]
+    judged = [p[len(prefix) : -len("/benchmark.txt")] for p in paths
+              if p.startswith(prefix) and p.endswith("/benchmark.txt")]  # fmt: skip
+    return [q for name in judged for q in judge_v11.checkout_paths(name)]
+
+
 def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
     """spec: ``{commit, location, repo (None: a given path), paths}``. Writes the marker; returns its content."""
     location, commit = spec["location"], spec["commit"]
@@ -77,6 +89,8 @@ def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
     # a judged checkout cell needs a judge ptflow knows (refused at planning where the checkout was here already)
     judged = JUDGE_DIR in spec["paths"]
     protocol = judge_protocol(str(Path(location).resolve()), commit) if judged else None
+    if protocol is not None and protocol.version == "v1.1":  # its panel's votes key on what each judge reads
+        objects = object_ids(location, commit, sorted({*spec["paths"], *_v11_paths(spec["paths"])}))
     data = {
         "commit": commit,
         "path": str(Path(location).resolve()),

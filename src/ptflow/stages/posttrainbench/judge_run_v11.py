@@ -82,7 +82,7 @@ def verdict(
         shutil.rmtree(stale, ignore_errors=True)
     root = Path(tempfile.mkdtemp(prefix=label, dir=workspace.parent))  # the same filesystem: files linked
     try:
-        outcome = _run(cell, judge, workspace, auth, trace_md, kept, runtime, checkout, root, log)
+        outcome = _run(cell, judge, workspace, auth, trace_md, kept, runtime, checkout, root, log, vote)
         if (kept / STDOUT).is_file():
             text = (kept / STDOUT).read_text(errors="replace")
             write_text_atomic(
@@ -93,8 +93,25 @@ def verdict(
         shutil.rmtree(root, ignore_errors=True)  # the auth.json link goes, the file it points at stays
 
 
+def cli_settings(judge: v11.PtbPanelJudge, where: Path, base_url: str | None) -> dict[str, str]:
+    """What the judge's CLI needs beyond run_judge.sh's environment where ptflow, not PostTrainBench's image, set it
+    up, never inside the judge's home (which stays run_judge.sh's): codex reads ``OPENAI_BASE_URL`` (with the
+    ChatGPT sign-in too); opencode gets ptflow's settings (its XDG dirs under ``where``: the model declared, no
+    models.dev fetch or plugin install, the provider's baseURL), over which the task dir's opencode.json (the key)
+    is merged. ``base_url``: ``posttrainbench.judge.base_url`` (a gateway, or the tests' stand-in)."""
+    from ptflow.stages.agent.clis import CLIS
+    from ptflow.stages.agent.clis.base import CellHome
+
+    if judge.cli == "codex":
+        return {"OPENAI_BASE_URL": base_url} if base_url else {}
+    cli = CLIS[judge.cli]
+    where.mkdir(parents=True, exist_ok=True)
+    ctx = {"model": judge.model, "task_dir": "", "base_url": base_url, "root": False, "host_values": None}
+    return {**cli.env, **cli.write_home(CellHome(where, str(where), ""), ctx)}
+
+
 # size: the vote's parts, each needed once
-def _run(cell, judge, workspace, auth, trace_md, kept, runtime, checkout, root, log) -> dict:
+def _run(cell, judge, workspace, auth, trace_md, kept, runtime, checkout, root, log, vote) -> dict:
     from ptflow.cluster.runtime import HOME_BOUND, container_env, runtime_argv
 
     home, job_tmp = root / "home", root / "tmp"
@@ -108,6 +125,9 @@ def _run(cell, judge, workspace, auth, trace_md, kept, runtime, checkout, root, 
     container = runtime is not None and runtime.kind in HOME_BOUND
     env = judge.env(os.environ.get("PATH", ""), dict(os.environ))
     binds = judge.binds(checkout["path"], job_tmp, auth)
+    env |= cli_settings(judge, root / "cli", vote.get("base_url"))
+    if (root / "cli").is_dir():  # the CLI's own settings, outside the judge's home, at the same path inside
+        binds.append((str(root / "cli"), str(root / "cli")))
     command = judge.argv(prompt)
     if container:  # run_judge.sh's apptainer exec: the home at /home/ben, the binds at their places
         command = runtime_argv(

@@ -217,6 +217,10 @@ def build_judge_home(entries: list[tuple[str, Path | str]], home: Path, link=Non
     for rel, source in entries:
         dest = home / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
+        if not (isinstance(source, Path) and source.is_dir()):
+            # a file over a linked tree's (.codex/config.toml): a file of its own, never written through the link
+            # into the checkout's or the workspace's file
+            dest.unlink(missing_ok=True)
         if isinstance(source, str):
             dest.write_text(source)
         elif source.is_dir():
