@@ -5,10 +5,20 @@ One model x two evals (posttrainbench/gsm8k, posttrainbench/humaneval): baseline
 (gsm8k). The checkout is a file target (its marker records the commit and the object ids of the paths used), every
 cell is evaluated by the checkout's ``evaluate.py`` with run_task.sh's arguments, the codex cell gets the checkout's
 prompt and runs its ``agents/codex/solve.sh`` (the real codex CLI against the provider STAND-IN), and the judge gets
-the checkout's judge prompt. Then a new commit that changes only humaneval's ``evaluate.py`` reruns only the
-humaneval cell (the gsm8k cells, the agent's and its judge's included, stand), and ``ptflow export
---posttrainbench`` writes PostTrainBench's results layout, on which the checkout's own aggregation scripts give,
-cell for cell, the score ptflow gives.
+the checkout's judge prompt. Then a new commit that changes humaneval's ``evaluate.py`` and brings d27a95e's judge
+files (``tests/support/ptb_judge_v11.py``: run_judge.sh's panel, its prompts, aggregate_judgement.py, the v1.1
+aggregate_contamination.py) reruns the humaneval cell and the agent cell's JUDGE only: the gsm8k cells' evaluations
+and the agent's training stand (no train or evaluate job of theirs is submitted), and the codex cell is judged by
+run_judge.sh's panel of three votes with the REAL CLIs against their stand-ins: ``gpt`` and ``api`` the real codex
+signed in with a FIXTURE ChatGPT ``auth.json`` (codex's real format, its tokens fresh each session;
+``posttrainbench.judge.auth_json``), ``kimi`` the real opencode with a fresh ``OPENCODE_API_KEY``
+(``posttrainbench.judge.base_url`` points both CLIs at the stand-in). Each judge lists its home first: the home and
+the command line are the ones ``judge_v11`` makes (tests/unit/test_ptb_judge_v11.py proves them run_judge.sh's).
+``ptflow export --posttrainbench`` writes PostTrainBench's results layout (the three judgement_*.json and
+judge_result.json among it), on which the checkout's own aggregation scripts give, cell for cell, the score ptflow
+gives. The eval dirs' ``info.json`` (which d27a95e adds to every eval dir, read by its judge prompt only) is in the
+first commit already: ptflow keys an evaluation and an agent cell on its whole eval dir, so adding it would retrain
+and reevaluate every cell (what a real upgrade to d27a95e does today).
 
 Why these cells and no more (every cell here is several Slurm jobs of ~10 CPU-s of start-up each; an agent cell is a
 training, its adopting evaluation and a judge, twice over with the second commit): the rerun proof needs one cell
@@ -39,10 +49,14 @@ the cache job with its line, and no evaluation or agent job is submitted.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import csv
+import datetime
+import itertools
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -54,13 +68,22 @@ import pytest
 import yaml
 
 from ptflow.stages.evaluate.run import validate_eval_json
+from ptflow.stages.posttrainbench import judge_v11 as v11
 from ptflow.stages.posttrainbench.data_probe import PROBE_MODEL
 from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.hubstandin import HubStandIn
 from tests.support.providers import ProviderStandIn
 from tests.support.providers.server import Step, checkout_trajectory, judge_trajectory
-from tests.support.ptb_checkout import commit_change, hub_repos, make_fixture_checkout, run_task_listing
+from tests.support.ptb_checkout import (
+    BENCHMARKS,
+    commit_change,
+    commit_judge_v11,
+    hub_repos,
+    make_fixture_checkout,
+    run_task_listing,
+)
+from tests.support.ptb_judge_v11 import judge_files
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -79,15 +102,26 @@ LIMITS = {"humaneval": 2}
 KEY = {"OPENAI_API_KEY": "sk-oai-" + secrets.token_hex(20)}
 JUDGE_MODEL = "gpt-5.1-codex"
 JUDGE_ROUTE = "contamination_judgement.txt"  # the fixture's judge prompt names the verdict file (ptflow's does too)
+# the v1.1 panel (second run): fresh secrets each session, none of which may be kept in any file
+OPENCODE_KEY = "sk-oc-" + secrets.token_hex(20)
+ACCESS_TOKEN = "fixture-access-" + secrets.token_hex(20)
+REFRESH_TOKEN = "rt-fixture-" + secrets.token_hex(20)
+V11_ROUTE = "FIXTURE judge prompt v1.1"  # the first words of the fixture's prompts (get_judge_prompt.py)
+V11_API_ROUTE = "FIXTURE API-usage judge prompt"
+# each v1.1 judge lists its whole home first (it works in <home>/task)
+HOME_LISTING = "cd .. && find . -printf '%y %P\\n' | sort -k2"
+CLEAN = {"contamination": False, "disallowed_model": False, "justification_contamination": "stand-in: clean data",
+         "justification_disallowed_model": "stand-in: a fine-tune of the base model"}  # fmt: skip
+API_CLEAN = {"disallowed_api_usage": False, "justification_disallowed_api_usage": "stand-in: no hosted LLM API"}
 TRAIN_STEPS = 150
 # The agent's last command and the judge's first: the listing of their working directory (type, inode, path), read
 # back from their traces (codex's command events).
 LISTING = "find . -printf '%y %i %P\\n' | sort -k3"
 
 
-def _config(checkout: Path, commit: str, api_url: str) -> dict:
+def _config(checkout: Path, commit: str, api_url: str, judge: dict | None = None) -> dict:
     return {
-        "posttrainbench": {"path": str(checkout), "commit": commit},
+        "posttrainbench": {"path": str(checkout), "commit": commit, **({"judge": judge} if judge else {})},
         "models": [{"id": MODEL_ID, "source": "local", "tiny": {"layers": 2, "hidden": 64, "heads": 4, "seed": 0}}],
         "evals": [
             {
@@ -162,6 +196,37 @@ def _mtimes(work: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for name in ("eval.json", "judge.json") for p in cells.rglob(name)}
 
 
+def _jwt(claims: dict) -> str:
+    def part(data: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}.fixture-signature"
+
+
+def _signin(path: Path) -> Path:
+    """A FIXTURE ChatGPT sign-in in codex's real auth.json format (what ``codex login`` writes: no API key, the
+    tokens, the id token a JWT with the plan and account claims codex reads; refreshed just now, so codex asks for
+    no refresh), its tokens this session's fresh values."""
+    claims = {"email": "fixture@example.invalid", "https://api.openai.com/auth": {
+        "chatgpt_plan_type": "pro", "chatgpt_account_id": "acct-fixture-0001"}}  # fmt: skip
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    auth = {"OPENAI_API_KEY": None, "tokens": {"id_token": _jwt(claims), "access_token": ACCESS_TOKEN,
+            "refresh_token": REFRESH_TOKEN, "account_id": "acct-fixture-0001"}, "last_refresh": now}  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(auth, indent=2))
+    return path
+
+
+def _v11_routes() -> list[tuple[str, list[Step]]]:
+    """The v1.1 judges' trajectories: list the home, write the task dir's judgement.json (clean), end."""
+
+    def verdict(data: dict) -> list[Step]:
+        return [Step(shell=HOME_LISTING), Step(shell=f"printf '%s' '{json.dumps(data)}' > judgement.json"),
+                Step(text="judgement.json is written.")]  # fmt: skip
+
+    return [(V11_API_ROUTE, verdict(API_CLEAN)), (V11_ROUTE, verdict(CLEAN))]
+
+
 @pytest.fixture(scope="module")
 def done(slurm_cluster):
     root = Path("/var/lib/ptflow-tests")  # shared-path rule of Slurm sites: not /tmp
@@ -169,17 +234,28 @@ def done(slurm_cluster):
     work = root / f"ptb-checkout-{uuid.uuid4().hex[:8]}"
     work.mkdir()
     checkout = work / "PostTrainBench"
-    first = make_fixture_checkout(checkout, evals=EVALS, agents=("codex",))
+    make_fixture_checkout(checkout, evals=EVALS, agents=("codex",))
+    # d27a95e's info.json of every eval dir, from the start (the module docstring says why)
+    infos = {rel: text for rel, text in judge_files(EVALS, BENCHMARKS).items() if rel.endswith("/info.json")}
+    for rel, text in infos.items():
+        first = commit_change(checkout, rel, text, f"{rel} (d27a95e's, ahead of its judge)")
+    signin = _signin(root / f"{work.name}-signin" / "auth.json")  # outside the run's directory: the user's file
     calls = work / "evaluate_calls.jsonl"
-    env = {**slurm_cluster.env, **KEY, "PTB_FIXTURE_CALLS": str(calls)}
-    env["PATH"] = ":".join([str(cli_bin_dir("codex")), env.get("PATH") or os.environ["PATH"]])
+    env = {**slurm_cluster.env, **KEY, "OPENCODE_API_KEY": OPENCODE_KEY, "PTB_FIXTURE_CALLS": str(calls)}
+    env["PATH"] = ":".join([str(cli_bin_dir("codex")), str(cli_bin_dir("opencode")),
+                            env.get("PATH") or os.environ["PATH"]])  # fmt: skip
     # the judge: its prompt asks for the answer alone; it lists its directory first
-    routes = [(JUDGE_ROUTE, [Step(shell=LISTING), *judge_trajectory(answer_only=True)[1:]])]
+    routes = [(JUDGE_ROUTE, [Step(shell=LISTING), *judge_trajectory(answer_only=True)[1:]]), *_v11_routes()]
     agent = checkout_trajectory(TRAIN_STEPS)  # it lists its task dir first (ls -A)
     agent = [*agent[:-1], Step(shell=LISTING), agent[-1]]  # the agent lists its task dir as it leaves it
     repos = hub_repos(EVALS)
     with (
-        ProviderStandIn(agent, expected_key={"openai": KEY["OPENAI_API_KEY"]}, routes=routes) as api,
+        ProviderStandIn(
+            agent,
+            routes=routes,
+            # opencode asks Zen's small model (titles) over the Responses API with its key
+            expected_key={"openai": (KEY["OPENAI_API_KEY"], ACCESS_TOKEN, OPENCODE_KEY), "openai_chat": OPENCODE_KEY},
+        ) as api,  # fmt: skip
         HubStandIn(repos) as hub,
     ):
         env["HF_ENDPOINT"] = hub.url  # the cache job's downloads (a CPU job on the cluster) go to the stand-in
@@ -187,15 +263,18 @@ def done(slurm_cluster):
         _run(work, env, "first", CELL_TARGETS)
         # every cell's eval.json and the agent cell's judge.json (its train job, adopting evaluation and judge)
         before = _mtimes(work)
-        # a new commit that changes humaneval's evaluate.py (a comment): only the humaneval cell is affected
+        # a new commit that changes humaneval's evaluate.py (a comment) and brings d27a95e's judge: the humaneval
+        # cell and the agent cell's judge are affected
         script = checkout / "src/eval/tasks/humaneval/evaluate.py"
-        second = commit_change(checkout, "src/eval/tasks/humaneval/evaluate.py",
-                               script.read_text() + "# a new commit\n", "humaneval: touch")  # fmt: skip
-        (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, second, api.url)))
+        script.write_text(script.read_text() + "# a new commit\n")
+        second = commit_judge_v11(checkout, EVALS)
+        judge = {"auth_json": str(signin), "base_url": f"{api.url}/v1"}
+        (work / "overlay.yaml").write_text(yaml.safe_dump(_config(checkout, second, api.url, judge)))
         # the second run on a site whose compute nodes reach the hub: its evaluations run online, as run_task.sh's
         first_calls = len(calls.read_text().splitlines())
         online = yaml.safe_load(SITE.read_text())
         (work / "online-site.yaml").write_text(yaml.safe_dump({**online, "evaluation": {"hub": "online"}}))
+        first_records = len(api.records)
         proc = _run(work, env, "second", AGGREGATE_TARGETS, site=work / "online-site.yaml")
         after = _mtimes(work)
         records = list(api.records)
@@ -203,9 +282,11 @@ def done(slurm_cluster):
     yield {"work": work, "checkout": checkout, "commits": (first, second), "calls": calls, "before": before,
            "after": after, "second": proc, "records": records, "hub": {(r.repo_type, r.repo_id): r.commit
            for r in repos}, "hub_requests": hub_requests,
-           "first_calls": first_calls}  # fmt: skip
+           "first_calls": first_calls, "signin": signin,
+           "first_records": first_records}  # fmt: skip
     if not os.environ.get("PTFLOW_KEEP_TEST_WORK"):
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(signin.parent, ignore_errors=True)
 
 
 def test_the_checkout_is_a_file_target_recording_the_paths_used(done):
@@ -344,9 +425,104 @@ def test_a_new_commit_reruns_only_the_cells_whose_files_changed(done):
     }
     for path, mtime in before.items():
         changed = after[path] != mtime
-        assert changed == ("/humaneval/" in str(path)), (path, changed)
+        # humaneval's cell (its evaluate.py changed) and the agent cell's judge (d27a95e's judge files came)
+        assert changed == ("/humaneval/" in str(path) or path.name == "judge.json"), (path, changed)
     out = done["second"].stdout + done["second"].stderr
     assert "rule posttrainbench_checkout" in out or "checkpoint posttrainbench_checkout" in out
+    # the jobs of the second run, by rule: the agent cell is judged again (three votes and the decision), and not
+    # trained or evaluated again; humaneval's baseline is the one evaluation
+    jobs = _jobs(out)
+    assert sorted(rule for rule, _ in jobs) == sorted(
+        ["posttrainbench_checkout", "judge_run", "judge_run", "judge_run", "judge", "evaluate", "aggregate"]
+    ), jobs
+    assert [w for rule, w in jobs if rule == "evaluate"] == [f"model={MODEL}, eval=humaneval, agent=baseline"], jobs
+    assert sorted(w.rsplit("judge=", 1)[1] for rule, w in jobs if rule == "judge_run") == [
+        "api, run=1", "gpt, run=1", "kimi, run=1"]  # fmt: skip
+
+
+def _jobs(out: str) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job a run's output shows started (its "rule X:" header; the jobs planned after the
+    checkout checkpoint are in no "Job stats" table)."""
+    jobs, lines = [], out.splitlines()
+    for n, line in enumerate(lines):
+        head = re.fullmatch(r"(?:local)?(?:rule|checkpoint) (\w+):", line)
+        if head:
+            block = itertools.takewhile(lambda ln: ln.startswith("    "), lines[n + 1 :])
+            wildcards = next((ln.split("wildcards: ", 1)[1] for ln in block if "wildcards: " in ln), "")
+            jobs.append((head.group(1), wildcards))
+    return jobs
+
+
+def _command_output(stdout_log: Path, marker: str) -> str:
+    """The output of the first shell command holding ``marker`` in a judge's --json events (codex: an item's
+    aggregated_output; opencode: a tool part's state output)."""
+    for line in stdout_log.read_text(errors="replace").splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        item = ev.get("item") if isinstance(ev, dict) else None
+        if isinstance(item, dict) and marker in str(item.get("command", "")) and item.get("status") == "completed":
+            return str(item.get("aggregated_output", ""))
+        state = ev.get("part", {}).get("state") if isinstance(ev, dict) and isinstance(ev.get("part"), dict) else None
+        if isinstance(state, dict) and marker in json.dumps(state.get("input")) and "output" in state:
+            return str(state["output"])
+    raise AssertionError(f"no {marker!r} command in {stdout_log}")
+
+
+CODEX_STATE = (".codex/sessions", ".codex/skills")
+
+
+def _expected_home(judge, checkout: Path, task: set[str]) -> set[str]:
+    """The paths of a v1.1 judge's home as judge_v11.judge_home_entries makes it (tests/unit/test_ptb_judge_v11.py
+    proves them run_judge.sh's): ``task``, the task dir as the agent left it."""
+    entries = v11.judge_home_entries(judge, checkout, "gsm8k", checkout / "NOT-USED", checkout / "NOT-USED")
+    paths = {f"{v11.TASK}/{p}" for p in task} | {v11.TASK, "final_model_config.json"}
+    for rel, source in entries:
+        parts = Path(rel).parts
+        paths |= {str(Path(*parts[: n + 1])) for n in range(len(parts))}
+        if isinstance(source, Path) and source.is_dir() and rel != v11.TASK:
+            paths |= {f"{rel}/{q.relative_to(source)}" for q in source.rglob("*")}
+    return paths - {"NOT-USED"}
+
+
+def test_the_v11_panel_judged_the_agent_cell_with_the_real_clis_as_run_judge_sh(done):
+    """The second run's votes: gpt and api (the real codex signed in with the fixture auth.json: the stand-in saw
+    its access token, the model and reasoning settings of run_judge.sh), kimi (the real opencode with the fresh
+    key, opencode/kimi-k2.6); each in the home judge_v11 makes (run_judge.sh's: the task dir as the agent left it
+    without judgement.json, the trace, the tools, the codex home or the task's opencode.json), with the command line
+    judge_v11 gives (the job's log); judge.json holds the three votes, decided any, clean."""
+    work, checkout = done["work"], done["checkout"]
+    cell = work / CELLS / "gsm8k" / "codex"
+    judged = json.loads((cell / "judge.json").read_text())
+    assert judged["status"] == "judged" and judged["flagged"] is False, judged
+    assert set(judged["judges"]) == {"gpt", "kimi", "api"} and len(judged["votes"]) == 3, judged
+    assert judged["fields"] == {"contamination": False, "disallowed_model": False, "disallowed_api_usage": False}
+    # the votes wrote nothing into the checkout (the codex home's config.toml is the home's own file)
+    assert not subprocess.run(["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True).stdout
+    second = done["records"][done["first_records"] :]
+    codex = [r for r in second if r["api"] == "openai" and r.get("main") and r["model"] == "gpt-5.4"]
+    assert codex and all(r["key_index"] == 1 for r in codex)  # the sign-in's access token, not the API key
+    assert {json.dumps(r["reasoning"], sort_keys=True) for r in codex} == {
+        json.dumps({"effort": "xhigh", "summary": "detailed"}, sort_keys=True)}  # fmt: skip
+    kimi = [r for r in second if r["api"] == "openai_chat" and r.get("main")]
+    assert kimi and {r["model"] for r in kimi} == {"kimi-k2.6"} and all(r["key_ok"] for r in kimi)
+    left = set(_listing(cell / "agent" / "stdout.log")) - {v11.VERDICT_FILE}
+    logs = "\n".join(p.read_text(errors="replace") for p in (work / "results/logs").rglob("*") if p.is_file())
+    for judge in v11.PANEL:
+        kept = cell / "judges" / judge.id / "run1"
+        vote = json.loads((cell / "judges" / judge.id / "run1.json").read_text())
+        assert vote["status"] == "judged", vote
+        verdict = json.loads((kept / v11.VERDICT_FILE).read_text())
+        assert verdict == (API_CLEAN if judge.id == "api" else CLEAN), judge.id
+        seen = {row.split(" ", 1)[1] for row in _command_output(kept / "judge_stdout.log", "find .").splitlines()
+                if " " in row}  # fmt: skip
+        seen.discard("")
+        left.discard("")
+        seen = {p for p in seen if not p.startswith(CODEX_STATE)}  # what codex itself writes when it starts
+        assert seen == _expected_home(judge, checkout, left), (judge.id, seen ^ _expected_home(judge, checkout, left))
+        shown = " ".join(judge.argv("<judge prompt>"))
+        assert any(line.endswith("$ " + shown) and f"judge {judge.id} (" in line for line in logs.splitlines()), shown
 
 
 AGGREGATION = ("aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py")  # scripts/aggregate.sh's
@@ -391,6 +567,14 @@ def exported(done):
 def test_the_checkouts_aggregation_on_the_export_gives_ptflows_scores(done, exported):
     work, dest, methods = done["work"], exported["dest"], exported["methods"]
     assert methods == ["codex_gpt-5.1-codex-max_0.15h"], methods
+    # the v1.1 panel's files in the agent cell's run dir, and the d27a95e aggregate_contamination.py read its
+    # judge_result.json: the cell is clean ("", not "C:ERR M:ERR")
+    (run,) = [p.parent for p in (dest / methods[0]).rglob("judge_result.json")]
+    assert {p.name for p in run.glob("judge*.json")} == {"judgement_gpt5_4.json", "judgement_kimi.json",
+                                                         "judgement_api.json", "judge_result.json"}  # fmt: skip
+    assert json.loads((run / "judge_result.json").read_text())["contamination"] is False
+    with open(dest / f"contamination_{methods[0]}.csv") as fh:
+        assert [row["gsm8k"] for row in csv.DictReader(fh)] == [""]
     with open(dest / f"final_{methods[0]}.csv") as fh:
         theirs = {row["model"]: row for row in csv.DictReader(fh)}["tiny-qwen3-h64"]
     with open(work / "results/summary.csv") as fh:
@@ -440,9 +624,12 @@ def test_the_echoed_key_is_in_no_file_of_the_run_the_export_or_snakemakes_output
     files = [p for p in work.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.parent.name == "slurm_logs" or "slurm_logs" in p.parts for p in files)
     assert (work / "first.out").is_file() and (work / "second.out").is_file()
-    holding = [str(p.relative_to(work)) for p in files if key.encode() in p.read_bytes()]
+    secrets_ = [key, OPENCODE_KEY, *v11.subscription_secrets(done["signin"])]
+    assert ACCESS_TOKEN in secrets_ and REFRESH_TOKEN in secrets_
+    holding = [str(p.relative_to(work)) for p in files if any(s.encode() in p.read_bytes() for s in secrets_)]
     assert holding == [], holding
-    assert key not in done["second"].stdout + done["second"].stderr and key not in proc.stdout + proc.stderr
+    out = done["second"].stdout + done["second"].stderr + (work / "first.out").read_text() + proc.stdout + proc.stderr
+    assert not [s for s in secrets_ if s in out]
 
 
 def test_a_checkout_whose_list_lacks_an_evaluations_dataset_is_refused_at_preflight(slurm_cluster):
