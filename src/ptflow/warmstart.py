@@ -47,6 +47,8 @@ import time
 import traceback
 from pathlib import Path
 
+from ptflow.jobenv import FACTS_ENV
+
 SOCKET_ENV = "PTFLOW_WARM_SOCKET"
 MAX_ZYGOTES = 4  # distinct job environments of one run (the local default has two: scripts and the evaluation kit)
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -117,7 +119,8 @@ def _run_warm(argv: list[str], path: list[str]) -> int | None:
         conn.connect(answer.split(" ", 1)[1])
         sys.stdout.flush()
         sys.stderr.flush()
-        request = json.dumps({"cwd": os.getcwd(), "path": path, "argv": argv}).encode()
+        own = {k: os.environ[k] for k in PER_JOB_ENV if k in os.environ}
+        request = json.dumps({"cwd": os.getcwd(), "path": path, "argv": argv, "env": own}).encode()
         socket.send_fds(conn, [struct.pack("!Q", len(request))], [0, 1, 2])
         conn.sendall(request)
         reader = conn.makefile("r")
@@ -149,9 +152,19 @@ def _ask(path: str, message: dict) -> str:
 # ---- the broker ----
 
 
+# Variables each job sets for itself and its children (its facts file, ptflow.jobenv): not part of the environment a
+# zygote imports under, so jobs differing only there share one; the job's child sets them from its request.
+PER_JOB_ENV = (FACTS_ENV,)
+
+
+def shared_env(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k not in PER_JOB_ENV}
+
+
 def environment_key(message: dict) -> str:
-    """Jobs share a zygote only when their Python, environment and module path are the same."""
-    identity = [message["prefix"], sorted(message["env"].items()), message["path"]]
+    """Jobs share a zygote only when their Python, environment (but the per-job variables) and module path are the
+    same."""
+    identity = [message["prefix"], sorted(shared_env(message["env"]).items()), message["path"]]
     return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
 
 
@@ -215,9 +228,9 @@ def _differences(job: dict, earlier: list[dict]) -> str:
     and sys.path entries."""
     if not earlier:
         return ""
-    env = job["env"]
+    env = shared_env(job["env"])
     diffs = [
-        sorted(k for k in env.keys() | e["env"].keys() if env.get(k) != e["env"].get(k))
+        sorted(k for k in env.keys() | shared_env(e["env"]).keys() if env.get(k) != e["env"].get(k))
         + [f"sys.path {p}" for p in sorted(set(job["path"]) ^ set(e["path"]))]
         + (["sys.path order"] if set(job["path"]) == set(e["path"]) and job["path"] != e["path"] else [])
         for e in earlier
@@ -250,7 +263,7 @@ def _fork_zygote(broker: socket.socket, path: str, job: dict, modules: list[str]
 def _zygote(listener: socket.socket, job: dict, modules: list[str]) -> None:
     broker = os.getppid()
     os.environ.clear()
-    os.environ.update(job["env"])  # before the imports: what modules read at import time is the jobs' own
+    os.environ.update(shared_env(job["env"]))  # before the imports: what modules read at import time is the jobs' own
     sys.path[:] = job["path"]
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     t0 = time.monotonic()
@@ -309,6 +322,9 @@ def _child(conn: socket.socket) -> int:
         os.dup2(fd, target)
         os.close(fd)
     os.chdir(job["cwd"])
+    for name in PER_JOB_ENV:  # the zygote's value is another job's (or none)
+        os.environ.pop(name, None)
+    os.environ.update(job.get("env", {}))
     sys.path[:] = job["path"]
     sys.argv[:] = job["argv"]
     conn.sendall(f"pid {os.getpid()}\n".encode())

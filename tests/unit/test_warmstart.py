@@ -258,3 +258,17 @@ def test_the_driver_presets_what_torch_sets_at_import(tmp_path):
         [sys.executable, "-c", code], env={**env, **warm_import_env()}, capture_output=True, text=True, check=True
     )
     assert json.loads(preset.stdout) == {}
+
+
+def test_jobs_differing_only_in_their_own_facts_file_share_a_zygote():
+    """Each job exports its facts file (ptflow.jobenv.FACTS_ENV) to its children: a per-job value, which must not
+    fork a zygote per job (each imports torch for seconds); another variable still does."""
+    from ptflow.jobenv import FACTS_ENV
+    from ptflow.warmstart import environment_key
+
+    def message(**env):
+        return {"prefix": "/venv", "env": {"PATH": "/bin", **env}, "path": ["/src"]}
+
+    one, two = message(**{FACTS_ENV: "a.log.facts.json"}), message(**{FACTS_ENV: "b.log.facts.json"})
+    assert environment_key(one) == environment_key(two) == environment_key(message())
+    assert environment_key(message(HF_HUB_OFFLINE="1")) != environment_key(message())
