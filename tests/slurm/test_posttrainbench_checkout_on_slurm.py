@@ -49,10 +49,8 @@ the cache job with its line, and no evaluation or agent job is submitted.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import csv
-import datetime
 import itertools
 import json
 import os
@@ -72,6 +70,7 @@ from ptflow.stages.posttrainbench import judge_v11 as v11
 from ptflow.stages.posttrainbench.data_probe import PROBE_MODEL
 from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
+from tests.support.codex_sign_in import write_codex_sign_in
 from tests.support.hubstandin import HubStandIn
 from tests.support.providers import ProviderStandIn
 from tests.support.providers.server import Step, checkout_trajectory, judge_trajectory
@@ -196,27 +195,6 @@ def _mtimes(work: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for name in ("eval.json", "judge.json") for p in cells.rglob(name)}
 
 
-def _jwt(claims: dict) -> str:
-    def part(data: dict) -> str:
-        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
-
-    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}.fixture-signature"
-
-
-def _signin(path: Path) -> Path:
-    """A FIXTURE ChatGPT sign-in in codex's real auth.json format (what ``codex login`` writes: no API key, the
-    tokens, the id token a JWT with the plan and account claims codex reads; refreshed just now, so codex asks for
-    no refresh), its tokens this session's fresh values."""
-    claims = {"email": "fixture@example.invalid", "https://api.openai.com/auth": {
-        "chatgpt_plan_type": "pro", "chatgpt_account_id": "acct-fixture-0001"}}  # fmt: skip
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    auth = {"OPENAI_API_KEY": None, "tokens": {"id_token": _jwt(claims), "access_token": ACCESS_TOKEN,
-            "refresh_token": REFRESH_TOKEN, "account_id": "acct-fixture-0001"}, "last_refresh": now}  # fmt: skip
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(auth, indent=2))
-    return path
-
-
 def _v11_routes() -> list[tuple[str, list[Step]]]:
     """The v1.1 judges' trajectories: list the home, write the task dir's judgement.json (clean), end."""
 
@@ -239,7 +217,8 @@ def done(slurm_cluster):
     infos = {rel: text for rel, text in judge_files(EVALS, BENCHMARKS).items() if rel.endswith("/info.json")}
     for rel, text in infos.items():
         first = commit_change(checkout, rel, text, f"{rel} (d27a95e's, ahead of its judge)")
-    signin = _signin(root / f"{work.name}-signin" / "auth.json")  # outside the run's directory: the user's file
+    # outside the run's directory: the user's file
+    signin = write_codex_sign_in(root / f"{work.name}-signin" / "auth.json", ACCESS_TOKEN, REFRESH_TOKEN)
     calls = work / "evaluate_calls.jsonl"
     env = {**slurm_cluster.env, **KEY, "OPENCODE_API_KEY": OPENCODE_KEY, "PTB_FIXTURE_CALLS": str(calls)}
     env["PATH"] = ":".join([str(cli_bin_dir("codex")), str(cli_bin_dir("opencode")),

@@ -263,6 +263,13 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
                 f"environment variable {key} is not set but agents {', '.join(sorted(agents))} need it; "
                 f"export {key} before running (or drop those agents from matrix.agents)"
             )
+    if panel and any(cfg.agent_for(c.agent).spec.agent_cli for c in cfg.cells):
+        for judge_id, credentials in panel.sign_ins.items():  # a subscription sign-in: its file, never its content
+            if not Path(credentials).is_file():
+                problems.append(
+                    f"judge {judge_id}'s sign_in.credentials: no credentials file at {credentials}; sign its CLI in "
+                    "(codex login writes ~/.codex/auth.json) and name that file there, or give the judge keys instead"
+                )
     graded: dict[str, set[str]] = {}
     for eval_id in sorted({c.eval for c in cfg.cells}):
         for key in cfg.evals[eval_id].grader_keys:

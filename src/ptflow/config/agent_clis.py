@@ -46,6 +46,11 @@ CLI_PACKAGES: dict[str, CliPackage] = {
     )
 }
 
+# Where a CLI signed in with a subscription instead of an API key reads its credentials file, relative to its home
+# (config key judge's sign_in.credentials): codex's ChatGPT sign-in, ``$CODEX_HOME/auth.json`` as ``codex login``
+# writes it (a cell's CODEX_HOME is its home's .codex). The other CLIs' sign-ins are not known to ptflow.
+SIGN_IN_FILES: dict[str, str] = {"codex": ".codex/auth.json"}
+
 
 def build_arg(name: str) -> str:
     """The image recipes' build argument holding CLI ``name``'s version (envs/standard.def: CLAUDE_CLI_VERSION)."""

@@ -10,9 +10,11 @@ each judge is its own file target (a vote, ``judges/<id>/run<k>.json``); rule ``
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
+from ptflow.config.agent_clis import SIGN_IN_FILES
 from ptflow.config.validate import ConfigError
 
 # field -> (the verdict file an agentic judge writes it in, its first-line answers -> flagged). PostTrainBench's
@@ -36,7 +38,7 @@ EFFECTS = ("fallback", "stop", "record")  # record: shown beside the cell, the s
 JUDGE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # what a judge's settings hand to its CLI (the vote's job params): the rest of a judge's keys shape the panel
-CLI_SETTINGS = ("agent", "cli", "model", "keys", "base_url")
+CLI_SETTINGS = ("agent", "cli", "model", "keys", "base_url", "sign_in")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,11 @@ class Judge:
     @property
     def keys(self) -> list[str]:
         return list(self.settings.get("keys") or [])
+
+    @property
+    def sign_in(self) -> str | None:
+        """The subscription's credentials file this judge's CLI is signed in with (an absolute path), if any."""
+        return (self.settings.get("sign_in") or {}).get("credentials")
 
     def to_params(self) -> dict:
         return {"id": self.id, "runs": self.runs, "decision": self.decision, "fields": list(self.fields)}
@@ -83,6 +90,11 @@ class JudgePanel:
     def keys(self) -> list[str]:
         """Every judge's key names (preflight asks the environment for each)."""
         return list(dict.fromkeys(k for j in self.judges for k in j.keys))
+
+    @property
+    def sign_ins(self) -> dict[str, str]:
+        """judge id -> its subscription credentials file (preflight asks that each is a file)."""
+        return {j.id: j.sign_in for j in self.judges if j.sign_in}
 
     @property
     def agentic(self) -> bool:
@@ -130,7 +142,29 @@ def _judge(raw: dict, where: str, default_id: str | None = None) -> Judge:
             f"config error at {where}.fields: ptflow's judge prompt asks an agent judge {' and '.join(VERDICT_FIELDS)}"
             f" only, not {', '.join(unasked)}; give those fields to a cli judge"
         )
+    if "sign_in" in settings:
+        settings["sign_in"] = _sign_in(settings, where)
     return Judge(judge_id, settings, runs, decision, fields)
+
+
+def _sign_in(settings: dict, where: str) -> dict:
+    """``sign_in: {credentials: <file>}``, checked, the path made absolute (the vote's job reads it from wherever it
+    runs; a path is no secret: the file's content never enters params, results or logs)."""
+    raw, cli = settings["sign_in"], settings.get("agent")
+    if not cli:
+        raise ConfigError(f"config error at {where}.sign_in: only an agent judge signs in (its CLI reads the "
+                          "credentials file); a cli judge gets its key through keys")  # fmt: skip
+    if cli not in SIGN_IN_FILES:
+        raise ConfigError(f"config error at {where}.sign_in: ptflow knows no subscription sign-in of {cli} (it knows "
+                          f"{', '.join(SIGN_IN_FILES)}'s); give {cli} an API key in keys instead")  # fmt: skip
+    credentials = raw.get("credentials") if isinstance(raw, dict) else None
+    if not isinstance(credentials, str) or not credentials.strip():
+        raise ConfigError(f"config error at {where}.sign_in: give sign_in: {{credentials: <path of {cli}'s "
+                          f"{SIGN_IN_FILES[cli].rsplit('/', 1)[-1]}>}}")  # fmt: skip
+    if settings.get("keys"):
+        raise ConfigError(f"config error at {where}: keys and sign_in together; {cli} signed in uses the subscription "
+                          "with its API key variables emptied: remove keys or sign_in")  # fmt: skip
+    return {"credentials": os.path.abspath(os.path.expanduser(credentials))}
 
 
 def panel_of(raw: dict | None) -> JudgePanel | None:

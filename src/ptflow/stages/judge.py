@@ -35,6 +35,7 @@ from ptflow.config.judges import DEFAULT_FIELDS, JSON_VERDICT_FILE, VERDICT_FIEL
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import Masker, run_masked
 from ptflow.specs import JudgeSpec, StageRuntime
+from ptflow.stages.agent import sign_in
 from ptflow.stages.posttrainbench import judge_run_v11
 
 MAX_FIELD = 2000  # characters of one tool input/output kept in trace.md
@@ -199,6 +200,7 @@ def judge_cell(
         )
     # the agent's keys (names, values from this job's environment), the judge's, every secret-looking variable
     redact = Masker.for_env(os.environ, [*keys, *((judge or {}).get("keys") or [])])
+    redact = sign_in.masking(redact, _credentials(judge))  # a subscription's tokens too
     stdout = (trace_dir / "stdout.log").read_text(errors="replace")
     stderr = (trace_dir / "stderr.log").read_text(errors="replace")
     trace_md = trace_dir / "trace.md"
@@ -264,6 +266,11 @@ def _stdin_verdict(cell: dict, judge: dict, trace_md: Path, fields=DEFAULT_FIELD
     if proc.returncode != 0:
         raise JudgeError(f"judge {' '.join(argv)} exited {proc.returncode}: {stderr.strip()[-500:]}")
     return parse_verdict(stdout, argv, fields)
+
+
+def _credentials(judge: dict | None) -> str | None:
+    """The subscription credentials file the judge's CLI is signed in with (config ``sign_in``), if any."""
+    return ((judge or {}).get("sign_in") or {}).get("credentials")
 
 
 def read_verdict_files(task_dir: Path, exact: bool = False, fields=DEFAULT_FIELDS) -> dict:
@@ -395,12 +402,16 @@ def _agentic_verdict(
             **cell_environment(spec, dict(os.environ)),
             **prepare_cli_home(spec, host_home, home, workdir, os.geteuid() == 0),
         }
+        credentials, sign_in_binds = _credentials(judge), []
+        if credentials:  # the subscription, mounted where the CLI reads it; with a key set the CLI would use that
+            sign_in_binds = sign_in.mount(cli.name, credentials, host_home, home, container)
+            env |= sign_in.emptied_keys(cli.name)
         template = cli.judge_command or cli.command
         command = [part.format(model=judge["model"], prompt=prompt, task_dir=workdir) for part in template]
         if runtime:
             from ptflow.cluster.runtime import container_env, runtime_argv
 
-            binds = [str(root)] + ([] if container else [str(host_home)])
+            binds = [str(root)] + ([] if container else [str(host_home)]) + sign_in_binds
             command = runtime_argv(
                 runtime.site_runtime, command, image=runtime.image, job_dir=str(host_home), agent_cell=True, gpus=0,
                 binds=sorted(set(runtime.binds) | set(binds)), workdir=workdir,
@@ -414,6 +425,7 @@ def _agentic_verdict(
         out_log = trace_dir / "judge_stdout.log"
         # the judge's keys, the CLI's key variable, every secret-looking variable of the job and the child: ***
         masker = Masker.for_env({**os.environ, **env}, judge.get("keys") or [])
+        masker = sign_in.masking(masker, credentials)
         with open(out_log, "wb") as so, open(trace_dir / "judge_stderr.log", "wb") as se:
             try:
                 rc = run_masked(command, masker, so, se, timeout=limit, cwd=task_dir, env=env)

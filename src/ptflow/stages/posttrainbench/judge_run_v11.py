@@ -26,6 +26,7 @@ from ptflow.config.judges import Judge, JudgePanel
 from ptflow.files import link_tree, write_text_atomic
 from ptflow.keys import Masker, run_masked
 from ptflow.specs import StageRuntime
+from ptflow.stages.agent import sign_in
 from ptflow.stages.posttrainbench import judge_v11 as v11
 
 PROTOCOL = "v1.1"
@@ -54,7 +55,7 @@ def masker_for(judge: v11.PtbPanelJudge, auth: str, env: dict[str, str], keys=()
     """The values no kept file may hold: the judge's key, the job's secret-looking variables, and every token of the
     subscription's auth.json (read when the vote starts: codex may rotate them, the old ones are masked too)."""
     base = Masker.for_env(env, [*keys, *([judge.key] if judge.key else [])])
-    return Masker([*base.values, *v11.subscription_secrets(auth)]) if judge.subscription else base
+    return sign_in.masking(base, auth) if judge.subscription else base
 
 
 def _link(source: Path, dest: Path) -> None:

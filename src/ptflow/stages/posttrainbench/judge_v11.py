@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.config import posttrainbench as ptb
+from ptflow.stages.agent.sign_in import subscription_secrets  # noqa: F401 (moved there; v11.subscription_secrets)
 
 HOME = "/home/ben"  # the judges' home inside the container (run_judge.sh's --home <job_dir>:/home/ben)
 TASK = "task"  # the task dir under the home, the judges' working directory (--pwd /home/ben/task)
@@ -258,19 +259,6 @@ def subscription_auth(checkout: str | Path) -> Path:
     """The ChatGPT sign-in the codex judges use: the checkout's ``agents/codex_non_api/auth.json`` (never in git;
     mounted into the judge's home, never copied into results)."""
     return Path(checkout, SUBSCRIPTION_AUTH)
-
-
-def subscription_secrets(auth_json: str | Path) -> list[str]:
-    """The values of a codex ``auth.json`` to mask in whatever the judge leaves (its tokens, and an API key where it
-    holds one): every string under ``tokens`` and ``OPENAI_API_KEY``. A missing or unreadable file has none."""
-    try:
-        data = json.loads(Path(auth_json).read_text())
-    except (OSError, ValueError):
-        return []
-    tokens = data.get("tokens") if isinstance(data, dict) else None
-    values = [v for v in (tokens or {}).values() if isinstance(v, str)] if isinstance(tokens, dict) else []
-    key = data.get("OPENAI_API_KEY") if isinstance(data, dict) else None
-    return values + ([key] if isinstance(key, str) else [])
 
 
 # ---- verdicts, and what the export writes ----
