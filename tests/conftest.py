@@ -86,6 +86,11 @@ LONG_FIRST = (
     "tests/e2e/test_default_matrix.py",
     "tests/e2e/test_agent_cells.py",
     "tests/e2e/test_posttrainbench_offline.py",
+    # the local workflow modules of issues 48-50 (45-110 s each, CPU-bound)
+    "tests/e2e/test_repeats.py",
+    "tests/e2e/test_judge_panel.py",
+    "tests/e2e/test_spend_budget.py",
+    "tests/e2e/test_seeds_in_train_job.py",
     "tests/slurm/test_workflow_on_slurm.py",
     "tests/slurm/test_resume_on_slurm.py",
     "tests/slurm/test_ray_launcher.py",
@@ -93,6 +98,10 @@ LONG_FIRST = (
     # after the status test has made its queue: its "Pending" wait timed out once beside this module's jobs
     "tests/slurm/test_real_agent_clis_on_slurm.py",
     "tests/slurm/test_posttrainbench_checkout_on_slurm.py",
+    # issues 48 and 50: 2.5-4 minutes each, mostly waiting on their Slurm jobs (a repeated cell's seeds, five cells
+    # failing for their causes and one rerun); in the tail they ran alone
+    "tests/slurm/test_repeats_and_seeds_on_slurm.py",
+    "tests/slurm/test_failure_causes_on_slurm.py",
     # 3-4 minutes of waiting on its caps: not in the tail (it ended the first full run of issue 34's second cut alone,
     # 160 s after the other three workers had finished)
     "tests/slurm/test_cluster_limits_on_slurm.py",

@@ -202,12 +202,14 @@ def test_judge_ran_real_codex_as_cpu_jobs(done, slurm_cluster):
     work, _, records = done
     judge = _main(records, "openai", JUDGE_MODEL)
     assert len(judge) >= 3 and all(r["status"] == 200 for r in judge)  # one judge (JUDGED), three requests
-    logs = list((work / "results" / "logs" / "judge").rglob("*.log"))
-    assert [p.stem for p in logs] == [JUDGED], logs
+    # the panel of one judge (config judge: codex): one vote, judges/codex/run1, and the panel's decision
+    logs = list((work / "results" / "logs" / "judge_run").rglob("*.log"))
+    assert [(p.parent.parent.name, p.parent.name, p.stem) for p in logs] == [(JUDGED, "codex", "run1")], logs
     assert all("judge (codex, gpt-5.1-codex) in a copy of" in p.read_text() for p in logs)
-    # the judge was a Slurm job of its own (not the login node), with no GPU in its request
-    assert len(list((work / ".snakemake" / "slurm_logs" / "rule_judge").rglob("*.log"))) == 1
-    blocks = [b for b in (work / "snakemake.out").read_text().split("rule ") if b.startswith("judge:")]
+    # the vote was a Slurm job of its own (not the login node), with no GPU in its request; the decision is not
+    assert len(list((work / ".snakemake" / "slurm_logs" / "rule_judge_run").rglob("*.log"))) == 1
+    assert not (work / ".snakemake" / "slurm_logs" / "rule_judge").exists()
+    blocks = [b for b in (work / "snakemake.out").read_text().split("rule ") if b.startswith("judge_run:")]
     assert len(blocks) == 1 and not any("gpu" in b.split("resources:")[1].splitlines()[0] for b in blocks)
 
 
