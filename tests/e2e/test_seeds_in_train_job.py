@@ -1,8 +1,8 @@
 """Evaluation seeds of an agent cell made in its train job's allocation, as PostTrainBench's final evaluation runs
 them in the agent's job (issue 48), through `make demo`'s profile: the train job evaluates each seed in turn after
 the agent (a later seed from the first seed's ladder stage), stages each, and each seed's evaluate_seed job adopts
-its seed (a CPU job of seconds); the cell's eval.json is the mean over both. Deleting one seed's file evaluates that
-seed again in a job of its own; the agent never runs again.
+its seed (a CPU job of seconds); the cell's eval.json is the mean over both. Deleting one seed's file plans that
+seed's evaluation alone; the agent never runs again.
 
 The agent is the scripted stand-in (``python -m ptflow.standins.scripted_agent``: a real program standing in for an
 agent CLI, no LLM API); the eval is the default's ``add`` sampled at temperature 0.7 (so the second seed counts)."""
@@ -71,15 +71,13 @@ def test_the_train_job_evaluates_every_seed_and_their_jobs_adopt_them(done):
     assert mean["metrics"]["value"] == pytest.approx((first["metrics"]["value"] + second["metrics"]["value"]) / 2)
 
 
-def test_a_deleted_seed_is_evaluated_again_alone_without_the_agent(done):
+def test_a_deleted_seed_is_planned_alone_without_the_agent(done):
+    """Deleting one seed's file plans that seed's evaluation alone (and the mean, the aggregate): no training. Its job
+    then evaluates by itself: the train job's staged evaluation was moved away when it was adopted (asserted above;
+    ptflow.stages.evaluate.in_train_job), and a seed evaluated in its own job is proved through the Slurm plugin by
+    tests/slurm/test_repeats_and_seeds_on_slurm.py."""
     work, config = done
     (cell(work) / "seeds" / "6" / "eval.json").unlink()
     planned = plan(work, "--configfile", str(config))
     assert set(planned) - {"all"} == {"evaluate_seed", "seed_mean", "aggregate"}, planned.text[-2000:]
     assert {Path(out).parent.name for out in planned["evaluate_seed"]} == {"6"}  # its eval.json and inspect dir
-    snakemake(work, "--configfile", str(config))
-    again = json.loads((cell(work) / "seeds" / "6" / "eval.json").read_text())
-    assert again["status"] == "scored" and again.get("evaluated_in") != "train_job"
-    assert "seed 6: evaluating in this job: its train job left no evaluation" in log(
-        work, "evaluate", "scripted", "6.log"
-    )
