@@ -1,4 +1,5 @@
 import os
+import signal
 import uuid
 from pathlib import Path
 
@@ -10,6 +11,23 @@ from tests.support.slurm_session import SESSION_ENV, stop_if_ours
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).parent
+
+
+# The signal dispositions this test process started with. Job code run in-process (ptflow.jobenv.rule_log) ignores
+# Slurm's warning for the whole process, as it should in a job; an ignored signal stays ignored in every child, and a
+# bash that starts with USR1 ignored cannot trap it. Left over, it made a later test's supervised batch script deaf to
+# the warning (tests/unit/test_supervise.py failed in CI with exit 0, on whichever worker ran such a test first).
+_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_STARTED_WITH = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each test, and the fixtures it sets up first (a Slurm cluster's daemons), start with the session's signal
+    dispositions, whatever an earlier test's in-process job code set."""
+    for sig, handler in _STARTED_WITH.items():
+        if handler is not None:
+            signal.signal(sig, handler)
 
 
 @pytest.fixture

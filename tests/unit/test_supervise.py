@@ -47,12 +47,21 @@ def test_batch_script_is_shellcheck_clean_and_stops_before_the_limit(tmp_path):
         assert out.returncode == 0, out.stdout
 
 
+def _as_slurm_starts_it() -> None:
+    """The batch shell starts with the warning and TERM at their default actions, as slurmstepd starts it: a bash that
+    inherits USR1 ignored cannot trap it (this test process may ignore it: ptflow's in-job code does)."""
+    for sig in (signal.SIGUSR1, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _run(tmp_path, **kw) -> subprocess.Popen:
     trainer = tmp_path / "trainer.py"
     trainer.write_text(TRAINER)
     script = supervise.render_batch_script(tmp_path / "job.sbatch", str(trainer), sys.executable, **kw)
     env = {**os.environ, "PTFLOW_ATTEMPT": "1", "OUT": str(tmp_path / "saved")}
-    return subprocess.Popen(["bash", str(script)], env=env, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        ["bash", str(script)], env=env, stderr=subprocess.PIPE, text=True, preexec_fn=_as_slurm_starts_it
+    )
 
 
 def _started(tmp_path) -> None:
@@ -78,7 +87,8 @@ def test_internal_timeout_reaches_a_trainer_still_starting_up(tmp_path):
     script = supervise.render_batch_script(tmp_path / "job.sbatch", str(trainer), sys.executable,
                                            internal_timeout=1, kill_after=30, poll=1)  # fmt: skip
     env = {**os.environ, "PTFLOW_ATTEMPT": "1", "OUT": str(tmp_path / "saved")}
-    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=40)
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=40,
+                          preexec_fn=_as_slurm_starts_it)  # fmt: skip
     assert proc.returncode == 75 and (tmp_path / "saved").read_text() == "SIGUSR1", proc.stderr
     assert proc.stderr.count("internal timeout (1 s)") == 1  # said once, sent until heard
 
@@ -109,7 +119,8 @@ def test_a_warning_before_the_trainer_has_a_pid_is_not_lost(tmp_path):
     assert "kill -USR1 $$" in text
     script.write_text(text)
     env = {**os.environ, "PTFLOW_ATTEMPT": "1", "OUT": str(tmp_path / "saved")}
-    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=40)
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=40,
+                          preexec_fn=_as_slurm_starts_it)  # fmt: skip
     assert proc.returncode == 75 and (tmp_path / "saved").read_text() == "SIGUSR1", proc.stderr
 
 
