@@ -32,10 +32,11 @@ demo: venv
 	@cat results/leaderboard.md
 
 # Every test, the real Slurm cluster ones included (they start it themselves). pytest's exit 5 (no tests
-# collected) fails here like any other non-zero exit. Four workers on two cores: the Slurm tests mostly wait on the
-# cluster, so the CPU-bound workflow runs go on beside them (scopes: tests/conftest.py, suite_scope). With three
-# the CPUs idled a fifth of the time (bench/RESULTS.md, the suite).
-TEST_WORKERS ?= 4
+# collected) fails here like any other non-zero exit. Five workers on two cores: the Slurm tests mostly wait on the
+# cluster, so the CPU-bound workflow runs go on beside them (scopes: tests/conftest.py, suite_scope). With four the
+# CPUs idled 15 % of the run (all four workers waiting on Slurm at once) and the suite took 1,163-1,180 s; with five,
+# 4 % and 1,065 s on the same machine (bench/RESULTS.md, the suite).
+TEST_WORKERS ?= 5
 test: venv
 	-$(PYTEST_ENV) $(VENV)/bin/pytest --collect-only -q -p no:cacheprovider > /dev/null  # the caches above, once (errors: below)
 	$(PYTEST_ENV) $(VENV)/bin/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)

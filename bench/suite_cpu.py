@@ -1,7 +1,7 @@
 """Where the suite's CPU goes: run pytest with tests/support/cpu_meter.py and print CPU-seconds per module and per
 fixture setup (the suite is CPU-bound on 2 cores, so wall time follows CPU time).
 
-    .venv/bin/python bench/suite_cpu.py [--out DIR] [--workers 4] [-- pytest args]
+    .venv/bin/python bench/suite_cpu.py [--out DIR] [--workers 5] [-- pytest args]
     .venv/bin/python bench/suite_cpu.py --report DIR      # only print the figures of an earlier run
 
 Per module: wall (its phases summed; under workers they overlap), the CPU of the worker's process tree (local
@@ -79,7 +79,7 @@ def report(out: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="where the meter writes (default: a new temporary directory)")
-    ap.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "4")))
+    ap.add_argument("--workers", type=int, default=int(os.environ.get("TEST_WORKERS", "5")))
     ap.add_argument("--report", type=Path, help="print the figures of an earlier run's directory and stop")
     args, extra = ap.parse_known_args()
     if args.report:
