@@ -65,6 +65,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ptflow.stages.agent.sign_in import subscription_secrets
 from ptflow.stages.evaluate.run import validate_eval_json
 from ptflow.stages.posttrainbench import judge_v11 as v11
 from ptflow.stages.posttrainbench.data_probe import PROBE_MODEL
@@ -603,7 +604,7 @@ def test_the_echoed_key_is_in_no_file_of_the_run_the_export_or_snakemakes_output
     files = [p for p in work.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.parent.name == "slurm_logs" or "slurm_logs" in p.parts for p in files)
     assert (work / "first.out").is_file() and (work / "second.out").is_file()
-    secrets_ = [key, OPENCODE_KEY, *v11.subscription_secrets(done["signin"])]
+    secrets_ = [key, OPENCODE_KEY, *subscription_secrets(done["signin"])]
     assert ACCESS_TOKEN in secrets_ and REFRESH_TOKEN in secrets_
     holding = [str(p.relative_to(work)) for p in files if any(s.encode() in p.read_bytes() for s in secrets_)]
     assert holding == [], holding

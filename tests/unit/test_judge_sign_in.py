@@ -12,7 +12,6 @@ from ptflow.config.judges import panel_of
 from ptflow.config.validate import ConfigError
 from ptflow.keys import Masker
 from ptflow.stages.agent import sign_in
-from ptflow.stages.posttrainbench import judge_v11
 from tests.conftest import REPO
 from tests.support.codex_sign_in import write_codex_sign_in
 
@@ -92,4 +91,3 @@ def test_the_sign_in_is_mounted_never_copied_and_its_tokens_masked(tmp_path):
     masker = sign_in.masking(Masker(["sk-some-key-0123456789"]), auth)
     assert masker.mask(f"{ACCESS} {REFRESH} sk-some-key-0123456789") == "*** *** ***"
     assert sign_in.masking(masker, None) is masker
-    assert judge_v11.subscription_secrets is sign_in.subscription_secrets  # one sign-in for both panels

@@ -17,6 +17,7 @@ import pytest
 from ptflow.config import posttrainbench as ptb
 from ptflow.config.load import resolve
 from ptflow.config.validate import ConfigError
+from ptflow.stages.agent.sign_in import subscription_secrets
 from ptflow.stages.posttrainbench import judge_v11 as v11
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from tests.conftest import REPO
@@ -214,7 +215,7 @@ def test_each_judges_home_command_line_and_environment_are_run_judge_shs(tmp_pat
     assert api_home - set(alone["api"]["files"]) == {"task/opencode.json"}
     # the subscription: auth.json bound onto an empty placeholder, never copied; its tokens are what ptflow masks
     assert everyone[0]["files"][".codex/auth.json"] == hashlib.sha256(b"").hexdigest()
-    secrets = v11.subscription_secrets(v11.subscription_auth(root))
+    secrets = subscription_secrets(v11.subscription_auth(root))
     assert "rt-fixture-refresh-0123456789" in secrets and len(secrets) == 4
 
 

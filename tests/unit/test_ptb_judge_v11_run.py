@@ -15,6 +15,7 @@ from pathlib import Path
 from ptflow.config.load import resolve
 from ptflow.jobs.build import Jobs
 from ptflow.jobs.rule_values import RuleInputs
+from ptflow.stages.agent.sign_in import subscription_secrets
 from ptflow.stages.judge import judge_cell
 from ptflow.stages.judge_panel import _vote, decide
 from ptflow.stages.posttrainbench import judge_run_v11
@@ -124,7 +125,7 @@ def test_each_vote_runs_its_judge_as_run_judge_sh_and_keeps_its_verdict(tmp_path
     # the sign-in was there (linked, not copied), and nothing kept holds its tokens or the key
     printed = [json.loads(ln) for ln in (cell_dir / "judges/gpt/run1/judge_stdout.log").read_text().splitlines()]
     assert printed[0]["auth"] and "fixture-access-token" not in printed[0]["auth"] and "***" in printed[0]["auth"]
-    secrets = [*v11.subscription_secrets(auth), KEY]
+    secrets = [*subscription_secrets(auth), KEY]
     for path in cell_dir.rglob("*"):
         if path.is_file():
             assert not any(s in path.read_text(errors="replace") for s in secrets), path

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.config import posttrainbench as ptb
-from ptflow.stages.agent.sign_in import subscription_secrets  # noqa: F401 (moved there; v11.subscription_secrets)
 
 HOME = "/home/ben"  # the judges' home inside the container (run_judge.sh's --home <job_dir>:/home/ben)
 TASK = "task"  # the task dir under the home, the judges' working directory (--pwd /home/ben/task)
