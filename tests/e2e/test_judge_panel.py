@@ -17,6 +17,7 @@ import yaml
 
 from ptflow.ops.status import judge_text
 from tests.e2e.smk import REPO, plan, snakemake
+from tests.support.codex_sign_in import write_codex_sign_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -84,6 +85,28 @@ def test_a_judge_added_to_the_config_runs_only_its_votes(done, tmp_path):
     extra = cell(done).relative_to(done) / "judges" / "extra"
     assert jobs["judge_run"] == {str(extra / "run1.json"), str(extra / "run2.json")}, jobs.text[-3000:]
     assert not CELL_RULES & set(jobs) and set(jobs) <= {"judge_run", "judge", "aggregate", "all"}, jobs.text[-3000:]
+
+
+def test_a_signed_in_judge_is_planned_alone_and_a_missing_credentials_file_is_refused_before_any_job(done, tmp_path):
+    """A judge's ``sign_in`` through Snakemake: the signed-in codex judge's one vote is planned on the finished cell,
+    nothing else; the vote itself (the real codex signed in against its stand-in) is
+    tests/integration/test_judge_sign_in.py's. Without the file, the run stops at its start naming the judge, the key
+    and the path, before any job."""
+    auth = write_codex_sign_in(tmp_path / "user" / "auth.json", "fixture-access-token", "fixture-refresh-token")
+    signed = tmp_path / "signed.yaml"
+    panel = yaml.safe_load(Path(OVERLAY).read_text())["judge"]
+    panel["judges"].append({"id": "signed", "agent": "codex", "model": "gpt-5.1-codex",
+                            "sign_in": {"credentials": str(auth)}})  # fmt: skip
+    signed.write_text(json.dumps({"judge": panel}))
+    jobs = plan(done, "--configfile", OVERLAY, str(signed), env=ENV)
+    vote = cell(done).relative_to(done) / "judges" / "signed" / "run1.json"
+    assert jobs["judge_run"] == {str(vote)}, jobs.text[-3000:]
+    assert not CELL_RULES & set(jobs), jobs.text[-3000:]
+    auth.unlink()
+    refused = snakemake(done, "--configfile", OVERLAY, str(signed), env=ENV, check=False)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and f"judge signed's sign_in.credentials: no credentials file at {auth}" in said
+    assert not (done / vote).exists() and "rule judge_run:" not in said, said[-3000:]
 
 
 def test_other_decision_rules_decide_again_without_judging_and_a_stop_field_stops_the_aggregation(done, tmp_path):
