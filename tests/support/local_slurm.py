@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -44,10 +45,61 @@ REQUIRED_BINARIES = (
 )
 DB_NAME = "slurm_acct_db"
 DB_USER = "slurm"
+# The daemons' start, apt install excluded. A freshly booted, busy machine's first start (MariaDB initialising, the
+# daemons' files read from disk, pytest workers importing beside it) is far slower than the usual 8-10 s.
+START_TIMEOUT_ENV = "PTFLOW_SLURM_START_TIMEOUT"
+DEFAULT_START_TIMEOUT = 300.0
+# A slurmd whose node slurmctld still does not report ready this long after the slurmd started is restarted once: a
+# new slurmd registers at once, where slurmctld by itself asks an unregistered node again only every
+# SlurmdTimeout/3 (100 s by default).
+REREGISTER_AFTER = 30.0
 
 
 class SlurmClusterError(RuntimeError):
     """The cluster could not be started, or an operation on it failed."""
+
+
+def start_timeout() -> float:
+    return float(os.environ.get(START_TIMEOUT_ENV) or DEFAULT_START_TIMEOUT)
+
+
+_REASON = re.compile(r"\bReason=(.*?)(?= \w+=|$)")
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node as slurmctld reports it (``scontrol show node -o``)."""
+
+    name: str
+    state: str  # base state and flags, e.g. IDLE, UNKNOWN+NOT_RESPONDING, IDLE+DRAIN
+    reason: str = ""
+    slurmd_start: str = "None"  # slurmctld's record of the registered slurmd's start; "None" before it registered
+
+    @property
+    def ready(self) -> bool:
+        """Registered and free for jobs: IDLE with no flag (NOT_RESPONDING, DRAIN, INVALID_REG ...)."""
+        return self.state == "IDLE"
+
+    def describe(self) -> str:
+        reason = f" Reason={self.reason}" if self.reason else ""
+        return f"State={self.state}{reason} SlurmdStartTime={self.slurmd_start}"
+
+
+def parse_nodes(text: str) -> dict[str, NodeState]:
+    """``scontrol show node -o`` output, one node a line; Reason's value may hold spaces."""
+    nodes = {}
+    for line in text.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "NodeName" not in fields:
+            continue
+        reason = _REASON.search(line)
+        nodes[fields["NodeName"]] = NodeState(
+            fields["NodeName"],
+            fields.get("State", "?"),
+            reason.group(1).strip() if reason else "",
+            fields.get("SlurmdStartTime", "None"),
+        )
+    return nodes
 
 
 @dataclass(frozen=True)
@@ -164,7 +216,9 @@ class LocalSlurmCluster:
         self._node_ports = {host: port_base + 1, "node2": port_base + 11, SPARE_NODE: port_base + 21}
         self.partitions: dict[str, Partition] = {p.name: p for p in (*PARTITIONS, SPARE_PARTITION)}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._argv: dict[str, list[str]] = {}
         self.startup_seconds: float | None = None
+        self.slurmd_restarts: list[str] = []  # nodes whose slurmd start() restarted because it had not registered
 
     # ---------------------------------------------------------------- attaching to an existing cluster
     @classmethod
@@ -262,9 +316,10 @@ class LocalSlurmCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def start(self, timeout: float = 90) -> LocalSlurmCluster:
-        """Bring the cluster up and wait until both nodes are idle. Raises SlurmClusterError."""
-        t0 = time.monotonic()
+    def start(self, timeout: float | None = None) -> LocalSlurmCluster:
+        """Bring the cluster up: each daemon in turn, each waited for until it answers, then every node until
+        slurmctld reports it IDLE. ``timeout`` (default PTFLOW_SLURM_START_TIMEOUT, else 300 s) bounds it all, the
+        apt install excluded. Raises SlurmClusterError naming the daemon that did not come up, with its log."""
         if self.external:
             ping = self.run(["scontrol", "ping"])
             if ping.returncode != 0:
@@ -274,20 +329,25 @@ class LocalSlurmCluster:
         if os.geteuid() != 0:
             raise SlurmClusterError("the local Slurm cluster needs root (slurmd runs jobs as their user)")
         self.ensure_installed()
+        t0 = time.monotonic()
+        deadline = t0 + (start_timeout() if timeout is None else timeout)
         self.stop()  # whatever a crashed earlier run left behind in this workdir
         self._check_ports_free()
+        self.slurmd_restarts = []
         try:
             self._prepare_workdir()
             self._link_default_conf()
-            self._start_munged()
+            self._start_munged(deadline)
             if self.accounting:
-                self._start_mysqld()
-                self._start_slurmdbd()
+                self._start_mysqld(deadline)
+                self._start_slurmdbd(deadline)
                 self._register_associations()
             self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf_path)])
+            # The slurmd start only once slurmctld answers: then each registers at its first try.
+            self._wait_for("slurmctld", self._ctld_answers, deadline, "slurmctld")
             for i, node in enumerate(self.all_nodes, start=1):
                 self._spawn(f"slurmd-{i}", ["slurmd", "-D", "-f", str(self.conf_path), "-N", node])
-            self._wait_nodes_idle(t0 + timeout)
+            self._wait_nodes_ready(deadline)
         except BaseException:
             self.stop()
             raise
@@ -427,18 +487,41 @@ class LocalSlurmCluster:
         )
         out.close()
         self._procs[name] = proc
+        self._argv[name] = argv
         self._record(name, proc.pid)
         return proc
 
-    def _wait_for(self, what: str, check, timeout: float, log: Path, proc_name: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():
-                return
-            if self._procs[proc_name].poll() is not None:
+    def _log_of(self, proc_name: str) -> Path:
+        if proc_name.startswith("slurmd-"):  # slurmd-<i>: its log is named after its node (SlurmdLogFile's %n)
+            return self.workdir / "log" / f"slurmd-{self.all_nodes[int(proc_name.split('-')[1]) - 1]}.log"
+        return self.workdir / "log" / f"{proc_name}.log"
+
+    def _daemon_report(self, proc_name: str, lines: int = 30) -> str:
+        """The daemon's process fact and the tail of its log (and of its stdout/stderr, where it wrote any)."""
+        proc = self._procs.get(proc_name)
+        alive = "not started" if proc is None else "running" if proc.poll() is None else f"exited {proc.returncode}"
+        log, out = self._log_of(proc_name), self.workdir / "log" / f"{proc_name}.out"
+        text = f"{proc_name} ({alive}); log {log}:\n{_tail(log, lines)}"
+        if out.is_file() and out.stat().st_size:
+            text += f"\n{out}:\n{_tail(out, 10)}"
+        return text
+
+    def _wait_for(self, what: str, check, deadline: float, proc_name: str) -> None:
+        """Poll ``check`` until it holds; fail at once if the daemon exited, else at ``deadline``. A check that
+        times out is a daemon not ready yet."""
+        t0 = time.monotonic()
+        while True:
+            try:
+                if check():
+                    return
+            except subprocess.TimeoutExpired:
+                pass
+            if self._procs[proc_name].poll() is not None or time.monotonic() >= deadline:
                 break
-            time.sleep(0.1)
-        raise SlurmClusterError(f"{what} did not come up; log {log}:\n{_tail(log, 30)}")
+            time.sleep(0.2)
+        raise SlurmClusterError(
+            f"{what} did not come up in {time.monotonic() - t0:.0f} s: {self._daemon_report(proc_name)}"
+        )
 
     def _check_ports_free(self) -> None:
         ports = [
@@ -580,7 +663,7 @@ class LocalSlurmCluster:
             + "\n"
         )
 
-    def _start_munged(self) -> None:
+    def _start_munged(self, deadline: float) -> None:
         key = self.workdir / "munge" / "munge.key"
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
         with os.fdopen(fd, "wb") as f:
@@ -601,7 +684,9 @@ class LocalSlurmCluster:
             ],
         )
         probe = ["munge", "-n", "-S", str(self._munge_socket)]
-        self._wait_for("munged", lambda: subprocess.run(probe, capture_output=True).returncode == 0, 15, log, "munged")
+        self._wait_for(
+            "munged", lambda: subprocess.run(probe, capture_output=True, timeout=10).returncode == 0, deadline, "munged"
+        )
 
     def _mysql(self, sql: str) -> subprocess.CompletedProcess[str]:
         sock = self.workdir / "run" / "mysqld.sock"
@@ -612,7 +697,7 @@ class LocalSlurmCluster:
             timeout=30,
         )
 
-    def _start_mysqld(self) -> None:
+    def _start_mysqld(self, deadline: float) -> None:
         datadir = self.workdir / "mysql"
         log = self.workdir / "log" / "mysqld.log"
         init = subprocess.run(
@@ -647,7 +732,7 @@ class LocalSlurmCluster:
                 "--innodb-lock-wait-timeout=900",
             ],
         )
-        self._wait_for("mariadbd", lambda: self._mysql("SELECT 1").returncode == 0, 30, log, "mysqld")
+        self._wait_for("mariadbd", lambda: self._mysql("SELECT 1").returncode == 0, deadline, "mysqld")
         pw = self._db_password
         grant = self._mysql(
             f"CREATE USER '{DB_USER}'@'127.0.0.1' IDENTIFIED BY '{pw}';"
@@ -656,14 +741,13 @@ class LocalSlurmCluster:
         if grant.returncode != 0:
             raise SlurmClusterError(f"creating the slurm DB user failed: {grant.stderr}")
 
-    def _start_slurmdbd(self) -> None:
+    def _start_slurmdbd(self, deadline: float) -> None:
         self._spawn("slurmdbd", ["slurmdbd", "-D"])
 
         def ready() -> bool:
             return self.run(["sacctmgr", "-n", "-P", "list", "cluster"], timeout=15).returncode == 0
 
-        log = self.workdir / "log" / "slurmdbd.log"
-        self._wait_for("slurmdbd", ready, 30, log, "slurmdbd")
+        self._wait_for("slurmdbd", ready, deadline, "slurmdbd")
 
     def _register_associations(self) -> None:
         c = self.cluster_name
@@ -685,18 +769,60 @@ class LocalSlurmCluster:
         ):
             self.run(cmd, check=True)
 
-    def _wait_nodes_idle(self, deadline: float) -> None:
-        states: dict[str, str] = {}
-        while time.monotonic() < deadline:
+    def _ctld_answers(self) -> bool:
+        return self.run(["scontrol", "ping"], timeout=15).returncode == 0
+
+    def node_states(self) -> dict[str, NodeState]:
+        """Every node as slurmctld reports it now; empty if it does not answer."""
+        try:
+            proc = self.run(["scontrol", "show", "node", "-o"], timeout=15)
+        except subprocess.TimeoutExpired:
+            return {}
+        return parse_nodes(proc.stdout) if proc.returncode == 0 else {}
+
+    def _wait_nodes_ready(self, deadline: float) -> None:
+        """Until slurmctld reports every node IDLE. A daemon that exits fails it at once; a node not ready
+        REREGISTER_AFTER seconds after its slurmd started gets that slurmd restarted, once."""
+        slurmds = {node: f"slurmd-{i}" for i, node in enumerate(self.all_nodes, start=1)}
+        started = dict.fromkeys(slurmds, time.monotonic())
+        while True:
             for name, proc in self._procs.items():
                 if proc.poll() is not None:
-                    raise SlurmClusterError(f"{name} exited ({proc.returncode}) during start-up\n{self.logs_tail()}")
-            out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], timeout=15)
-            states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
-            if out.returncode == 0 and all(states.get(n) == "idle" for n in self.all_nodes):
+                    raise SlurmClusterError(f"{name} exited during start-up: {self._daemon_report(name)}")
+            states = self.node_states()
+            waiting = [n for n in slurmds if not (n in states and states[n].ready)]
+            if not waiting:
                 return
+            now = time.monotonic()
+            if now >= deadline:
+                raise SlurmClusterError(self._nodes_not_ready(waiting, states))
+            for node in waiting:
+                if node not in self.slurmd_restarts and now - started[node] >= REREGISTER_AFTER:
+                    self._restart(slurmds[node])
+                    self.slurmd_restarts.append(node)
             time.sleep(0.25)
-        raise SlurmClusterError(f"nodes not idle in time (states {states})\n{self.logs_tail()}")
+
+    def _nodes_not_ready(self, waiting: list[str], states: dict[str, NodeState]) -> str:
+        ctld = "answers" if self._ctld_answers() else "does not answer"
+        lines = [f"nodes not ready in time: slurmctld {ctld}"]
+        for i, node in enumerate(self.all_nodes, start=1):
+            if node in waiting:
+                said = states[node].describe() if node in states else "not reported by slurmctld"
+                again = " (its slurmd was restarted once)" if node in self.slurmd_restarts else ""
+                lines.append(f"node {node}: {said}{again}; {self._daemon_report(f'slurmd-{i}', 15)}")
+        lines.append(self._daemon_report("slurmctld", 20))
+        return "\n".join(lines)
+
+    def _restart(self, name: str) -> None:
+        """Stop one daemon this object started (SIGTERM, then SIGKILL) and start it again with the same arguments."""
+        proc = self._procs[name]
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        self._spawn(name, self._argv[name])
 
     # ---------------------------------------------------------------- a maintenance restart, for tests
     def stop_controller(self) -> None:
@@ -738,12 +864,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("action", choices=["up", "down", "status"])
     ap.add_argument("--workdir", default=str(DEFAULT_WORKDIR))
     ap.add_argument("--no-accounting", action="store_true", help="no slurmdbd/MariaDB (sacct disabled)")
+    ap.add_argument(
+        "--timeout", type=float, default=None, help=f"start's bound in seconds (default ${START_TIMEOUT_ENV} or 300)"
+    )
     args = ap.parse_args(argv)
     cluster = LocalSlurmCluster(args.workdir, accounting=not args.no_accounting)
     state = cluster._read_state()
     if args.action == "up":
         try:
-            cluster.start()
+            cluster.start(args.timeout)
         except SlurmClusterError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
