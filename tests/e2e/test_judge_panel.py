@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow.ops.status import judge_text
+from ptflow.ops.status import cell_verdict
 from tests.e2e.smk import REPO, plan, snakemake
 from tests.support.codex_sign_in import write_codex_sign_in
 
@@ -56,7 +56,7 @@ def test_two_judges_one_by_majority_decide_the_cell_and_the_report_shows_the_vot
     assert overrun["fallback_reason"].startswith("judge flagged contamination")
     assert "(votes: gpt 2/3 contamination, kimi 0/1)" in overrun["fallback_reason"]
     assert "votes: gpt 2/3 contamination, kimi 0/1" in (done / "results" / "leaderboard.md").read_text()
-    assert judge_text(cell(done) / "judge.json") == "flagged contamination: gpt 2/3 contamination, kimi 0/1"
+    assert cell_verdict(cell(done) / "judge.json").text() == "flagged contamination: gpt 2/3 contamination, kimi 0/1"
     page = next((done / "results" / "report" / "cells").glob("*scripted-overrun*.html")).read_text()
     assert 'id="judge-votes">gpt 2/3 contamination, kimi 0/1' in page
 

@@ -130,12 +130,12 @@ def test_a_stop_field_flagged_stops_the_aggregation_and_a_fallback_field_falls_b
         votes = [clean, _vote("api", 1, disallowed_api_usage=api_flag)]
         (d / "judge.json").write_text(json.dumps({"status": "judged", **decide(panel, votes), "votes": votes}))
         cells.append(read_cell(d / "eval.json"))
-    assert cells[1].judge_effect == "stop" and cells[1].judge_votes == "gpt 0/1, api 1/1 disallowed_api_usage"
+    assert cells[1].verdict.effect == "stop" and cells[1].judge_votes == "gpt 0/1, api 1/1 disallowed_api_usage"
     with pytest.raises(ScoreError) as exc:
         score(cells)
     assert "cell org--m/add/cheat" in str(exc.value) and "disallowed_api_usage" in str(exc.value)
     assert "\n" not in str(exc.value)
-    assert isinstance(cells[0], ScoredCell) and cells[0].judge_effect is None
+    assert isinstance(cells[0], ScoredCell) and cells[0].verdict.effect is None
 
 
 def test_rule_judge_writes_judge_json_from_the_vote_files(tmp_path):

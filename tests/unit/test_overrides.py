@@ -134,7 +134,7 @@ def entry(field, value, cell=CELLS[0]):
 
 def test_decide_applies_overrides_over_the_judges_decided_fields():
     cleared = decide(JUDGED, [entry("contamination", False)])
-    assert (cleared.judge, cleared.flagged) == (JUDGE_CLEAN, False)
+    assert (cleared.state, cleared.flagged) == (JUDGE_CLEAN, False)
     assert cleared.fields == {"contamination": False, "disallowed_model": False}
     assert cleared.reason == "override: contamination=false (ops, 2026-11-30): why"
     # a panel's judge.json: its decided `fields` are read, not the top-level keys; a `stop` field keeps its effect
@@ -145,10 +145,10 @@ def test_decide_applies_overrides_over_the_judges_decided_fields():
     # flagged: false clears the whole verdict; flagged: true flags a cell whose fields are all clean
     assert decide(JUDGED, [entry("flagged", False)]).fields == {"contamination": False, "disallowed_model": False}
     whole = decide({**JUDGED, "contamination": False, "flagged": False}, [entry("flagged", True)])
-    assert whole.judge == JUDGE_FLAGGED and whole.effect == "fallback" and whole.reason.startswith("flagged (override")
+    assert whole.state == JUDGE_FLAGGED and whole.effect == "fallback" and whole.reason.startswith("flagged (override")
     # a cell no judge decided: the override is the whole verdict
     for judge in (None, {"status": "skipped"}, {"status": "no_verdict", "reason": "exit 1"}):
-        assert decide(judge, [entry("disallowed_model", False)]).judge == JUDGE_CLEAN
+        assert decide(judge, [entry("disallowed_model", False)]).state == JUDGE_CLEAN
         assert decide(judge, [entry("disallowed_model", True)]).fields == {"disallowed_model": True}
 
 

@@ -107,6 +107,7 @@ def test_run_dirs_names_and_files(run, tmp_path):
             "contamination_judgement.txt",
             "disallowed_model_judgement.txt",
             "final_model",
+            "judge_result.json",  # the verdict in d27a95e's encoding too
             "metrics.json",
             "prompt.txt",
             "solve_out.txt",
@@ -137,8 +138,8 @@ def test_run_dirs_names_and_files(run, tmp_path):
     agent = "claude_claude-opus-4-5_10h_run1/add_Qwen_Qwen3-1.7B-Base_2001"
     assert read(f"{agent}/metrics.json") == CHECKOUT_METRICS  # the checkout's file, byte for byte
     assert read(f"{agent}/time_taken.txt") == "10:00:00\n"
-    for name, text in CLEAN.items():
-        assert read(f"{agent}/{name}") == text
+    for name, text in CLEAN.items():  # the decided answer alone (the judge's evidence lines stay in ptflow's results)
+        assert read(f"{agent}/{name}") == text.splitlines()[0] + "\n"
     # run_task.sh writes echo "$PROMPT" > prompt.txt: the prompt (trailing newlines stripped by $(...)) and one newline
     assert read(f"{agent}/prompt.txt") == "post-train Qwen/Qwen3-1.7B-Base for add\n"
     assert read(f"{agent}/solve_out.txt") == '{"type": "result"}\n'

@@ -294,6 +294,11 @@ def test_ptflow_export_writes_a_v11_judged_cell_as_d27a95es_run_task_leaves_it(r
     trace = cell_dir(work / "results", BASE, "add", "opus") / "agent"
     for judge, verdict in (("gpt5_4", "codex"), ("kimi", "opencode"), ("api", "api")):
         (trace / f"judgement_{judge}.json").write_text(json.dumps(VERDICTS[verdict]))
+    # judge.json: the panel's decision of those votes (rule judge's), the one verdict the export writes
+    fields = {"contamination": True, "disallowed_model": False, "disallowed_api_usage": False}
+    effects = v11.panel_config()["effects"]
+    decided = {"status": "judged", "flagged": True, "fields": fields, "effects": effects, "effect": "fallback"}
+    (trace.parent / "judge.json").write_text(json.dumps(decided))
     dest = tmp_path / "ptb"
     export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=work, site=loaded.site)
     run_dir = next((dest / "claude_claude-opus-4-5_10h_run1").iterdir())

@@ -315,9 +315,8 @@ def test_a_fallback_without_a_baseline_value_and_evals_outside_factors_are_said(
     # one cell flagged where the baseline cell failed: compute_single_metrics.py would stop on that table
     write_cell(tmp_path, models[0], "gsm8k", "baseline", None, status="eval_failed",
                attempts=[{"max_new_tokens": 9, "ok": False, "error": "boom"}])  # fmt: skip
-    (cell_dir(tmp_path, models[0], "gsm8k", "agent") / "agent" / "contamination_judgement.txt").write_text(
-        "contamination detected\n"
-    )
+    flagged = {"status": "judged", "flagged": True, "contamination": True, "disallowed_model": False, "reason": "r"}
+    (cell_dir(tmp_path, models[0], "gsm8k", "agent") / "judge.json").write_text(json.dumps(flagged))
     settings = Settings(weights={"gsm8k": 1.0, "mmlu": 1.0}, reference={"zeroshot": {"gemma-3-4b-pt": {"gsm8k": 0.1}}})
     board = _board(paths, {"gsm8k": 0.5, "humaneval": 0.5}, settings).leaderboard
     assert board.agents["agent"].score is None

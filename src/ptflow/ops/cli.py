@@ -289,6 +289,7 @@ def cmd_report(ns) -> int:
 
 def cmd_export(ns) -> int:
     """The evaluated cells in PostTrainBench's results layout (ptflow.results.ptb_export), for its aggregate scripts."""
+    from ptflow.results import ptb_protocol
     from ptflow.results.overrides import accepted_cells, config_overrides
     from ptflow.results.ptb_export import export_posttrainbench
 
@@ -297,6 +298,10 @@ def cmd_export(ns) -> int:
     ctx = context_for_workdir(ns)
     overrides = config_overrides(ctx.cfg, ctx.snakefile.parent)  # scoring.overrides: exported as decided
     accepted = accepted_cells(ctx.cfg, ctx.snakefile.parent)  # exported as failed runs (PostTrainBench's baseline)
+    try:  # the checkout's aggregation, asked before anything is written: one ptflow cannot export to is refused
+        ptb_protocol.results_part(ctx.workdir, ctx.layout)
+    except ptb_protocol.ResultsPartError as exc:
+        raise SystemExit(f"ptflow export: {exc}") from None
     summary = export_posttrainbench(
         ctx.cfg,
         ctx.layout,
@@ -308,6 +313,9 @@ def cmd_export(ns) -> int:
     )
     for line in summary.lines():
         print(line)
+    for line in ptb_protocol.comparison_lines(ctx.cfg, ctx.layout, ctx.workdir, ctx.snakefile.parent, overrides,
+                                              accepted):  # fmt: skip
+        print(f"note: {line}")
     return 0
 
 

@@ -22,6 +22,7 @@ import yaml
 from ptflow.cluster import ownership, slurm
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
+from ptflow.results import verdict as verdicts
 from ptflow.results.causes import cause_lines, diagnose
 from ptflow.results.cell_state import (
     CANCELED,
@@ -260,38 +261,34 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, o
     active = driver_active(workdir)
     latest = run_ids[-1] if run_ids else None
     cells = [cell_state(c, layout, workdir, per_cell[c], run_of, slurm_logs, active, latest) for c in cfg.cells]
+    grouped = by_cell(overrides)
     for cell, st in zip(cfg.cells, cells, strict=True):
         if cfg.agent_for(cell.agent).kind == "cli-agent":  # the only cells whose manifest holds a spend
             st.api_usage = manifest_api_usage(workdir / layout.manifest(cell.model, cell.eval, cell.agent))
-            st.judge = judge_text(workdir / layout.judge_json(cell.model, cell.eval, cell.agent))
     for cell, st in zip(cfg.cells, cells, strict=True):  # why a cell is not scored (ptflow.results.causes)
         rule_logs = {r: workdir / layout.log(r, cell.model, cell.eval, cell.agent) for r in CELL_RULES}
         found = diagnose(st, workdir / layout.cell_dir(cell.model, cell.eval, cell.agent), rule_logs)
         st.cause = found.to_dict() if found else None
-    grouped = by_cell(overrides)
-    for st in cells:
-        st.override = "; ".join(entry.text() for entry in grouped.get(st.key, []))
-        entry = (accepted or {}).get(st.key)
-        st.accepted = entry.decision() if entry is not None else ""
+    for cell, st in zip(cfg.cells, cells, strict=True):  # the one verdict (ptflow.results.verdict), as scoring reads it
+        entries, taken = grouped.get(st.key, []), (accepted or {}).get(st.key)
+        st.override = "; ".join(entry.text() for entry in entries)
+        st.accepted = taken.decision() if taken is not None else ""
+        verdict = cell_verdict(workdir / layout.judge_json(cell.model, cell.eval, cell.agent), entries, taken)
+        st.verdict = verdict.to_dict() if verdict.state else None
+        st.judge = verdict.text() if verdict.vote_count or verdict.overrides and verdict.state else ""
+        if st.cause and st.cause.get("cause") == "no_verdict" and verdict.state != verdicts.NO_VERDICT:
+            st.cause = None  # an override decided what the judges left undecided
     return Snapshot(cells, jobs, job_cells, run_ids, active, error)
 
 
-def judge_text(judge_json: Path) -> str:
-    """A judged cell's verdict and its votes in a few words (``flagged contamination: gpt 2/3 contamination, kimi
-    0/1``); "" before its judge.json exists or where no judge voted."""
-    from ptflow.results.cells import _judge
-    from ptflow.stages.judge_panel import votes_text
-
+def cell_verdict(judge_json: Path, overrides=(), accepted=None) -> verdicts.CellVerdict:
+    """The cell's one verdict (``ptflow.results.verdict.of``) from its judge.json (none before it exists), its
+    overrides and its accepted failure."""
     try:
         data = json.loads(judge_json.read_text())
     except (OSError, ValueError):
-        return ""
-    votes = votes_text(data)
-    if not votes:
-        return ""
-    state, reason = _judge(data)
-    fields = reason.split(":", 1)[0] if state == "flagged" else ""
-    return f"{state}{' ' + fields if fields else ''}: {votes}"
+        data = None
+    return verdicts.of(data, overrides, accepted)
 
 
 # ---- presentation ----
@@ -318,7 +315,7 @@ def table(snap: Snapshot) -> str:
     lines += [f"override {c.key}: {c.override}" for c in snap.cells if c.override]  # scoring.overrides
     said = "counted at the base model's score, not run again"
     lines += [f"accepted {c.key}: {c.accepted} ({said})" for c in snap.cells if c.accepted]  # accepted failures
-    lines += [f"judges {c.key}: {c.judge}" for c in snap.cells if c.judge]  # the judge panel's votes
+    lines += [f"verdict {c.key}: {c.judge}" for c in snap.cells if c.judge]  # the one verdict, with the panel's votes
     lines += cause_lines(snap.cells)  # the cells not scored, grouped by cause, each cause with what to do
     if snap.slurm_error:
         lines.append(f"Slurm not queried: {snap.slurm_error}")

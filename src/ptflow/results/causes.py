@@ -218,10 +218,11 @@ def _read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def scored_cause(eval_data: dict | None, judge_data: dict | None = None) -> Diagnosis | None:
+def scored_cause(eval_data: dict | None, judge_data: dict | None = None, verdict=None) -> Diagnosis | None:
     """The cause of a finished cell not scored, from its eval.json and judge.json alone (the report's view): no
     final model (by the API error, spend cap or budget that ended the agent), every evaluation try failed, or the
-    judge gave no verdict; None for a scored cell."""
+    judge gave no verdict; None for a scored cell. ``verdict``: the cell's one verdict (``ptflow.results.verdict``)
+    where the caller has it: an undecided judge.json that an override decided is no cause."""
     if eval_data:
         run = eval_data.get("agent_run") or {}
         if eval_data.get("status") == "no_model":
@@ -237,6 +238,8 @@ def scored_cause(eval_data: dict | None, judge_data: dict | None = None) -> Diag
         if eval_data.get("status") == "eval_failed" or (tries and not any(t.get("ok") for t in tries)):
             return Diagnosis("eval_failed", EVALUATE, f"{len(tries)} evaluation tries, none succeeded")
     if judge_data and judge_data.get("status") == "no_verdict":
+        if verdict is not None and verdict.state != "no verdict":
+            return None
         return Diagnosis("no_verdict", JUDGE, str(judge_data.get("reason", ""))[:200])
     return None
 

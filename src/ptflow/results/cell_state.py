@@ -135,7 +135,10 @@ class CellStatus:
     cause: dict | None = None  # why it is not scored (ptflow.results.causes.Diagnosis.to_dict()), None when it is
     override: str = ""  # the cell's verdict overrides with their reasons (scoring.overrides), "" without
     accepted: str = ""  # why its failure was accepted, "reason (who, when)" (scoring.overrides' accepted), "" if not
-    judge: str = ""  # the judge panel's verdict and votes (judge.json): "flagged contamination (gpt 2/3 ..., kimi 0/1)"
+    judge: str = ""  # the one verdict and the panel's votes: "flagged contamination — gpt 2/3 contamination, kimi 0/1"
+    verdict: dict | None = (
+        None  # the one verdict (ptflow.results.verdict.CellVerdict.to_dict()), None without judge.json
+    )
 
     @property
     def key(self) -> str:

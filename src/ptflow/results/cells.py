@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.config import naming, tasks
+from ptflow.results import verdict as verdicts
 from ptflow.results.settings import Settings
-from ptflow.stages.judge_panel import votes_text
+from ptflow.results.verdict import CellVerdict
 
 SCORED, NO_MODEL, EVAL_FAILED, MISSING = "scored", "no_model", "eval_failed", "missing"
-JUDGE_CLEAN, JUDGE_FLAGGED, JUDGE_SKIPPED, JUDGE_NONE = "clean", "flagged", "not judged", ""
-JUDGE_NO_VERDICT = "no verdict"  # the judge ran but left no usable verdict: the cell counts as its base model
+# the verdict's states (ptflow.results.verdict), under the names the read side has used
+JUDGE_CLEAN, JUDGE_FLAGGED, JUDGE_SKIPPED, JUDGE_NONE = verdicts.CLEAN, verdicts.FLAGGED, verdicts.NOT_JUDGED, ""
+JUDGE_NO_VERDICT = verdicts.NO_VERDICT  # the judge ran but left no usable verdict: the cell counts as its base model
 
 
 class ScoreError(ValueError):
@@ -48,11 +50,9 @@ class ScoredCell:
     run: int
     status: str  # scored | no_model | eval_failed | missing
     metric: Metric | None = None
-    judge: str = JUDGE_NONE
-    judge_reason: str = ""
-    judge_votes: str = ""  # the judge panel's votes in a few words ("gpt 2/3 contamination, kimi 0/1")
-    judge_vote_count: int = 0  # how many votes the panel decided from (one: the votes say nothing the verdict does not)
-    judge_effect: str | None = None  # what the decided verdict does: fallback | stop (judge.effects) | None
+    # the cell's one verdict (ptflow.results.verdict): the judges', with the overrides and accepted failure applied
+    # by scoring (ptflow.results.overrides.apply_overrides/apply_accepted); every view reads it
+    verdict: CellVerdict = field(default_factory=lambda: CellVerdict(JUDGE_NONE))
     status_detail: str = ""
     eval_json: str = ""
     cell_dir: str = ""
@@ -66,10 +66,6 @@ class ScoredCell:
     # rescore/<scorer>.json beside eval.json (rule rescore): the stored inspect log's metric under each scorer
     rescored: dict[str, float] = field(default_factory=dict)
     judge_record: dict | None = None  # judge.json as the judges wrote it (never edited: overrides apply over it)
-    # the overrides of this cell's verdict (ptflow.results.overrides.Override), applied by scoring
-    overrides: list = field(default_factory=list)
-    # the cell's accepted failure (ptflow.results.overrides.Accepted): it counts at its base model's score, its reason
-    accepted: object | None = None
     # filled by scoring
     score: float | None = None
     score_stderr: float = math.nan
@@ -85,6 +81,31 @@ class ScoredCell:
     @property
     def key(self) -> str:
         return f"{self.model_name}/{self.eval}/{self.agent}"
+
+    # the verdict's parts, as the views name them
+    @property
+    def judge(self) -> str:
+        return self.verdict.state
+
+    @property
+    def judge_reason(self) -> str:
+        return self.verdict.reason
+
+    @property
+    def judge_votes(self) -> str:
+        return self.verdict.votes
+
+    @property
+    def judge_vote_count(self) -> int:
+        return self.verdict.vote_count
+
+    @property
+    def overrides(self) -> tuple:
+        return self.verdict.overrides
+
+    @property
+    def accepted(self):
+        return self.verdict.accepted
 
 
 def finite_number(value, where: str, key: str) -> float:
@@ -131,16 +152,6 @@ def split_run(agent: str, run_field) -> tuple[str, int]:
     return base, run
 
 
-def judge_fields(judge: dict | None) -> dict[str, bool]:
-    """judge.json's decided value per verdict field: its ``fields`` (a panel's decision) when present, else the
-    top-level ``contamination`` and ``disallowed_model`` (one judge); empty for a cell no judge decided."""
-    if not judge or judge.get("status") in ("skipped", "no_verdict"):
-        return {}
-    if isinstance(judge.get("fields"), dict):
-        return {k: bool(v) for k, v in judge["fields"].items()}
-    return {k: bool(judge[k]) for k in ("contamination", "disallowed_model") if k in judge}
-
-
 def _api_usage(run_info: dict) -> dict | None:
     """What the agent's CLI reported spending, with the cell's dollars (``agent_run.spend``, ptflow.config.spend)
     beside the tokens where the cell recorded them; None where the CLI reported nothing."""
@@ -148,19 +159,6 @@ def _api_usage(run_info: dict) -> dict | None:
     if not isinstance(usage, dict):
         return None
     return {**usage, "spend": run_info["spend"]} if isinstance(run_info.get("spend"), dict) else usage
-
-
-def _judge(judge: dict | None) -> tuple[str, str]:
-    if judge is None:
-        return JUDGE_NONE, ""
-    if judge.get("status") == "skipped":
-        return JUDGE_SKIPPED, str(judge.get("reason", ""))
-    if judge.get("status") == "no_verdict":
-        return JUDGE_NO_VERDICT, str(judge.get("reason", ""))
-    if judge.get("flagged"):
-        what = [k for k, flagged in judge_fields(judge).items() if flagged]
-        return JUDGE_FLAGGED, f"{'+'.join(what) or 'flagged'}: {judge.get('reason', '')}".strip()
-    return JUDGE_CLEAN, str(judge.get("reason", ""))
 
 
 def _status(data: dict, metric: Metric | None) -> tuple[str, str]:
@@ -210,7 +208,6 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Scored
     status, detail = _status(data, metric)
     judge_path = path.with_name("judge.json")
     judge_data = json.loads(judge_path.read_text()) if judge_path.is_file() else None
-    judge, judge_reason = _judge(judge_data)
     trace = None
     if judge_data and judge_data.get("trace"):
         trace = (judge_path.parent / judge_data["trace"]).resolve()
@@ -228,11 +225,7 @@ def read_cell(eval_json: str | Path, settings: Settings | None = None) -> Scored
         run=run,
         status=status,
         metric=metric,
-        judge=judge,
-        judge_reason=judge_reason,
-        judge_votes=votes_text(judge_data),
-        judge_vote_count=len((judge_data or {}).get("votes") or []),
-        judge_effect=(judge_data or {}).get("effect") if judge == JUDGE_FLAGGED else None,
+        verdict=verdicts.of(judge_data),
         status_detail=detail,
         eval_json=str(path.resolve()),
         cell_dir=str(path.parent.resolve()),

@@ -20,12 +20,14 @@ against the matrix when the workflow plans (:func:`overrides_for_config`: an unk
 who or when, a value of the wrong type, one cell's field given twice: one line each); it is an input of rule
 aggregate alone, so editing it rescores and runs no cell's job again.
 
-How an override decides (:func:`decide`): judge.json's decided fields (``ptflow.results.cells.judge_fields``) are
-taken, the overridden fields replaced, and the cell is flagged when any field is (or as a ``flagged`` override
-says). An override of a cell no judge decided (not judged, no usable verdict, no judge.json) is the whole verdict: the
-fields it does not name count as not flagged. judge.json stays the judges' record; the override and its reason are
-shown beside the cell in summary.csv, leaderboard.md, the HTML report and ``ptflow status``, and ``ptflow export
---posttrainbench`` writes the decided verdict files (:func:`verdict_files`) with the override beside them.
+How an override decides (``ptflow.results.verdict.of``, the one place a cell's verdict is decided): judge.json's
+fields are taken, the overridden fields replaced, and the cell is flagged when any field is (or as a ``flagged``
+override says). A field the judges left undecided stays undecided unless an override decides it (the cell has no
+verdict until then); a cell with no judge fields at all (not judged, no judge.json, a single judge without a
+verdict) is decided by its overrides alone: the fields they do not name count as not flagged. judge.json stays the
+judges' record; the override and its reason are shown beside the cell in summary.csv, leaderboard.md, the HTML
+report and ``ptflow status``, and ``ptflow export --posttrainbench`` writes the decided verdict
+(``ptflow.results.ptb_export``) with the override beside it.
 
 There is no score-level override (forcing a cell to its base model's score, or to its own): a verdict outside the
 judges' questions is ``flagged: true`` with its reason, and a cell without a score of its own (no model, a failed
@@ -64,11 +66,13 @@ import yaml
 
 from ptflow.config import naming
 from ptflow.config.validate import SCHEMA_DIR, ConfigError, explain_schema_error
-from ptflow.results.cells import JUDGE_CLEAN, JUDGE_FLAGGED, ScoredCell, _judge, judge_fields
+from ptflow.results import verdict as verdicts
+from ptflow.results.cells import ScoredCell
+from ptflow.results.verdict import CellVerdict
 
 OVERRIDES_SCHEMA = SCHEMA_DIR / "overrides.schema.json"
 JUDGE_FIELDS = ("contamination", "disallowed_model")  # PostTrainBench's two questions (9082063)
-WHOLE_VERDICT = "flagged"
+WHOLE_VERDICT = verdicts.WHOLE
 OVERRIDES_RECORD = "ptflow_overrides.txt"  # beside the exported verdict files: what was overridden, and why
 ACCEPTED_RECORD = "ptflow_accepted.txt"  # in an accepted cell's exported run dir: who accepted it, when and why
 
@@ -119,19 +123,6 @@ class Decisions:
 
     path: Path | None
     accepted: dict[str, Accepted]
-
-
-@dataclass(frozen=True)
-class DecidedVerdict:
-    """A cell's verdict with its overrides applied: the state ``ptflow.results.cells`` names (clean or flagged), the
-    reason, the decided value per field and, for a flagged cell, its effect (``fallback``, or ``stop`` where the
-    judge config gives a flagged field that effect)."""
-
-    judge: str
-    reason: str
-    fields: dict[str, bool]
-    flagged: bool
-    effect: str | None
 
 
 def overrides_path(raw: Mapping, workflow: str | Path) -> Path | None:
@@ -327,46 +318,25 @@ def by_cell(overrides: Iterable[Override]) -> dict[str, list[Override]]:
     return out
 
 
-def decide(judge: dict | None, entries: Sequence[Override]) -> DecidedVerdict:
-    """The verdict of a cell: judge.json's decided fields with ``entries`` (its overrides) applied over them."""
-    fields = dict(judge_fields(judge))
-    whole = None
-    for entry in entries:
-        if entry.field == WHOLE_VERDICT:
-            whole = entry.value
-        else:
-            fields[entry.field] = entry.value
-    if whole is False:
-        fields = dict.fromkeys(fields, False)
-    effects = (judge or {}).get("effects") or {}
-    counted = [v for f, v in fields.items() if effects.get(f) != "record"]  # a record field flags nothing
-    flagged = whole if whole is not None else any(counted)
-    effect = None
-    if flagged:
-        effect = "stop" if any(v and effects.get(f) == "stop" for f, v in fields.items()) else "fallback"
-    said = "override: " + "; ".join(e.text() for e in entries)
-    if flagged:
-        what = "+".join(f for f, v in fields.items() if v and effects.get(f) != "record") or WHOLE_VERDICT
-        return DecidedVerdict(JUDGE_FLAGGED, f"{what} ({said})", fields, True, effect)
-    return DecidedVerdict(JUDGE_CLEAN, said, fields, False, None)
+def decide(judge: dict | None, entries: Sequence[Override]) -> CellVerdict:
+    """The verdict of a cell: judge.json's decided fields with ``entries`` (its overrides) applied over them
+    (``ptflow.results.verdict.of``, the one place a verdict is decided)."""
+    return verdicts.of(judge, entries)
 
 
 def apply_overrides(cells: Iterable[ScoredCell], overrides: Iterable[Override]) -> None:
     """Every cell's verdict with its overrides applied over its judge.json (decided again from the judges' record
-    each time, so applying twice is applying once); cells without overrides keep the judges' verdict."""
+    each time, so applying twice is applying once); its accepted failure, if any, is kept."""
     grouped = by_cell(overrides)
     for cell in cells:
-        cell.overrides = list(grouped.get(cell.key, []))
-        if cell.overrides:
-            verdict = decide(cell.judge_record, cell.overrides)
-            cell.judge, cell.judge_reason = verdict.judge, verdict.reason
+        cell.verdict = verdicts.of(cell.judge_record, grouped.get(cell.key, ()), cell.accepted)
 
 
 def apply_accepted(cells: Iterable[ScoredCell], accepted: Iterable[Accepted]) -> None:
-    """Mark the accepted cells (``ScoredCell.accepted``): scoring counts them at their base model's score."""
+    """Mark the accepted cells (their verdict's ``accepted``): scoring counts them at their base model's score."""
     grouped = {entry.cell: entry for entry in accepted}
     for cell in cells:
-        cell.accepted = grouped.get(cell.key)
+        cell.verdict = verdicts.of(cell.judge_record, cell.overrides, grouped.get(cell.key))
 
 
 def accepted_text(cell: ScoredCell) -> str:
@@ -378,23 +348,5 @@ def override_text(cell: ScoredCell) -> str:
     """The cell's overrides beside it: ``contamination=false (who, when): reason [judges: flagged]``; "" without."""
     if not cell.overrides:
         return ""
-    judges = _judge(cell.judge_record)[0] or "no judge.json"
+    judges = verdicts.of(cell.judge_record).state or "no judge.json"
     return "; ".join(e.text() for e in cell.overrides) + f" [judges: {judges}]"
-
-
-def verdict_files(judge: dict | None, entries: Sequence[Override], files: Mapping) -> list[tuple[str, str]]:
-    """The verdict files of an overridden cell as PostTrainBench's aggregation reads them (``files``: field ->
-    (file name, {answer: flagged}), ``ptflow.stages.judge.VERDICT_FILES``), each with the decided answer alone, and
-    the record of the overrides beside them (OVERRIDES_RECORD). A cell flagged as a whole with no field flagged
-    gets its override's text as the first field's answer: the aggregation reads no known answer there ("IMPORTANT
-    ERR"), so it counts the cell as its baseline, as ptflow does."""
-    verdict = decide(judge, entries)
-    out = []
-    for number, (field_name, (name, answers)) in enumerate(files.items()):
-        answer = next(a for a, flagged in answers.items() if flagged == verdict.fields.get(field_name, False))
-        if number == 0 and verdict.flagged and not any(verdict.fields.values()):
-            answer = "ptflow override: " + "; ".join(e.text() for e in entries)
-        out.append((name, answer + "\n"))
-    judges = _judge(judge)[0] or "no judge.json"
-    record = [f"{e.cell}: {e.text()}" for e in entries] + [f"judges' own verdict: {judges} (judge.json unchanged)"]
-    return [*out, (OVERRIDES_RECORD, "\n".join(record) + "\n")]

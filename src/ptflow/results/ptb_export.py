@@ -119,24 +119,16 @@ from ptflow.config.entries import Agent
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
+from ptflow.results import verdict as verdicts
 from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, Metric, ScoreError, read_cell, read_metric
-from ptflow.results.overrides import (
-    ACCEPTED_RECORD,
-    OVERRIDES_RECORD,
-    Accepted,
-    Override,
-    by_cell,
-    decide,
-    verdict_files,
-)
+from ptflow.results.overrides import ACCEPTED_RECORD, OVERRIDES_RECORD, Accepted, Override, by_cell
+from ptflow.results.ptb_protocol import V11_RESULT, verdict_texts
 from ptflow.stages.evaluate.seeds import SKIPPED
-from ptflow.stages.judge import VERDICT_FILES
 from ptflow.stages.posttrainbench import judge_run_v11
-from ptflow.stages.posttrainbench.judge_v11 import AGGREGATE_FILE, export_from_trace
+from ptflow.stages.posttrainbench.judge_v11 import export_from_trace
 
 BASELINE_METHOD = "baseline_zeroshot"
-JUDGEMENT_FILES = ("contamination_judgement.txt", "disallowed_model_judgement.txt")
-V11_RESULT = f"{AGGREGATE_FILE}.json"  # a d27a95e-judged cell's decision, as aggregate_contamination.py reads it
+TASK_DIR = "task"  # the agent's task dir as it left it (run_task.sh: cp -r task "$EVAL_DIR/task")
 STAGING_MARK = ".ptflow-export-"  # hidden temp dirs beside the run dirs: .<name>.ptflow-export-XXXX
 REPLACED_MARK = ".ptflow-replaced-"  # the previous run dir, moved aside for the swap
 _UNSAFE = str.maketrans({c: "_" for c in "/:[]"})  # run_task.sh: tr '/:[]' '____'
@@ -156,6 +148,9 @@ class RunDir:
     copies: tuple[tuple[str, Path], ...] = ()  # (file name, source) copied verbatim
     texts: tuple[tuple[str, str], ...] = ()  # (file name, content)
     final_model: Path | None = None  # symlink target
+    trees: tuple[
+        tuple[str, Path], ...
+    ] = ()  # (dir name, source dir) copied file by file (masked), final_model/ left out
 
     @property
     def rel(self) -> str:
@@ -163,7 +158,7 @@ class RunDir:
 
     @property
     def files(self) -> list[str]:
-        names = [n for n, _ in self.copies] + [n for n, _ in self.texts]
+        names = [n for n, _ in self.copies] + [n for n, _ in self.texts] + [n + "/" for n, _ in self.trees]
         return sorted(names + (["final_model"] if self.final_model else []))
 
 
@@ -317,6 +312,23 @@ def seeded_metrics(metric: Metric, seeds: dict, cell_dir: Path) -> list[tuple[st
     return [("metrics.json", _json_text(aggregate)), *seed_files]
 
 
+def copy_tree(source: Path, dest: Path, masker: Masker) -> None:
+    """``source`` copied file by file through ``masker`` (symlinks kept as links), its ``final_model/`` left out
+    (the run dir has its own; run_task.sh deletes the model files before it keeps the task dir)."""
+    for root, dirs, files in os.walk(source):
+        here = Path(root)
+        rel = here.relative_to(source)
+        if rel == Path("."):
+            dirs[:] = [d for d in dirs if d != "final_model"]
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for name in [*files, *(d for d in dirs if (here / d).is_symlink())]:
+            path = here / name
+            if path.is_symlink():
+                os.symlink(os.readlink(path), dest / rel / name)
+            elif path.is_file():
+                masker.copy_file(path, dest / rel / name)
+
+
 def _plan_cell(
     cfg: Config,
     layout: Layout,
@@ -380,33 +392,33 @@ def _plan_cell(
         left_model = manifest.get("final_model", True) is not False and agent_run.get("final_model", True) is not False
         if left_model and manifest.get("checkpoint"):
             final_model = (workdir / manifest["checkpoint"]).absolute()
+    trees: list[tuple[str, Path]] = []
     if agent.spec.agent_cli:
         trace = _under(workdir, layout.agent_trace_dir(cell.model, cell.eval, cell.agent))
         if not trace.is_dir() and agent_run.get("trace_dir"):
             trace = workdir / agent_run["trace_dir"]
-        for target, source in (*((n, n) for n in JUDGEMENT_FILES), ("solve_out.txt", "stdout.log")):
-            if (trace / source).is_file():
-                copies.append((target, trace / source))
+        if (trace / "stdout.log").is_file():
+            copies.append(("solve_out.txt", trace / "stdout.log"))
         if (trace / "prompt.md").is_file():  # run_task.sh: echo "$PROMPT" > prompt.txt (one newline after it)
             texts.append(("prompt.txt", (trace / "prompt.md").read_text().rstrip("\n") + "\n"))
-        # judged by a d27a95e checkout's panel: each judge's verdict and judge_result.json, which its aggregation reads
+        workspace = workdir / agent_run["workspace"] if agent_run.get("workspace") else None
+        if workspace is not None and workspace.is_dir():  # run_task.sh keeps the task dir (its rerun tooling needs it)
+            trees.append((TASK_DIR, workspace))
+        # judged by a d27a95e checkout's panel: each judge's verdict as it wrote it (the aggregate is the verdict's)
         first_run = partial(layout.judge_vote_json, cell.model, cell.eval, cell.agent, run=1)
-        texts += export_from_trace(trace) or judge_run_v11.export_from_votes(  # votes: kept in their dirs
+        v11 = dict(export_from_trace(trace) or judge_run_v11.export_from_votes(  # votes: kept in their dirs
             lambda judge_id: _under(workdir, first_run(judge=judge_id))
-        )
-    v11_result = dict(texts).get(V11_RESULT)
-    if overrides and v11_result:  # a v1.1 cell: the override rewrites judge_result.json, which its aggregation reads
-        judge = _read_json(eval_json.with_name("judge.json"))
-        said = "; ".join(e.text() for e in overrides)
-        texts = [(n, t) for n, t in texts if n != V11_RESULT] + verdict_files(judge, overrides, {})  # + the record
-        texts.append((V11_RESULT, judge_run_v11.overridden_result(v11_result, decide(judge, overrides).fields, said)))
-    elif overrides:  # a person's decision outranks the judges': the decided verdict, and the record of why
-        judge = _read_json(eval_json.with_name("judge.json"))
-        decided = verdict_files(judge, overrides, VERDICT_FILES if agent.spec.agent_cli else {})
-        copies = [(name, source) for name, source in copies if name not in dict(decided)]
-        texts += decided
+        ))  # fmt: skip
+        texts += [(n, t) for n, t in sorted(v11.items()) if n != V11_RESULT]
+        judge = _read_json(eval_json.with_name("judge.json")) if eval_json.is_file() else None
+        texts += verdict_texts(verdicts.of(judge, overrides, accepted), v11.get(V11_RESULT))
+    if overrides:  # the record of what a person decided, and what the judges said
+        judge = _read_json(eval_json.with_name("judge.json")) if eval_json.is_file() else None
+        said = [f"{e.cell}: {e.text()}" for e in overrides]
+        said.append(f"judges' own verdict: {verdicts.of(judge).state or 'no judge.json'} (judge.json unchanged)")
+        texts.append((OVERRIDES_RECORD, "\n".join(said) + "\n"))
     method = method_name(cfg, agent, run, agent_run, site)
-    planned = RunDir(cell.key, method, name, tuple(copies), tuple(texts), final_model)
+    planned = RunDir(cell.key, method, name, tuple(copies), tuple(texts), final_model, tuple(trees))
     return _as_accepted(planned, accepted, read.status if read else "missing") if accepted else planned
 
 
@@ -524,6 +536,8 @@ def write_run_dir(run: RunDir, dest: Path, masker: Masker | None = None) -> Path
             masker.copy_file(source, staged / name)
         for name, text in run.texts:
             (staged / name).write_text(masker.mask(text))
+        for name, source in run.trees:
+            copy_tree(source, staged / name, masker)
         if run.final_model is not None:
             os.symlink(run.final_model, staged / "final_model", target_is_directory=True)
         os.chmod(staged, _dir_mode())  # mkdtemp's 700 would hide the results from the group

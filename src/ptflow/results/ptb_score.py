@@ -13,9 +13,9 @@ marker records where it is):
 * a cell's value is its metric when it was scored, and otherwise (no final model, failed evaluation, not evaluated)
   it is not a number; ``aggregate_final.py`` replaces a value that is not a number, and one whose contamination cell
   is not empty, by the ``baseline_zeroshot`` value of the same base model and eval (ptflow's baseline agent, run 1).
-  The contamination cell is empty only when both judgement files of the cell hold exactly PostTrainBench's clean
-  answers: a cell with no judgement files (no judge, a judge that writes no files, or a trained kind no judge reads)
-  falls back too, as it does there;
+  The contamination cell is empty only for a cell whose one verdict (``ptflow.results.verdict``) is decided clean:
+  ``ptflow export --posttrainbench`` writes the judgement files of exactly those cells as clean, of a flagged cell
+  as flagged, and none for an undecided, unjudged or trained-kind cell, which therefore falls back there too;
 * ``compute_single_metrics.py`` keeps a table only when its rows are exactly its four base models
   (``EXPECTED_MODELS``) and then scores ``sum over the table's evals that factors.json names of factor x (mean over
   the four models)``. It does **not** renormalise: an eval of factors.json that the table lacks adds 0, an eval that
@@ -39,19 +39,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.results.cells import MISSING, SCORED, ScoredCell
-from ptflow.results.overrides import decide
 from ptflow.results.settings import Settings
 
 FACTORS_FILE = "scripts/factors.json"
 SCRIPT = "scripts/compute_single_metrics.py"
 # compute_single_metrics.py's EXPECTED_MODELS at 9082063: the only table rows it scores
 EXPECTED_MODELS = ("Qwen3-1.7B-Base", "Qwen3-4B-Base", "SmolLM3-3B-Base", "gemma-3-4b-pt")
-# aggregate_contamination.py's clean answers: the whole file, stripped
-CLEAN_JUDGEMENTS = {
-    "contamination_judgement.txt": "no contamination detected",
-    "disallowed_model_judgement.txt": "only allowed use detected",
-}
-JUDGEMENT_DIR = "agent"  # where a cell keeps its judgement files (ptflow.config.layout.Layout.agent_trace_dir)
 
 
 class FactorsError(ValueError):
@@ -109,18 +102,9 @@ def model_row(model_id: str) -> str:
 
 
 def _judged_clean(c: ScoredCell) -> bool:
-    where = Path(c.cell_dir) / JUDGEMENT_DIR if c.cell_dir else None
-    if c.overrides and where is not None and where.is_dir():
-        # an agent cell whose verdict a person overrode: ptflow export writes its judgement files as decided
-        # (ptflow.results.overrides.verdict_files), clean only when nothing is flagged
-        return not decide(c.judge_record, c.overrides).flagged
-    for name, clean in CLEAN_JUDGEMENTS.items():
-        path = where / name if where else None
-        if path is None or not path.is_file():
-            return False
-        if path.read_text(errors="replace").strip() != clean:
-            return False
-    return True
+    """Whether aggregate_final.py keeps the cell's own value: its one verdict decided clean (``ptflow.results.verdict``;
+    ``ptflow export --posttrainbench`` writes its judgement files from that verdict, so the scripts read the same)."""
+    return c.verdict.counts_for_posttrainbench
 
 
 def _value(c: ScoredCell) -> float | None:
@@ -141,9 +125,10 @@ def _sum(table: dict[str, dict[str, float]], factors: Mapping[str, float], evals
 
 
 def _method_table(
-    cells: list[ScoredCell], baseline: Mapping[tuple[str, str], float | None], fallback: bool
+    cells: list[ScoredCell], baseline: Mapping[tuple[str, str], float | None], fallback: bool, verdicts: bool = True
 ) -> tuple[dict[str, dict[str, float]] | None, list[str], str]:
-    """(final table {row: {eval: value}}, its evals, why not) of one method's cells."""
+    """(final table {row: {eval: value}}, its evals, why not) of one method's cells; ``verdicts``: whether a verdict
+    that is not clean replaces the value (False: as an aggregation that drops the verdicts computes it)."""
     exported = [c for c in cells if c.status != MISSING or c.accepted is not None]  # as ptflow export writes them
     rows = sorted({model_row(c.model) for c in exported})
     evals = sorted({c.eval for c in exported})
@@ -156,7 +141,7 @@ def _method_table(
         for e in evals:
             c = by_key.get((row, e))
             value = _value(c) if c is not None else None
-            if fallback and (value is None or not _judged_clean(c)):
+            if fallback and (value is None or (verdicts and not _judged_clean(c))):
                 value = baseline.get((row, e))
                 if value is None:
                     why = f"cell {row}/{e} falls back to baseline_zeroshot's value, which has none (baseline cell"
@@ -167,8 +152,12 @@ def _method_table(
     return table, evals, ""
 
 
-def leaderboard(cells: list[ScoredCell], factors: Mapping[str, float], source: str, settings: Settings) -> Leaderboard:
-    """Every agent's leaderboard score from the scored matrix's cells (``Result.cells``) and the checkout's factors."""
+def leaderboard(
+    cells: list[ScoredCell], factors: Mapping[str, float], source: str, settings: Settings, verdicts: bool = True
+) -> Leaderboard:
+    """Every agent's leaderboard score from the scored matrix's cells (``Result.cells``) and the checkout's factors.
+    ``verdicts=False``: the number a checkout whose aggregation drops the verdicts prints (``RESULTS_PROTOCOLS``):
+    only a value that is not a number falls back there."""
     references = (settings.baseline_agent, settings.instruct_agent)
     baseline = {
         (model_row(c.model), c.eval): _value(c) for c in cells if c.agent_id == settings.baseline_agent and c.run == 1
@@ -182,7 +171,8 @@ def leaderboard(cells: list[ScoredCell], factors: Mapping[str, float], source: s
             runs = runs[:1]  # PostTrainBench keeps one zero-shot result per eval and model
         scores, why = [], ""
         for r in runs:
-            table, evals, why = _method_table([c for c in mine if c.run == r], baseline, agent_id not in references)
+            mine_r = [c for c in mine if c.run == r]
+            table, evals, why = _method_table(mine_r, baseline, agent_id not in references, verdicts)
             evals_seen.update(evals)
             if table is None:
                 why = f"run {r}: {why}" if len(runs) > 1 else why

@@ -81,7 +81,7 @@ def cause_text(c: ScoredCell) -> str:
 
     if not c.eval_json:
         return ""
-    found = scored_cause(read(Path(c.eval_json)), read(Path(c.eval_json).with_name("judge.json")))
+    found = scored_cause(read(Path(c.eval_json)), read(Path(c.eval_json).with_name("judge.json")), c.verdict)
     return f"{found.cause}: {found.entry.meaning} — {found.todo()}" if found else ""
 
 

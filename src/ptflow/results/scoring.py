@@ -33,7 +33,6 @@ from typing import Any
 from ptflow.results.cells import (
     JUDGE_FLAGGED,
     JUDGE_NO_VERDICT,
-    JUDGE_SKIPPED,
     MISSING,
     SCORED,
     ScoredCell,
@@ -41,7 +40,7 @@ from ptflow.results.cells import (
     finite_number,
     split_run,
 )
-from ptflow.results.overrides import apply_accepted, apply_overrides, decide
+from ptflow.results.overrides import apply_accepted, apply_overrides
 from ptflow.results.references import References, mean_of, reference_table_score, sd_of, se_of_mean
 from ptflow.results.settings import Settings
 
@@ -190,32 +189,34 @@ def _expected_keys(
 
 
 def _fallback_reason(c: ScoredCell, settings: Settings) -> str:
+    """Why the cell counts at its base model's score ("" where its own counts), from its one verdict
+    (``ptflow.results.verdict``) and its status."""
     if c.agent_id in (settings.baseline_agent, settings.instruct_agent):
         return ""  # reference cells are never replaced by themselves
-    if c.accepted is not None:  # an operator accepted its failure: PostTrainBench counts such a run at its baseline
-        return c.accepted.text()
-    if c.judge == JUDGE_FLAGGED:
-        votes = f" (votes: {c.judge_votes})" if c.judge_vote_count > 1 and not c.overrides else ""
-        return f"{'flagged' if c.overrides else 'judge flagged'} {c.judge_reason}{votes}"
-    if c.judge == JUDGE_NO_VERDICT:
-        return f"judge gave no verdict: {c.judge_reason}"
+    v = c.verdict
+    if v.accepted is not None:  # an operator accepted its failure: PostTrainBench counts such a run at its baseline
+        return v.accepted.text()
+    if v.state == JUDGE_FLAGGED:
+        votes = f" (votes: {v.votes})" if v.vote_count > 1 and not v.overrides else ""
+        return f"{'flagged' if v.overrides else 'judge flagged'} {v.reason}{votes}"
+    if v.state == JUDGE_NO_VERDICT:
+        return f"judge gave no verdict: {v.reason}"
     if c.status != SCORED:
         return c.status_detail
-    if c.judge == JUDGE_SKIPPED and settings.unjudged == "fallback":
+    if not v.counts_own_value(settings.unjudged):
         return "not judged (scoring.unjudged: fallback)"
     return ""
 
 
 def _stop_if_the_judges_say_so(c: ScoredCell) -> None:
-    """A flagged field whose effect is ``stop`` (judge.effects) stops the aggregation, as PostTrainBench's
-    benchmark-lookup flag does: no leaderboard is made while such a cell is in it."""
-    effect = decide(c.judge_record, c.overrides).effect if c.overrides else c.judge_effect
-    if c.judge == JUDGE_FLAGGED and effect == "stop":
-        fields = c.judge_reason.split(":", 1)[0]
+    """A verdict whose effect is ``stop`` (judge.effects) stops the aggregation, as PostTrainBench's benchmark-lookup
+    flag does: no leaderboard is made while such a cell is in it."""
+    v = c.verdict
+    if v.effect == "stop":
         raise ScoreError(
-            f"cell {c.key}: the judges flagged {fields}, whose effect is stop (config key judge.effects); the "
-            f"aggregation stops — look at the cell's judge.json (votes: {c.judge_votes or 'none'}), then fix the "
-            "run or override the verdict"
+            f"cell {c.key}: the judges flagged {v.fields_text() or v.state}, whose effect is stop (config key "
+            f"judge.effects); the aggregation stops — look at the cell's judge.json (votes: {v.votes or 'none'}), "
+            "then fix the run or override the verdict"
         )
 
 
