@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -71,8 +72,24 @@ def _timeline(cluster: LocalSlurmCluster, t0: float, stop: threading.Event, out:
         stop.wait(1)
 
 
-def one_start(workdir: Path, timeout: float, keep: Path | None, label: str) -> dict:
+def _freeze_first_slurmd(cluster: LocalSlurmCluster, node: str) -> None:
+    """A slurmd that never registers: its node's first slurmd is SIGSTOPped as soon as it is spawned."""
+    spawn, frozen = cluster._spawn, []
+
+    def spawn_then_freeze(name, argv):
+        proc = spawn(name, argv)
+        if argv[-1] == node and not frozen:
+            os.kill(proc.pid, signal.SIGSTOP)
+            frozen.append(proc.pid)
+        return proc
+
+    cluster._spawn = spawn_then_freeze
+
+
+def one_start(workdir: Path, timeout: float, keep: Path | None, label: str, freeze: str | None = None) -> dict:
     cluster = LocalSlurmCluster(workdir)
+    if freeze:
+        _freeze_first_slurmd(cluster, freeze)
     stop = threading.Event()
     timeline: list = []
     t0 = time.monotonic()
@@ -86,6 +103,9 @@ def one_start(workdir: Path, timeout: float, keep: Path | None, label: str) -> d
     seconds = time.monotonic() - t0
     stop.set()
     watcher.join()
+    if error is None:
+        nodes = cluster.node_states()
+        timeline.append((round(seconds, 1), " ".join(f"{n}={s.state}" for n, s in nodes.items())))
     if keep is not None:
         dest = keep / label
         shutil.rmtree(dest, ignore_errors=True)
@@ -100,6 +120,7 @@ def one_start(workdir: Path, timeout: float, keep: Path | None, label: str) -> d
         "seconds": round(seconds, 1),
         "error": error,
         "slurmd_restarts": restarts,
+        "phases": dict(getattr(cluster, "start_phases", {})),
         "timeline": timeline,
     }
 
@@ -110,6 +131,7 @@ def main() -> int:
     ap.add_argument("--burners", type=int, default=2, help="processes spinning a CPU each beside every start")
     ap.add_argument("--io-burners", type=int, default=0, help="processes writing and fsyncing 64 MiB in a loop")
     ap.add_argument("--drop-caches", action="store_true", help="drop the page cache before each start (root)")
+    ap.add_argument("--freeze-slurmd", metavar="NODE", help="SIGSTOP NODE's first slurmd (checks the restart)")
     ap.add_argument("--timeout", type=float, default=None, help="start(timeout=...); default: start()'s own")
     ap.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     ap.add_argument("--keep-logs", type=Path, default=None, help="copy each run's daemon logs and timeline here")
@@ -131,10 +153,14 @@ def main() -> int:
         for i in range(1, args.runs + 1):
             if args.drop_caches:
                 _drop_caches()
-            rec = one_start(args.workdir, timeout, args.keep_logs, f"run{i}")
+            rec = one_start(args.workdir, timeout, args.keep_logs, f"run{i}", args.freeze_slurmd)
             records.append(rec)
             status = "ok" if rec["error"] is None else "FAILED: " + rec["error"].splitlines()[0]
-            print(f"run {i}: {rec['seconds']} s, slurmd restarts {rec['slurmd_restarts']}, {status}", flush=True)
+            phases = " ".join(f"{k} {v}" for k, v in rec["phases"].items())
+            print(
+                f"run {i}: {rec['seconds']} s ({phases}), slurmd restarts {rec['slurmd_restarts']}, {status}",
+                flush=True,
+            )
             for t, s in rec["timeline"]:
                 print(f"    {t:6.1f}s {s}", flush=True)
     finally:

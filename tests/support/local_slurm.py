@@ -219,6 +219,7 @@ class LocalSlurmCluster:
         self._argv: dict[str, list[str]] = {}
         self.startup_seconds: float | None = None
         self.slurmd_restarts: list[str] = []  # nodes whose slurmd start() restarted because it had not registered
+        self.start_phases: dict[str, float] = {}  # daemon -> seconds into start() when it answered (bench/)
 
     # ---------------------------------------------------------------- attaching to an existing cluster
     @classmethod
@@ -334,20 +335,26 @@ class LocalSlurmCluster:
         self.stop()  # whatever a crashed earlier run left behind in this workdir
         self._check_ports_free()
         self.slurmd_restarts = []
+        self.start_phases = {}
         try:
             self._prepare_workdir()
             self._link_default_conf()
             self._start_munged(deadline)
+            self._phase("munged", t0)
             if self.accounting:
                 self._start_mysqld(deadline)
+                self._phase("mariadbd", t0)
                 self._start_slurmdbd(deadline)
                 self._register_associations()
+                self._phase("slurmdbd", t0)
             self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf_path)])
             # The slurmd start only once slurmctld answers: then each registers at its first try.
             self._wait_for("slurmctld", self._ctld_answers, deadline, "slurmctld")
+            self._phase("slurmctld", t0)
             for i, node in enumerate(self.all_nodes, start=1):
                 self._spawn(f"slurmd-{i}", ["slurmd", "-D", "-f", str(self.conf_path), "-N", node])
             self._wait_nodes_ready(deadline)
+            self._phase("nodes", t0)
         except BaseException:
             self.stop()
             raise
@@ -768,6 +775,9 @@ class LocalSlurmCluster:
             ["sacctmgr", "-i", "modify", "user", "root", "set", f"defaultaccount={self.account}"],
         ):
             self.run(cmd, check=True)
+
+    def _phase(self, name: str, t0: float) -> None:
+        self.start_phases[name] = round(time.monotonic() - t0, 1)
 
     def _ctld_answers(self) -> bool:
         return self.run(["scontrol", "ping"], timeout=15).returncode == 0
