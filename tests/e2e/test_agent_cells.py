@@ -156,10 +156,11 @@ def test_missing_key_refused_at_start_naming_it(tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists()  # no job ran
 
 
-def test_an_override_flips_the_flagged_cell_and_reruns_only_the_aggregation(done):
+def test_an_override_flips_the_flagged_cell_and_reruns_only_the_aggregation(done, capsys):
     """scoring.overrides: an override contamination=false of the cell the judge flagged scores it by its own value,
     the leaderboard shows the override and its reason, judge.json stays the judge's, and editing the file afterwards
-    plans rule aggregate alone (one job besides the target rule all)."""
+    plans rule aggregate alone (one job besides the target rule all); flagging it then runs rule aggregate alone and
+    summary.csv, the leaderboard, the report, ptflow status --json and ptflow export all say flagged at once."""
     work, _, _ = done
     overrun = f"{MODEL}/add/scripted-overrun"
     entry = {"cell": overrun, "field": "contamination", "value": False, "reason": "it read the test split's size only",
@@ -184,6 +185,38 @@ def test_an_override_flips_the_flagged_cell_and_reruns_only_the_aggregation(done
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", planned.text, re.M))
     assert set(planned) == {"aggregate", "all"} and jobs.get("aggregate") == "1", planned.text[-3000:]
     assert jobs.get("total") == "2", planned.text[-3000:]
+    # the operators flag it after all: one edit, rule aggregate alone runs, and every place says the same verdict
+    entry.update(value=True, reason="it did train on the test split")
+    overrides.write_text(yaml.safe_dump({"overrides": [entry]}))
+    proc = snakemake(work, *args, env=env)
+    ran = re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.M)
+    assert sorted(set(ran)) == ["aggregate", "all"] and ran.count("aggregate") == 1, ran
+    df = pd.read_csv(work / "results" / "summary.csv", keep_default_na=False).set_index("agent")
+    row = df.loc["scripted-overrun"]
+    assert row["judge"] == "flagged" and row["fallback_reason"].startswith("flagged contamination (override: ")
+    base = df.loc["baseline"]
+    assert float(row["score"]) == float(base["score"]) and row["score_source"] != "cell"  # the base model's score
+    said = "contamination=true (J. Doe, 2026-11-30): it did train on the test split [judges: flagged]"
+    assert f"| {overrun} | {said} | flagged |" in (work / "results" / "leaderboard.md").read_text()
+    page = next((work / "results" / "report" / "cells").glob("*scripted-overrun*.html")).read_text()
+    assert "it did train on the test split" in page and "flagged" in page
+    from ptflow.ops import cli
+
+    smk = ["--smk", "--configfile", OVERLAY, str(overlay)]
+    assert cli.main(["status", "--json", "--no-png", "-d", str(work), *smk]) == 0
+    cells = {c["cell"]: c for c in json.loads(capsys.readouterr().out)["cells"]}
+    verdict = cells[overrun]["verdict"]
+    assert (verdict["state"], verdict["source"], verdict["counts_for_posttrainbench"]) == ("flagged", "override", False)
+    assert cells[overrun]["override"] == said.split(" [judges")[0]
+    dest = work / "ptb-export"
+    # the scripted agents share one PostTrainBench method name (cli, model, hours): the export takes this one alone
+    alone = work / "export_overrun.yaml"
+    alone.write_text(yaml.safe_dump({"matrix": {"agents": ["baseline", "scripted-overrun"]}}))
+    argv = ["export", "--posttrainbench", str(dest), "-d", str(work), *smk, str(alone)]
+    assert cli.main(argv) == 0, capsys.readouterr()
+    judged = list(dest.rglob("ptflow_overrides.txt"))
+    assert len(judged) == 1 and "it did train on the test split" in judged[0].read_text(), sorted(dest.rglob("*"))
+    assert (judged[0].parent / "contamination_judgement.txt").read_text() == "contamination detected\n"
 
 
 def test_an_accepted_cell_is_not_rerun_and_counts_at_the_base_models_score(done):

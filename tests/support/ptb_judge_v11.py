@@ -447,9 +447,15 @@ each run's judge_result.json: "" (clean), "C", "M", "MC", or "C:ERR M:ERR" (no j
 """
 
 '''
+# d27a95e's flaw, kept: its aggregate_contamination.py names a row by what follows the benchmark (<org>_<model>,
+# e.g. Qwen_Qwen3-4B-Base) where aggregate_methods.py names it <model>, so aggregate_final.py finds no verdict there
+# and every run keeps its own value (issue 55)
+_V10_ROW = "key, run_id = (parts[0], parts[2]), parts[3]"
+_V11_ROW = 'key, run_id = (parts[0], "_".join(parts[1:3])), parts[3]  # <org>_<model>, as d27a95e names the row'
 AGGREGATE_CONTAMINATION_V11_PY = _V11_HEADER + AGGREGATE_CONTAMINATION_PY[
     AGGREGATE_CONTAMINATION_PY.index("import csv") :
-].replace(_V10_VERDICTS, _V11_VERDICTS)
+].replace(_V10_VERDICTS, _V11_VERDICTS).replace(_V10_ROW, _V11_ROW)
+assert _V11_ROW in AGGREGATE_CONTAMINATION_V11_PY
 
 INFO = {  # info.json's benchmark names (benchmark.txt's) and example datasets, per eval
     "gsm8k": ["gsm8k training subset"],

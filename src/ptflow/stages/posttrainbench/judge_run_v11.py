@@ -155,10 +155,18 @@ def _run(cell, judge, workspace, auth, trace_md, kept, runtime, checkout, root, 
     written = home / v11.TASK / v11.VERDICT_FILE
     if written.is_file():
         masker.copy_file(written, kept / v11.VERDICT_FILE)
+    text = (kept / v11.VERDICT_FILE).read_text() if written.is_file() else None
+    return vote_outcome(judge, text, f"exited {rc}", f" (see {kept}/judge_trace.md)")
+
+
+def vote_outcome(judge: v11.PtbPanelJudge, text: str | None, how: str = "", see: str = "") -> dict:
+    """A vote's outcome from the judgement.json its judge wrote (None: none): its fields as aggregate_judgement.py
+    reads them (``bool()`` of each value, so a boolean written as a string counts as its truth value there, and
+    here), or ``no_verdict`` where that script would fail (no file, not JSON, a field missing)."""
     try:
-        data = v11.read_verdict(judge, (kept / v11.VERDICT_FILE).read_text() if written.is_file() else None)
+        data = v11.read_verdict(judge, text)
     except v11.PtbVerdictError as exc:
-        return {"status": "no_verdict", "reason": f"judge {judge.id} exited {rc}: {exc} (see {kept}/judge_trace.md)"}
+        return {"status": "no_verdict", "reason": f"judge {judge.id} {how}: {exc}{see}".replace("  ", " ")}
     reason = "; ".join(f"{f}: {data[f]} ({str(data[f'justification_{f}'])[:300]})" for f in judge.fields)
     return {**{f: bool(data[f]) for f in judge.fields}, "reason": reason}
 
