@@ -127,7 +127,8 @@ def test_verdict_files_are_read_by_their_first_line(tmp_path):
 
 
 def test_a_judge_without_a_workspace_gives_no_verdict_and_the_cell_falls_back(tmp_path):
-    from ptflow.results.cells import JUDGE_NO_VERDICT, _judge
+    from ptflow.results.cells import JUDGE_NO_VERDICT
+    from ptflow.results.verdict import of as verdict_of
 
     trace = tmp_path / "agent"
     trace.mkdir()
@@ -139,7 +140,7 @@ def test_a_judge_without_a_workspace_gives_no_verdict_and_the_cell_falls_back(tm
                       judge_json=str(tmp_path / "judge.json"), log=lambda _: None)  # fmt: skip
     assert data["status"] == "no_verdict" and "kept no workspace" in data["reason"]
     assert json.loads((tmp_path / "judge.json").read_text())["status"] == "no_verdict"
-    assert _judge(data)[0] == JUDGE_NO_VERDICT
+    assert verdict_of(data).state == JUDGE_NO_VERDICT
 
 
 def test_doctor_checks_each_cli_against_its_pin(tmp_path, monkeypatch):

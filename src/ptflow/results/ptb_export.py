@@ -65,29 +65,26 @@ model's later seeds, which ptflow records as skipped, are not), ``num_seeds_succ
 seed's own eval.json), and beside it ``metrics_seed<S>.json`` per seed that succeeded, as each seed's run writes it.
 The scripts that read the run dir read metrics.json's ``accuracy`` only.
 
-A cell judged by a ``d27a95e`` checkout's panel (``ptflow.stages.posttrainbench.judge_v11``) gets, instead, what
-that commit's ``src/run_task.sh`` leaves: ``judgement_gpt5_4.json``, ``judgement_kimi.json``, ``judgement_api.json``
-(each judge's judgement.json as it wrote it, kept beside the trace under these names) and ``judge_result.json`` as its
-``aggregate_judgement.py`` writes it (only when all three are there and readable, as that script does), which that
-commit's ``scripts/aggregate_contamination.py`` reads.
+A cell judged by a ``d27a95e`` checkout's panel (``ptflow.stages.posttrainbench.judge_v11``) also gets what that
+commit's ``src/run_task.sh`` leaves of its judges: ``judgement_gpt5_4.json``, ``judgement_kimi.json``,
+``judgement_api.json`` (each judge's judgement.json as it wrote it).
 
-The two judgement files are copied verbatim from the cell's agent trace dir (where the judge keeps them) when they
-are there (without a judge, or with a judge of ``judge.cli`` that writes no files, there are none: PostTrainBench
-then counts the cell as its baseline, whereas ptflow's own score follows ``scoring.unjudged``).
-aggregate_contamination.py compares a file's whole content with the answer, while ptflow's judge reads the first
-line: the evidence lines that ptflow's own judge prompt asks for after the answer read as "IMPORTANT ERR" there
-(PostTrainBench's prompt, used with a checkout, asks for the answer alone). ``final_model`` is a symlink to the
-checkpoint dir when the manifest says the agent left a model. ``prompt.txt`` and ``solve_out.txt`` are copies of the
-trace dir's ``prompt.md`` and ``stdout.log``. Every copied file goes through ``ptflow.keys.Masker`` (the config's
-key names and every secret-looking variable, with their values where the export runs): a key that a run's files
-still hold (written before ptflow masked captured output) is exported as ``***``. The clusterid is the evaluation's
-Slurm job id (eval.json ``slurm_job_id``) when it is all digits, else 0.
-
-A cell whose verdict a person overrode (config ``scoring.overrides``, ``ptflow.results.overrides``) is exported as
-decided: its two judgement files hold the decided answers (a cell flagged as a whole, with no field flagged, gets the
-override's text as its contamination answer, which the aggregation reads as an error and so scores the cell as its
-baseline, as ptflow does), and ``ptflow_overrides.txt`` beside them says what was overridden, by whom, when and why,
-and what the judges said; the export's summary says it too.
+The judgement files of every agent cell are written from the cell's one verdict (``ptflow.results.verdict``: the
+judges' decision, the overrides, the accepted failure), never copied, in both encodings
+(``ptflow.results.ptb_protocol.verdict_texts``): 9082063's ``contamination_judgement.txt`` and
+``disallowed_model_judgement.txt`` (the decided answer alone: ptflow's own judge prompt asks for evidence lines after
+it, which aggregate_contamination.py would read as "IMPORTANT ERR") and d27a95e's ``judge_result.json`` (the one
+aggregate_judgement.py wrote from the panel's files where it agrees with the verdict, else the decided fields). An
+undecided, unjudged or judge-less cell gets neither, and PostTrainBench counts it as its baseline; a flag those files
+have no field for is written as an answer they cannot read, which it counts as its baseline too. A cell whose
+verdict a person overrode has ``ptflow_overrides.txt`` beside them: what was overridden, by whom, when and why, and
+what the judges said; the export's summary says it too. ``task/`` is the agent's task dir as it left it (the kept
+workspace less ``final_model/``, masked), as run_task.sh keeps it and PostTrainBench's rerun tooling requires.
+``final_model`` is a symlink to the checkpoint dir when the manifest says the agent left a model. ``prompt.txt`` and
+``solve_out.txt`` are copies of the trace dir's ``prompt.md`` and ``stdout.log``. Every copied file goes through
+``ptflow.keys.Masker`` (the config's key names and every secret-looking variable, with their values where the export
+runs): a key that a run's files still hold (written before ptflow masked captured output) is exported as ``***``.
+The clusterid is the evaluation's Slurm job id (eval.json ``slurm_job_id``) when it is all digits, else 0.
 
 A cell whose failure an operator accepted (``accepted:`` in the file of ``scoring.overrides``) is exported as
 PostTrainBench leaves a run that failed, with or without an eval.json of ptflow's: its run dir has no metrics.json
