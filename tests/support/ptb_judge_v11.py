@@ -457,6 +457,64 @@ AGGREGATE_CONTAMINATION_V11_PY = _V11_HEADER + AGGREGATE_CONTAMINATION_PY[
 ].replace(_V10_VERDICTS, _V11_VERDICTS).replace(_V10_ROW, _V11_ROW)
 assert _V11_ROW in AGGREGATE_CONTAMINATION_V11_PY
 
+# src/disallowed_usage_judge/rerun_judge/ of d27a95e: its listing of the result dirs a judge can be rerun on (a dir
+# of a method, not baseline nor hidden, holding a task/ folder; the trace solve_parsed.txt, else solve_out.txt)
+RERUN_UTILS_PY = r'''#!/usr/bin/env python3
+"""FIXTURE rerun_judge/utils.py of d27a95e (ptflow tests): the result dirs a judge can be rerun on."""
+
+import os
+from pathlib import Path
+
+
+def get_results_dir():
+    results_dir = os.environ.get("POST_TRAIN_BENCH_RESULTS_DIR")
+    if not results_dir:
+        raise RuntimeError("POST_TRAIN_BENCH_RESULTS_DIR is not set")
+    return Path(results_dir)
+
+
+def get_result_dirs(method_pattern=None):
+    out = []
+    for method_dir in sorted(get_results_dir().iterdir()):
+        if not method_dir.is_dir() or method_dir.name.startswith(".") or method_dir.name == "baseline":
+            continue
+        if method_pattern and method_pattern.lower() not in method_dir.name.lower():
+            continue
+        out += [d for d in sorted(method_dir.iterdir()) if d.is_dir() and (d / "task").is_dir()]
+    return out
+
+
+def get_trace_file(result_dir):
+    for name in ("solve_parsed.txt", "solve_out.txt"):
+        if (result_dir / name).exists():
+            return result_dir / name, name
+    return None, None
+'''
+RERUN_LIST_RESULTS_PY = r'''#!/usr/bin/env python3
+"""FIXTURE rerun_judge/list_results.py of d27a95e (ptflow tests): --paths-only prints each dir, else a count."""
+
+import argparse
+
+from utils import get_result_dirs, get_trace_file
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--method")
+    parser.add_argument("--paths-only", action="store_true")
+    args = parser.parse_args()
+    dirs = get_result_dirs(args.method)
+    for d in dirs:
+        if args.paths_only:
+            print(d)
+    if not args.paths_only:
+        print(f"Total: {len(dirs)}; no trace file: {sum(get_trace_file(d)[0] is None for d in dirs)}")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
 INFO = {  # info.json's benchmark names (benchmark.txt's) and example datasets, per eval
     "gsm8k": ["gsm8k training subset"],
 }
@@ -490,6 +548,8 @@ def judge_files(evals, benchmarks: dict[str, str]) -> dict[str, str]:
         "src/commit_utils/set_env_vars.sh": SET_ENV_VARS_SH,
         "src/trace_parsing/parse_trace.py": PARSE_TRACE_PY,
         "scripts/aggregate_contamination.py": AGGREGATE_CONTAMINATION_V11_PY,
+        f"{judge}/rerun_judge/utils.py": RERUN_UTILS_PY,
+        f"{judge}/rerun_judge/list_results.py": RERUN_LIST_RESULTS_PY,
         ".gitignore": GITIGNORE,
     }
     for model in REFERENCE_MODELS:

@@ -274,6 +274,18 @@ def test_the_export_encodes_the_verdict_for_both_aggregations(matrix):
             assert theirs == (run / "judge_result.json").read_text(), key
 
 
+def test_the_rerun_tooling_finds_every_exported_agent_run(matrix):
+    """d27a95e's rerun_judge/list_results.py (the fixture's) lists a run only where it holds task/ and a trace."""
+    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(matrix["dest"])}
+    tool = matrix["v11"] / "src/disallowed_usage_judge/rerun_judge"
+    proc = subprocess.run([sys.executable, "list_results.py", "--paths-only"], cwd=tool, env=env, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    listed = sorted(Path(line).relative_to(matrix["dest"]).parts[0] for line in proc.stdout.split())
+    assert listed == sorted(_method(a) for a in AGENTS for _ in range(len(MODELS) * len(EVALS)))
+    count = subprocess.run([sys.executable, "list_results.py"], cwd=tool, env=env, capture_output=True, text=True)
+    assert count.stdout.strip() == f"Total: {len(AGENTS) * len(MODELS) * len(EVALS)}; no trace file: 0"
+
+
 def test_posttrainbench_scripts_reach_ptflows_numbers_and_the_flaw_is_said(matrix):
     board, factors, expected = matrix["result"].leaderboard, matrix["factors"], matrix["expected"]
     for agent in AGENTS:
