@@ -275,7 +275,7 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, o
         st.accepted = taken.decision() if taken is not None else ""
         verdict = cell_verdict(workdir / layout.judge_json(cell.model, cell.eval, cell.agent), entries, taken)
         st.verdict = verdict.to_dict() if verdict.state else None
-        st.judge = verdict.text() if verdict.vote_count or verdict.overrides and verdict.state else ""
+        st.judge = verdict.text() if verdict.vote_count or (verdict.overrides and verdict.state) else ""
         if st.cause and st.cause.get("cause") == "no_verdict" and verdict.state != verdicts.NO_VERDICT:
             st.cause = None  # an override decided what the judges left undecided
     return Snapshot(cells, jobs, job_cells, run_ids, active, error)
