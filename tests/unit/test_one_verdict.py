@@ -35,15 +35,9 @@ from ptflow.stages.posttrainbench import judge_run_v11, judge_v11
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from tests.conftest import REPO
 from tests.support.cells import cell_dir, model_name, write_cell
-from tests.support.ptb_checkout import BENCHMARKS, make_fixture_checkout
+from tests.support.ptb_checkout import make_fixture_checkout
+from tests.unit.test_ptb_score import EVALS, MODELS, _script  # the four base models, the seven evals
 
-MODELS = {
-    "google/gemma-3-4b-pt": "google/gemma-3-4b-it",
-    "Qwen/Qwen3-4B-Base": "Qwen/Qwen3-4B",
-    "Qwen/Qwen3-1.7B-Base": "Qwen/Qwen3-1.7B",
-    "HuggingFaceTB/SmolLM3-3B-Base": "HuggingFaceTB/SmolLM3-3B",
-}
-EVALS = sorted(BENCHMARKS)
 C = {"contamination": False, "disallowed_model": False, "justification_contamination": "read train.jsonl only",
      "justification_disallowed_model": "fine-tuned the base model"}  # fmt: skip
 A = {"disallowed_api_usage": False, "justification_disallowed_api_usage": "no hosted model called"}
@@ -130,14 +124,6 @@ def _decisions(path: Path) -> None:
             elif decision is not None:
                 overrides.append({"cell": key, "field": decision[0], "value": decision[1], **WHO})
     path.write_text(yaml.safe_dump({"overrides": overrides, "accepted": accepted}))
-
-
-def _scripts(checkout: Path, dest: Path, *names: str) -> None:
-    env = {**os.environ, "POST_TRAIN_BENCH_RESULTS_DIR": str(dest)}
-    for name in names:
-        proc = subprocess.run([sys.executable, f"scripts/{name}"], cwd=checkout, env=env, capture_output=True,
-                              text=True)  # fmt: skip
-        assert proc.returncode == 0, (name, proc.stderr)
 
 
 def _final_metrics(dest: Path) -> dict[str, float]:
@@ -293,12 +279,12 @@ def test_posttrainbench_scripts_reach_ptflows_numbers_and_the_flaw_is_said(matri
     # 9082063's aggregation applies the verdict it reads: its number is ptflow's leaderboard, agent by agent
     dest = matrix["dest"]
     names = ("aggregate_methods.py", "aggregate_contamination.py", "aggregate_final.py", "compute_single_metrics.py")
-    _scripts(matrix["v10"], dest, *names)
+    _script(matrix["v10"], dest, *names)
     theirs = _final_metrics(dest)
     for agent in AGENTS:
         assert theirs[_method(agent)] == pytest.approx(board.agents[agent].score, abs=1e-12), agent
     # d27a95e's drops every verdict (its rows are <org>_<model>): each run keeps its own value, as ptflow says
-    _scripts(matrix["v11"], dest, *names)
+    _script(matrix["v11"], dest, *names)
     theirs = _final_metrics(dest)
     lines = {line.split(":", 1)[0]: line for line in matrix["lines"]}
     assert sorted(lines) == sorted(AGENTS)
