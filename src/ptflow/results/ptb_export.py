@@ -390,6 +390,7 @@ def _plan_cell(
         if left_model and manifest.get("checkpoint"):
             final_model = (workdir / manifest["checkpoint"]).absolute()
     trees: list[tuple[str, Path]] = []
+    judge = _read_json(eval_json.with_name("judge.json")) if eval_json.is_file() else None
     if agent.spec.agent_cli:
         trace = _under(workdir, layout.agent_trace_dir(cell.model, cell.eval, cell.agent))
         if not trace.is_dir() and agent_run.get("trace_dir"):
@@ -407,10 +408,8 @@ def _plan_cell(
             lambda judge_id: _under(workdir, first_run(judge=judge_id))
         ))  # fmt: skip
         texts += [(n, t) for n, t in sorted(v11.items()) if n != V11_RESULT]
-        judge = _read_json(eval_json.with_name("judge.json")) if eval_json.is_file() else None
         texts += verdict_texts(verdicts.of(judge, overrides, accepted), v11.get(V11_RESULT))
     if overrides:  # the record of what a person decided, and what the judges said
-        judge = _read_json(eval_json.with_name("judge.json")) if eval_json.is_file() else None
         said = [f"{e.cell}: {e.text()}" for e in overrides]
         said.append(f"judges' own verdict: {verdicts.of(judge).state or 'no judge.json'} (judge.json unchanged)")
         texts.append((OVERRIDES_RECORD, "\n".join(said) + "\n"))

@@ -16,7 +16,6 @@ script reads it at d27a95e).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -181,14 +180,3 @@ def export_from_votes(vote_json) -> list[tuple[str, str]]:
         if kept.is_file():
             verdicts[judge.id] = kept.read_text()
     return sorted(v11.export_texts(verdicts).items()) if verdicts else []
-
-
-def overridden_result(result_text: str, fields: dict[str, bool], said: str) -> str:
-    """judge_result.json with an override's decided fields over the panel's (``said``: the override's record, added
-    to each changed field's justification); what aggregate_contamination.py reads then is the decision."""
-    data = json.loads(result_text)
-    for name, value in fields.items():
-        if name in data and data[name] != value:
-            data[name] = value
-            data[f"justification_{name}"] = f"ptflow override: {said}"
-    return json.dumps(data, indent=2) + "\n"
