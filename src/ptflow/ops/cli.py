@@ -1,7 +1,7 @@
 """``ptflow``: operate a matrix — plan (with GPU-hours), status per cell, cancel, logs, and remote runs over SSH.
 
     ptflow plan [--json] [snakemake args]           what the dry-run plans and what it will request
-    ptflow status [-d WORKDIR] [--watch] [--json]    one row per cell: Done, Pending, Running, Error, Canceled, ...
+    ptflow status [-d WORKDIR] [--watch] [--json]    each cell's state and job, verdicts, cells by cause, the spend
     ptflow cancel [-d WORKDIR] --cell M/E/A | --agent A | --all
     ptflow rerun [-d WORKDIR] --cause C | --cell M/E/A [--fixed] [--run] [snakemake args]   failed cells again
     ptflow logs [-d WORKDIR] CELL                    paths and tails of every log of a cell
@@ -38,6 +38,7 @@ from ptflow.config.validate import ConfigError
 
 # the configuration of a snakemake command line (also used by remote, doctor and smoke)
 from ptflow.ops.context import Context, SmkArgs, load_context, parse_cell, parse_smk_args  # noqa: F401
+from ptflow.results.causes import CAUSES
 
 LOG = logging.getLogger("ptflow.ops.cli")
 
@@ -328,6 +329,76 @@ def _add_workdir_opts(p: argparse.ArgumentParser) -> None:
     )
 
 
+# the keys of ``ptflow status --json``'s object (cmd_status writes them)
+STATUS_JSON = ("cells", "counts", "causes", "driver_active", "run_ids", "slurm_error", "png", "spend")
+
+
+def _status_description() -> str:
+    """What ``ptflow status`` shows, from ``ptflow.ops.status.SHOWS`` (the one list of what it prints)."""
+    import textwrap
+
+    from ptflow.ops.status import SHOWS
+
+    lines = ["Each cell of the matrix as its files (eval.json, judge.json, manifests, rule logs) and Slurm (one squeue",
+             "and one sacct call) show it. It prints:"]  # fmt: skip
+    for line in SHOWS:
+        lines += textwrap.wrap(line, 110, initial_indent="  - ", subsequent_indent="    ")
+    return "\n".join(lines)
+
+
+def _causes_epilog() -> str:
+    """The causes ``--cause`` takes, from the one vocabulary (``ptflow.results.causes.CAUSES``): each with the step
+    a rerun runs again and whether it needs ``--fixed``."""
+    import textwrap
+
+    width = max(len(name) for name in CAUSES) + 4
+    lines = ["CAUSE is one of (the step a rerun runs again; --fixed: a rerun alone cannot fix it, so it is refused "
+             "without --fixed):"]  # fmt: skip
+    for cause in CAUSES.values():
+        said = f"{cause.step}{'' if cause.rerun else ', --fixed'}: {cause.meaning}"
+        lines += textwrap.wrap(said, 110, initial_indent=f"  {cause.name:<{width - 2}}", subsequent_indent=" " * width)
+    return "\n".join(lines)
+
+
+def _add_status(sub) -> None:
+    """``ptflow status``: its help says what it prints (:func:`_status_description`)."""
+    p = sub.add_parser(
+        "status",
+        help="every cell's state and job, verdict, cause of failure and the spend, from files and Slurm",
+        description=_status_description(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_workdir_opts(p)
+    p.add_argument("--json", action="store_true", help="the same as one JSON object: " + ", ".join(STATUS_JSON))
+    p.add_argument("--watch", action="store_true", help="refresh in place until nothing runs")
+    p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes (default 10)")
+    p.add_argument("--png", help="state grid PNG (default: <results>/status.png)")
+    p.add_argument("--no-png", action="store_true", help="write no state grid")
+
+
+def _add_rerun(sub) -> None:
+    """``ptflow rerun``: its help lists the causes ``--cause`` takes (:func:`_causes_epilog`)."""
+    p = sub.add_parser(
+        "rerun",
+        help="run again the cells of a failure cause (or listed) at their failed step; a dry run unless --run",
+        description="Snakemake arguments after the options replace the latest run's (default).",
+        epilog=_causes_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-d", "--directory", default=".", help="the workflow's working directory (default: .)")
+    p.add_argument(
+        "--cause",
+        action="append",
+        metavar="CAUSE",
+        help="a cause ptflow status names (repeatable): one of those below",
+    )
+    p.add_argument("--cell", action="append", help="MODEL/EVAL/AGENT (repeatable)")
+    p.add_argument(
+        "--fixed", action="store_true", help="the cause's what-to-do was done: rerun causes a rerun alone cannot fix"
+    )
+    p.add_argument("--run", "--yes", action="store_true", help="run it (default: show what would run)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ptflow.ops import remote
 
@@ -338,13 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="cells by state, jobs per rule, GPU/node/CPU-hours, longest chain")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("status", help="one row per cell, from files and Slurm")
-    _add_workdir_opts(p)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--watch", action="store_true", help="refresh in place until nothing runs")
-    p.add_argument("--interval", type=float, default=10.0, help="seconds between refreshes (default 10)")
-    p.add_argument("--png", help="state grid PNG (default: <results>/status.png)")
-    p.add_argument("--no-png", action="store_true")
+    _add_status(sub)
 
     p = sub.add_parser("cancel", help="scancel exactly the jobs of some cells")
     _add_workdir_opts(p)
@@ -353,18 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--agent", action="append", help="every cell of an agent (repeatable)")
     g.add_argument("--all", action="store_true", help="every job of the runs in this working directory")
 
-    p = sub.add_parser(
-        "rerun",
-        help="run again the cells of a failure cause (or listed) at their failed step; a dry run unless --run",
-        description="Snakemake arguments after the options replace the latest run's (default).",
-    )
-    p.add_argument("-d", "--directory", default=".", help="the workflow's working directory (default: .)")
-    p.add_argument("--cause", action="append", help="a cause ptflow status names (repeatable)")
-    p.add_argument("--cell", action="append", help="MODEL/EVAL/AGENT (repeatable)")
-    p.add_argument(
-        "--fixed", action="store_true", help="the cause's what-to-do was done: rerun causes a rerun alone cannot fix"
-    )
-    p.add_argument("--run", "--yes", action="store_true", help="run it (default: show what would run)")
+    _add_rerun(sub)
 
     p = sub.add_parser("logs", help="paths and tails of every log of a cell")
     _add_workdir_opts(p)

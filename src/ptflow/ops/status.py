@@ -4,7 +4,7 @@ this module finds the jobs and assembles the snapshot, ``ptflow.results.cell_sta
 Jobs are found the way the slurm executor plugin marks them: job name = the run's UUID (logged by Snakemake as
 ``SLURM run ID: ...``), comment = ``rule_<rule>_wildcards_<wildcard values joined by _>`` and Slurm log
 ``.snakemake/slurm_logs/rule_<rule>/<wildcards>/<jobid>.log``; jobs ptflow submits itself (supervised train jobs and
-their resubmissions, SkyRL runtime servers) by the working directory's own job name and the same comments, helper
+their resubmissions, SkyRL's server) by the working directory's own job name and the same comments, helper
 jobs with a ``#<role>`` suffix (``ptflow.cluster.ownership``). The expected comments are built from the config's
 cells (ids may contain ``_``), never split.
 """
@@ -253,7 +253,7 @@ def snapshot(cfg: Config, layout: Layout, workdir: Path, query=slurm.run_jobs, o
         rule, cell = job_cells[jid]
         rec = jobs.get(jid)
         if rec is not None and ownership.split_comment(rec.comment)[1]:
-            continue  # a helper job (SkyRL's runtime server): cancelled with its cell, not the cell's state
+            continue  # a helper job (the SkyRL server): cancelled with its cell, not the cell's state
         if rec is None and jid in slurm_logs:
             # Known only from its log (slurmctld and accounting forgot it): its state is unknown.
             rec = slurm.JobRecord(id=jid, state="", sources=("log",))
@@ -294,6 +294,21 @@ def cell_verdict(judge_json: Path, overrides=(), accepted=None) -> verdicts.Cell
 # ---- presentation ----
 
 COLUMNS = ("cell", "state", "job", "node", "elapsed", "detail")
+
+# What ``ptflow status`` prints, in its order: :func:`table`, then the spend (``ptflow.ops.spend_view``) and the
+# grid. ``ptflow status --help`` is made of these lines (tests/unit/test_cli_help.py checks them against the text).
+SHOWS = (
+    f"one row per cell: {', '.join(COLUMNS)} (the cell's latest Slurm job, its node and time so far); "
+    f"a cell's state is one of {', '.join(STATES)}",
+    "the cells per state, and whether a Snakemake driver is running in the working directory",
+    "the API spend of the agent cells, as their CLIs reported it",
+    "each verdict override and accepted failure (the file of scoring.overrides), and each cell's one verdict with "
+    "its judges' votes",
+    "the cells not scored, grouped by cause: how many, the step that failed, whether a rerun fixes it and what to "
+    "do; then each cell with what was seen and its log (ptflow rerun --cause CAUSE reruns them)",
+    "the spend so far against the caps, and the cells the matrix spend cap left unstarted",
+    "where the state grid PNG was written (--png, --no-png)",
+)
 
 
 def table(snap: Snapshot) -> str:
