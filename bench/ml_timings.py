@@ -65,14 +65,14 @@ def _step(kind: str, kw: dict) -> dict:
         return train_grpo(kw["model"], kw["train"], kw["out"], GrpoSettings(**kw["hp"]), log=lambda s: None)
     if kind == "eval":
         from ptflow.config.entries import eval_from_entry
-        from ptflow.stages.evaluate.run import evaluate, with_toy_data
+        from ptflow.stages.evaluate.run import EvalCaches, evaluate, with_toy_data
         from ptflow.stages.evaluate.settings import Provider, build_call
 
         t = time.perf_counter()
         entry = {"id": kw["task"], "task": "ptflow", "max_new_tokens": kw["hp"]["max_tokens"],
                  "dataset": {"source": "local", "repo": "synthetic/x", "generator": {}}}  # fmt: skip
         call = with_toy_data(build_call(eval_from_entry(entry), Provider()), kw["test"])
-        out = evaluate(call, kw["model"], kw["log_dir"], hf_home=kw["log_dir"], evals_cache=kw["log_dir"], log=print)
+        out = evaluate(call, kw["model"], kw["log_dir"], EvalCaches(kw["log_dir"], kw["log_dir"]), log=print)
         h = out.headline
         return {"accuracy": h["value"], "stderr": h["stderr"], "n": h["n"], "scorer": h["scorer"],
                 "seconds": time.perf_counter() - t, "log": out.log_path}  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ptflow.config.entries import eval_from_entry
-from ptflow.stages.evaluate.run import EvalFailed, evaluate
+from ptflow.stages.evaluate.run import EvalCaches, EvalFailed, evaluate
 from ptflow.stages.evaluate.settings import Provider, build_call
 
 # The attempts start warm from one broker for the module (warm_kit, tests/conftest.py); the tests share one data
@@ -51,8 +51,9 @@ def run(tiny_model, data_dirs, tmp_path, task: str, task_args: dict, retry=(8,),
     env = {**ladder_env(data_dirs), **(env or {})}
     messages: list[str] = []
     try:
-        return evaluate(build_call(ev, Provider()), tiny_model, tmp_path / "logs", hf_home=data_dirs / "hf",
-                        evals_cache=data_dirs / "cache", env=env, log=messages.append), messages  # fmt: skip
+        caches = EvalCaches(data_dirs / "hf", data_dirs / "cache")
+        return evaluate(build_call(ev, Provider()), tiny_model, tmp_path / "logs", caches, env=env,
+                        log=messages.append), messages  # fmt: skip
     except EvalFailed as exc:
         return exc, messages
 

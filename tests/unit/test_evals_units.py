@@ -25,7 +25,7 @@ from ptflow.config.matrix import build_config
 from ptflow.config.validate import ConfigError
 from ptflow.specs import EvalCall
 from ptflow.stages.evaluate.kit import evaluate as kit
-from ptflow.stages.evaluate.run import EvalConfigError, budget_ladder, check_call, evaluate
+from ptflow.stages.evaluate.run import EvalCaches, EvalConfigError, budget_ladder, check_call, evaluate
 from ptflow.stages.evaluate.settings import Provider, build_call
 from ptflow.stages.evaluate.sources import (
     DataFetchError,
@@ -78,7 +78,7 @@ def test_unknown_registry_task_fails_at_once_with_one_line():
 def test_evaluate_refuses_unknown_task_before_touching_data_or_model(tmp_path):
     call = call_of({"id": "custom", "task": "inspect_evals/no_such_task"})
     with pytest.raises(EvalConfigError, match="no such task"):
-        evaluate(call, tmp_path / "none", tmp_path / "logs", hf_home=tmp_path / "hf", evals_cache=tmp_path / "c")
+        evaluate(call, tmp_path / "none", tmp_path / "logs", EvalCaches(tmp_path / "hf", tmp_path / "c"))
     assert not (tmp_path / "logs").exists()
 
 

@@ -89,6 +89,15 @@ class EvalOutcome:
 
 
 @dataclass(frozen=True)
+class EvalCaches:
+    """The two caches an evaluation reads its data from, offline: the shared HF cache (models, Hub datasets) and
+    inspect_evals' own cache (``ptflow.stages.evaluate.sources``: what each task's data needs from each)."""
+
+    hf_home: str | Path
+    evals_cache: str | Path
+
+
+@dataclass(frozen=True)
 class EvalOutputs:
     """The files an evaluate job writes: eval.json and the dir of its logs (inspect's, or the checkout's)."""
 
@@ -235,26 +244,25 @@ def child_env(env, hf_home, evals_cache, threads: int | None = None) -> dict:
     return warmstart.changed_env(os.environ if env is None else env, kit_env_changes(hf_home, evals_cache, threads))
 
 
-# size: the call, the model, where logs go, the two caches and the child's environment, threads and ladder stage are
-# each the caller's (the evaluate job's, the agent's kit test, bench/): one keyword each reads clearer than a bundle
 def evaluate(
     call: EvalCall,
     model_path: str | Path,
     log_dir: str | Path,
+    caches: EvalCaches,
     *,
-    hf_home: str | Path,
-    evals_cache: str | Path,
     env: dict | None = None,
     threads: int | None = None,
     start_stage: int = 0,
     log=print,
 ) -> EvalOutcome:
-    """Evaluate ``model_path`` as ``call`` says. The successful attempt's inspect log lands as
-    ``<log_dir>/<eval_id>.eval``; every attempt's log and output stay in ``<log_dir>/attempts/<n>/``."""
+    """Evaluate ``model_path`` as ``call`` says, its data read offline from ``caches``. The successful attempt's
+    inspect log lands as ``<log_dir>/<eval_id>.eval``; every attempt's log and output stay in
+    ``<log_dir>/attempts/<n>/``."""
     t0 = time.time()
     eval_id = call.eval_id
     call = with_absolute_file_task(call)
     check_call(call, env)
+    hf_home, evals_cache = caches.hf_home, caches.evals_cache
     missing = missing_sources(call_sources(call), hf_home, evals_cache, env=env)
     if missing:
         raise EvalDataMissing(f"{eval_id}: {len(missing)} piece(s) of data missing: " + " | ".join(missing))
@@ -432,7 +440,7 @@ def evaluate_cell(
     shutil.rmtree(out_dir, ignore_errors=True)
     started, t0 = _now(), time.time()
     try:
-        out = evaluate(call, model.path, out_dir, hf_home=job.hf_home, evals_cache=job.evals_cache,
+        out = evaluate(call, model.path, out_dir, EvalCaches(job.hf_home, job.evals_cache),
                        threads=inputs.threads, start_stage=inputs.start_stage, log=log)  # fmt: skip
     except EvalLadderExhausted as exc:
         log(f"{cell}: {exc}; eval.json says status eval_failed (delete it to try again)")
