@@ -21,9 +21,6 @@ Layers, each importing only those before it (``tests/unit/test_architecture.py``
   from its files; it starts no job;
 - ``ops``     — the ``ptflow`` command (plan, status, cancel, logs, remote) and the driver's hooks.
 
-Words, one meaning each: a *job* is a Slurm or Snakemake job; a *spec* is what a rule's params hand its job; a
-*runtime* is where a job's software runs (a container runtime or a venv; only the site's requests and the Slurm
-plugin call a time limit ``runtime``); a *model* is an LLM (the config's structure is ``config.entries`` and
-``config.matrix``); *evaluate* is the final evaluation of a cell (``stages.evaluate``), the agent's own kit script
-keeping PostTrainBench's name ``evaluate.py``.
+The words used here (job, spec, runtime, cell, stage, ...) have one meaning each, written once in
+docs/concepts.md's glossary.
 """
