@@ -15,9 +15,23 @@ from typing import Any
 
 from ptflow.config.entries import DEFAULT_ON_RESTART
 from ptflow.config.kinds import KINDS
+from ptflow.config.request import Request
 from ptflow.config.sites import RuntimeSpec
 
 Params = dict[str, Any]
+
+
+class RuleParams(dict):
+    """A rule's one params value (``params: job=...``): its items are the job's spec as ``to_params()`` writes it,
+    and all that Snakemake compares to decide a rerun (it records a dict param by its ``repr``: the items, never an
+    attribute). ``beside`` holds what the job reads that must rerun nothing when it changes, as typed values: rule
+    train's evaluation handoff (the evaluate job's params: a change reruns that job) and its spend settings (a changed
+    cap or price reruns no finished cell). The value reaches the job pickled, as Snakemake hands every param to a
+    script; tests/unit/test_snakemake_contract.py holds Snakemake to both halves."""
+
+    def __init__(self, compared: Params, **beside: Any):
+        super().__init__(compared)
+        self.beside = beside
 
 
 def _unless_default(**values: tuple[Any, Any]) -> Params:
@@ -197,13 +211,23 @@ def call_from_params(d: Params) -> EvalCall | CheckoutCall:
 
 
 @dataclass(frozen=True)
-class Supervise(_Fields):
-    """A train job a login-node supervisor submits (ptflow.cluster.supervise), with its request resolved."""
+class Supervise:
+    """A train job a login-node supervisor submits (ptflow.cluster.supervise), with its request resolved (a plain
+    dict in the params, read once)."""
 
     max_retries: int
     max_resumes: int
     internal_timeout_fraction: float
-    request: Params
+    request: Request
+
+    def to_params(self) -> Params:
+        return {"max_retries": self.max_retries, "max_resumes": self.max_resumes,
+                "internal_timeout_fraction": self.internal_timeout_fraction,
+                "request": self.request.to_dict()}  # fmt: skip
+
+    @classmethod
+    def from_params(cls, d: Params) -> Supervise:
+        return cls(**{**d, "request": Request.from_dict(d["request"])})
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 
 import pytest
 
-from ptflow.config.spend import MATRIX_CAP_REACHED, NOT_STARTED_FILE
+from ptflow.config.spend import MATRIX_CAP_REACHED, NOT_STARTED_FILE, CellSpend
 from ptflow.stages.agent.clis.opencode import PTB_JUDGE_MODEL
 from ptflow.stages.agent.context import AgentCellError
 from tests.support.agent_clis import cli_bin_dir
@@ -56,8 +57,7 @@ def test_a_real_cli_is_stopped_at_its_cap_and_the_matrix_cap_starts_no_more(tmp_
     (tmp_path / "node-tmp").mkdir()
     monkeypatch.setenv("OPENCODE_API_KEY", KEY)
     first_trace = tmp_path / "first" / "agent"
-    spend = {"cap_usd": CAP, "price": PRICE, "subscription": False, "live": str(first_trace / "spend.json"),
-             "matrix": None}  # fmt: skip
+    spend = CellSpend(cap_usd=CAP, price=PRICE, subscription=False, live=str(first_trace / "spend.json"))
     with ProviderStandIn(trajectory=TRAJECTORY, expected_key=KEY) as api:
         started = time.time()
         result = train_agent_cell(_cell(tmp_path, api.url, "first", spend))
@@ -79,12 +79,15 @@ def test_a_real_cli_is_stopped_at_its_cap_and_the_matrix_cap_starts_no_more(tmp_
     # the first cell finished (its manifest written as a train job writes it): the matrix has spent its cap
     (tmp_path / "first" / "checkpoint.json").write_text(json.dumps({"agent_run": run}))
     second_trace = tmp_path / "second" / "agent"
-    ledger = [{"trace_dir": str(first_trace), "manifest": str(tmp_path / "first" / "checkpoint.json")}]
-    matrix = {"cap_usd": CAP, "cells": ledger}
+    # the run's ledger, as the driver writes it when the run starts (ptflow.config.spend.write_ledger): both cells
+    cells = [{"cell": n, "trace_dir": str(tmp_path / n / "agent"), "manifest": str(tmp_path / n / "checkpoint.json")}
+             for n in ("first", "second")]  # fmt: skip
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps({"cap_usd": CAP, "cells": cells}))
+    second = replace(spend, live=str(second_trace / "spend.json"), matrix_cap_usd=CAP, ledger=str(ledger))
     with ProviderStandIn(trajectory=TRAJECTORY, expected_key=KEY) as api:
         with pytest.raises(AgentCellError) as err:
-            train_agent_cell(_cell(tmp_path, api.url, "second", {**spend, "live": str(second_trace / "spend.json"),
-                                                                  "matrix": matrix}))  # fmt: skip
+            train_agent_cell(_cell(tmp_path, api.url, "second", second))
         assert [r for r in api.records if r.get("main")] == [], "the agent was started"
     assert f"not started: {MATRIX_CAP_REACHED}" in str(err.value) and "\n" not in str(err.value)
     assert json.loads((second_trace / NOT_STARTED_FILE).read_text())["reason"] == MATRIX_CAP_REACHED

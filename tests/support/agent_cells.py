@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptflow.config.entries import DEFAULT_GRACE_MINUTES
+from ptflow.config.spend import CellSpend
 from ptflow.specs import AgentCliSpec, CellRef, CheckoutAgent, TrainSpec
 from ptflow.stages.agent.context import AgentCell
 from ptflow.stages.train.cell import Training, TrainRun
@@ -41,10 +42,10 @@ def agent_job(
     env: dict | None = None,
     threads: int | None = None,
     log=print,
-    spend: dict | None = None,
+    spend: CellSpend | None = None,
 ) -> AgentCell:
     """The AgentCell of a test's agent dict (with its checkout's place under ``checkout.path``) and cell dict: the
-    training a train job hands the agent cell (its spec as the rule's params make it; ``spend``: its spend param,
+    training a train job hands the agent cell (its spec as the rule's params make it; ``spend``: its spend settings,
     ptflow.config.spend.train_spend)."""
     checkout = Path(agent["checkout"]["path"]) if agent.get("checkout") else None
     spec = agent_spec(**agent)

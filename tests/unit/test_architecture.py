@@ -211,3 +211,43 @@ def test_common_smk_stays_a_set_of_thin_get_functions():
     """The rules' values are computed in the package (ptflow.jobs); common.smk names them for the rules."""
     lines = (REPO / "workflow" / "rules" / "common.smk").read_text().splitlines()
     assert len(lines) < MAX_COMMON_SMK_LINES, f"common.smk has {len(lines)} lines"
+
+
+# The rules whose jobs run a typed spec: each gets it as one params value, ``job`` (ptflow.specs; rule train's a
+# RuleParams with the evaluation handoff and spend beside its items). The other rules keep the several plain values
+# they always had: Snakemake compares the set of a job's param reprs, so folding them into one would rerun every
+# finished job of theirs once (evaluate_seed: a GPU evaluation per seed; image: a rebuild).
+ONE_JOB_VALUE_RULES = {"train", "train_supervised", "evaluate", "judge_run", "judge", "posttrainbench_cache"}
+
+
+def _params_blocks() -> dict[str, list[str]]:
+    """Each rule's params entries as written (``name=value``), read from workflow/rules/*.smk."""
+    blocks: dict[str, list[str]] = {}
+    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        rule, section = None, None
+        for line in smk.read_text().splitlines():
+            head = re.match(r"^(?:rule|checkpoint) (\w+):", line)
+            if head:
+                rule, section = head.group(1), None
+                continue
+            sub = re.match(r"^    (\w+):", line)
+            if sub:
+                section = sub.group(1)
+                continue
+            if rule and section == "params" and re.match(r"^        \S", line):
+                blocks.setdefault(rule, []).append(line.strip())
+            elif line and not line.startswith(" "):
+                rule = section = None
+    return blocks
+
+
+def test_params_are_named_values_and_each_spec_is_one_value():
+    """No params lambda: a job's params are named get_* functions (common.smk, built by Jobs) or the workflow's
+    constants; each rule that runs a typed spec gets it as one value, ``job``, whatever else its job reads."""
+    blocks = _params_blocks()
+    assert set(blocks) >= ONE_JOB_VALUE_RULES
+    lambdas = [f"{rule}: {e}" for rule, entries in blocks.items() for e in entries if "lambda" in e]
+    assert lambdas == []
+    several = {rule: entries for rule, entries in blocks.items() if rule in ONE_JOB_VALUE_RULES and len(entries) != 1}
+    assert several == {}
+    assert all(blocks[rule][0].startswith("job=get_") for rule in ONE_JOB_VALUE_RULES), blocks

@@ -4,6 +4,7 @@ where they can be. (That every job's params of every shipped config are unchange
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -12,7 +13,7 @@ import pytest
 
 from ptflow.config.entries import eval_from_entry
 from ptflow.config.load import load
-from ptflow.jobs.build import Jobs, copied
+from ptflow.jobs.build import Jobs
 from ptflow.jobs.rule_values import RuleError, RuleValues, sign_job_functions
 from ptflow.specs import AgentCliSpec, CellRef, CheckoutAgent, EvaluateSpec, JudgeSpec, RuntimeServer, TrainSpec
 from ptflow.stages.evaluate.settings import Provider, build_call
@@ -57,7 +58,7 @@ def test_every_cell_spec_reads_back_what_it_wrote(configfile, tmp_path):
             specs += [jobs.judge(c.model, c.eval, c.agent, objects, j, k) for j, k in (panel.votes() if panel else [])]
         for spec in specs:
             params = spec.to_params()
-            again = type(spec).from_params(copied(params))
+            again = type(spec).from_params(copy.deepcopy(params))
             assert again == spec and repr(again.to_params()) == repr(params), f"{type(spec).__name__} of {c.key}"
             checked += 1
     assert checked >= len(cfg.cells)

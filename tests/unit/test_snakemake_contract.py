@@ -26,8 +26,9 @@ The reliances, and what pins each here:
 - ``ptflow.warmstart.hand_over`` re-runs a script job from the top of the file Snakemake generated (``sys.argv[0]``);
 - ``ptflow.cluster.patience``'s shims rely on the plugin running the Slurm commands by name from PATH (the stand-ins
   here are found that way).
-- rule train's ``evaluation`` param (common.smk's ``get_train_evaluation``) takes the job's input, so Snakemake does
-  not compare it to decide a rerun (test_a_param_derived_from_the_input_is_no_rerun_trigger).
+- a rule's one params value (``ptflow.specs.RuleParams``, rule train's) is compared by its items alone: what it holds
+  ``beside`` them (the evaluation handoff, the spend settings) is no rerun trigger, and reaches the script as it was
+  built (test_a_rule_params_value_is_compared_by_its_items_alone).
 
 Beside the pins, the code says so at run time where that is cheap: ``snakemake_once.install()`` returns what it could
 not patch, ``limits.apply`` refuses a scheduler without the tables, ``plan_jobs.parse_dry_run`` refuses a dry-run whose
@@ -665,13 +666,11 @@ def test_a_refusal_prints_its_problems_alone_and_exits_78(tmp_path, refuse):
     assert not (work / ".ptflow" / "driver.lock").exists(), "a refused driver gives the directory back"
 
 
-DERIVED_SNAKEFILE = """
-from ptflow.jobs.rule_values import sign_job_functions
+PARAMS_SNAKEFILE = """
+from ptflow.specs import RuleParams
 
-def get_named(wildcards, input):
-    return config["named"]
-
-sign_job_functions(globals())  # its signature stated, as common.smk states every get_*
+def get_job(wildcards):
+    return RuleParams({"spec": config["compared"]}, spend={"cap_usd": config["beside"]})
 
 rule all:
     input: "out.txt"
@@ -679,39 +678,37 @@ rule all:
 rule make:
     output: "out.txt"
     params:
-        compared=lambda wildcards: config["compared"],
-        derived=lambda wildcards, input: config["derived"],
-        named=get_named,
-    shell: "echo {params.compared} > {output}"
+        job=get_job,
+    script: "show.py"
+"""
+
+SHOW_SCRIPT = """
+import json
+job = snakemake.params.job
+json.dump({"type": type(job).__name__, "items": dict(job), "beside": job.beside}, open(snakemake.output[0], "w"))
 """
 
 
-def test_a_param_derived_from_the_input_is_no_rerun_trigger(tmp_path):
-    """Rule train's ``evaluation`` (common.smk's get_train_evaluation, a named function whose signature
-    sign_job_functions states, takes the job's input) hands the train job the evaluate job's params: a changed
-    evaluation must rerun the evaluate job, never the 10-hour training. Rule train's ``spend`` (train.smk: a lambda
-    taking the input) hands it the caps and prices: a changed cap must rerun no finished cell. Snakemake compares only
-    the params not derived from input, output, threads or resources (tests/support/job_params.py records those, as the
-    golden params). The job's output says whether it ran again."""
-    (tmp_path / "Snakefile").write_text(DERIVED_SNAKEFILE)
+def test_a_rule_params_value_is_compared_by_its_items_alone(tmp_path):
+    """Rule train's one params value (common.smk's get_train_params, ``ptflow.specs.RuleParams``) holds the spec as
+    its items and, beside them, the evaluate job's params and the cell's spend settings: a changed evaluation must
+    rerun the evaluate job, never the 10-hour training, and a changed cap no finished cell. Snakemake records a dict
+    param by its repr (items only; tests/support/job_params.py records the same, as the golden params) and hands the
+    script the value as it was built. The job's output says whether it ran again."""
+    (tmp_path / "Snakefile").write_text(PARAMS_SNAKEFILE)
+    (tmp_path / "show.py").write_text(SHOW_SCRIPT)
     out = tmp_path / "out.txt"
 
-    def runs(compared: str, derived: str, named: str) -> None:
-        config = (f"compared={compared}", f"derived={derived}", f"named={named}")
-        proc = run(tmp_path, "--cores", "1", "--config", *config)
+    def runs(compared: str, beside: str) -> dict:
+        proc = run(tmp_path, "--cores", "1", "--config", f"compared={compared}", f"beside={beside}")
         assert proc.returncode == 0, proc.stdout + proc.stderr
+        return json.loads(out.read_text())
 
-    runs("1", "1", "1")
+    assert runs("1", "1") == {"type": "RuleParams", "items": {"spec": 1}, "beside": {"spend": {"cap_usd": 1}}}
     first = out.stat().st_mtime_ns
-    runs("1", "2", "1")
-    assert out.stat().st_mtime_ns == first, broken(
-        "train.smk's rule train spend param (a lambda taking the input)",
-        "a lambda param that takes the job's input being no rerun trigger",
+    assert runs("1", "2")["beside"] == {"spend": {"cap_usd": 1}} and out.stat().st_mtime_ns == first, broken(
+        "ptflow.specs.RuleParams (rule train's params value)",
+        "a dict param compared by its repr, an attribute of it no rerun trigger",
     )
-    runs("1", "2", "2")
-    assert out.stat().st_mtime_ns == first, broken(
-        "common.smk's get_train_evaluation (rule train's evaluation param)",
-        "a signed named param function that takes the job's input being no rerun trigger",
-    )
-    runs("2", "2", "2")  # a compared param that changes does rerun: the test can see a rerun
-    assert out.read_text().strip() == "2" and out.stat().st_mtime_ns != first
+    assert runs("2", "2") == {"type": "RuleParams", "items": {"spec": 2}, "beside": {"spend": {"cap_usd": 2}}}
+    assert out.stat().st_mtime_ns != first  # a changed item does rerun: the test can see a rerun

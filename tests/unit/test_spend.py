@@ -6,22 +6,27 @@ the matrix cap's not-started marker. The real CLI stopped at its cap: tests/inte
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from ptflow.config.layout import Layout
 from ptflow.config.matrix import build_config
 from ptflow.config.spend import (
     DEFAULT_PRICES,
     MATRIX_CAP_REACHED,
     NOT_STARTED_FILE,
+    CellSpend,
     load_prices,
     spend_settings,
+    train_spend,
     usd_of,
+    write_ledger,
 )
 from ptflow.config.validate import ConfigError
 from ptflow.stages.agent.context import AgentCellError
-from ptflow.stages.agent.spend import CellSpend, SpendWatch, check_matrix_cap, matrix_spent
+from ptflow.stages.agent.spend import SpendWatch, check_matrix_cap, matrix_spent
 from tests.conftest import REPO
 
 PRICE = {"input": 2.0, "cached_input": 0.5, "output": 10.0}
@@ -117,19 +122,24 @@ def test_the_watch_reads_the_stream_as_it_grows(tmp_path):
 
 
 def test_the_matrix_cap_leaves_a_marker_and_one_line(tmp_path):
-    done, running = tmp_path / "a", tmp_path / "b"
-    (done / "agent").mkdir(parents=True)
-    (running / "agent").mkdir(parents=True)
+    """The cell reads the other agent cells from the run's ledger (its own earlier spend is its own cap's business);
+    at the cap it writes its marker and fails in one line; a ledger it cannot read starts no agent either."""
+    done, running, own = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for d in (done, running, own):
+        (d / "agent").mkdir(parents=True)
     (done / "checkpoint.json").write_text(json.dumps({"agent_run": {"spend": {"usd": 0.75, "basis": "prices"}}}))
     (running / "agent" / "spend.json").write_text(json.dumps({"usd": 0.5}))
-    cells = [{"trace_dir": str(d / "agent"), "manifest": str(d / "checkpoint.json")} for d in (done, running)]
-    assert matrix_spent(cells) == (1.25, 0)
-    trace = tmp_path / "c" / "agent"
-    trace.mkdir(parents=True)
-    under = CellSpend(None, None, False, str(trace / "spend.json"), matrix={"cap_usd": 2.0, "cells": cells})
+    (own / "agent" / "spend.json").write_text(json.dumps({"usd": 5.0}))  # an earlier attempt of this cell
+    cells = [{"cell": d.name, "trace_dir": str(d / "agent"), "manifest": str(d / "checkpoint.json")}
+             for d in (done, running, own)]  # fmt: skip
+    assert matrix_spent(cells[:2]) == (1.25, 0)
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps({"cap_usd": 2.0, "cells": cells}))
+    trace = own / "agent"
+    under = CellSpend(None, None, False, str(trace / "spend.json"), matrix_cap_usd=2.0, ledger=str(ledger))
     check_matrix_cap(under, trace, "oc", print)
     assert not (trace / NOT_STARTED_FILE).exists()
-    reached = CellSpend(None, None, False, str(trace / "spend.json"), matrix={"cap_usd": 1.25, "cells": cells})
+    reached = replace(under, matrix_cap_usd=1.25)
     with pytest.raises(AgentCellError) as err:
         check_matrix_cap(reached, trace, "oc", print)
     assert f"not started: {MATRIX_CAP_REACHED}" in str(err.value) and "\n" not in str(err.value)
@@ -137,6 +147,33 @@ def test_the_matrix_cap_leaves_a_marker_and_one_line(tmp_path):
     assert marker["reason"] == MATRIX_CAP_REACHED and marker["spent_usd"] == 1.25 and marker["cap_usd"] == 1.25
     check_matrix_cap(under, trace, "oc", print)  # the cap raised: the marker goes, the agent starts
     assert not Path(trace / NOT_STARTED_FILE).exists()
+    with pytest.raises(AgentCellError) as err:
+        check_matrix_cap(replace(under, ledger=str(tmp_path / "absent.json")), trace, "oc", print)
+    assert (
+        "the matrix cap's ledger" in str(err.value) and "absent.json" in str(err.value) and "\n" not in str(err.value)
+    )
+
+
+def test_a_cell_is_handed_its_spend_and_the_ledger_is_the_whole_matrix_once(default_raw, tmp_path):
+    """What an agent cell's job is handed of the spend (in rule train's one params value) is the same size whatever
+    the matrix's: with a matrix cap, the ledger's path; the ledger, written once when the run starts, lists every
+    agent cell of the matrix and nothing else."""
+    raw = _agent_raw(default_raw)
+    raw["spend"] = {"prices": _prices(tmp_path, {"kimi-k2.6": PRICE}), "max_usd": 3.0}
+    cfg = build_config(raw)
+    layout = Layout(str(tmp_path / "results"), str(tmp_path / "scratch"), str(tmp_path / "hf"))
+    settings = spend_settings(cfg, REPO)
+    path = write_ledger(settings, cfg, layout)
+    ledger = json.loads(Path(path).read_text())
+    agent_cells = [c for c in cfg.cells if c.agent == "oc"]
+    assert ledger["cap_usd"] == 3.0 and [c["cell"] for c in ledger["cells"]] == [c.key for c in agent_cells]
+    cell = agent_cells[0]
+    handed = train_spend(settings, cfg.agent_for("oc"), layout.agent_trace_dir(cell.model, cell.eval, "oc"), path)
+    assert handed.matrix_cap_usd == 3.0 and handed.ledger == path and handed.price == PRICE
+    assert train_spend(settings, cfg.agent_for("sft"), "unused", path) is None  # not an agent CLI's cell
+    no_cap = spend_settings(build_config({**raw, "spend": {"prices": raw["spend"]["prices"]}}), REPO)
+    assert write_ledger(no_cap, cfg, layout) is None
+    assert train_spend(no_cap, cfg.agent_for("oc"), "t", path).ledger is None
 
 
 def test_the_leaderboard_dollars_say_unknown_as_unknown():

@@ -41,10 +41,10 @@ CFG, SITE, LAYOUT = _LOADED.cfg, _LOADED.site, _LOADED.layout
 share_config(config)  # for `ptflow plan` (only where it asks)
 RUNTIME = SITE.runtime
 apply_site_env(SITE.process_env)
-JOBS = Jobs(CFG, SITE, LAYOUT, lambda: _ptb_checkout_marker())
+JOBS = Jobs(CFG, SITE, LAYOUT, lambda: _ptb_checkout_marker(), SPEND)
 VALUES = RuleValues(JOBS)
 INPUTS = RuleInputs(JOBS, DECISIONS.accepted, SPEND, announce=workflow.is_main_process)
-HOOKS = RunHooks(JOBS, workflow)
+HOOKS = RunHooks(JOBS, workflow)  # its onstart writes the matrix cap's ledger (JOBS.spend)
 HOOKS.patient_slurm_clients()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")
@@ -157,21 +157,13 @@ def get_env_build_input(wildcards):
     return INPUTS.env_build(wildcards.env)
 
 
+@_workflow_error
 def get_train_params(wildcards):
-    return JOBS.train(
-        wildcards.model, wildcards.eval, wildcards.agent, _ptb_objects
-    ).to_params()
-
-
-def get_train_evaluation(wildcards, input):
-    """The cell's evaluation for its train job to make in its allocation (Jobs.evaluation_in_train_job), the
-    checkout's object ids read only where the job's input names the checkout. A param that takes the input is one
-    Snakemake does not compare to decide a rerun (tests/unit/test_snakemake_contract.py): a changed evaluation
-    reruns the evaluate job, whose params these are, never the training."""
-    objects = _ptb_objects if input.get("checkout") else _no_objects
-    return JOBS.evaluation_in_train_job(
-        wildcards.model, wildcards.eval, wildcards.agent, objects
-    )
+    """Rule train's one params value (Jobs.train_params): the spec, compared to decide a rerun, and beside it the
+    cell's evaluation in its allocation and its spend settings, which rerun no training when they change."""
+    w = wildcards
+    checkout = "checkout" in INPUTS.train(w.model, w.eval, w.agent)
+    return JOBS.train_params(w.model, w.eval, w.agent, _ptb_objects, checkout)
 
 
 # ---- evaluate ----
@@ -385,13 +377,6 @@ def _ptb_objects(paths):
     """The git object ids of ``paths`` from the checkout's marker."""
     objects = _ptb_checkout_marker()["objects"]
     return {p: objects[p] for p in sorted(paths)}
-
-
-def _no_objects(paths):
-    """A cell without the checkout asks for no object id."""
-    raise WorkflowError(
-        f"no PostTrainBench checkout in this job's input for {sorted(paths)}"
-    )
 
 
 # Every get_* that rules call per job: its signature stated once.

@@ -3,12 +3,6 @@
 # as a supervisor that submits the GPU job itself (sites with infra_retries; kinds with a helper job such as SkyRL's
 # runtime server), resubmits it and records status.json (ptflow.cluster.supervise).
 
-from ptflow.config.spend import train_spend_of
-
-# rule train's spend param: an agent cell's spend settings (SPEND of common.smk, ptflow.config.spend: its cap, its
-# model's price, the matrix cap and the other agent cells it counts). It takes the input, so it is no rerun trigger:
-# a changed cap or price reruns no finished cell.
-
 
 rule train:
     input:
@@ -29,10 +23,6 @@ rule train:
         **resources_of("train", supervised_agents(False)),
     params:
         job=get_train_params,
-        evaluation=get_train_evaluation,
-        spend=lambda wildcards, input: train_spend_of(
-            SPEND, CFG, LAYOUT, wildcards.model, wildcards.eval, wildcards.agent
-        ),
     script:
         "../scripts/train.py"
 
@@ -59,9 +49,5 @@ rule train_supervised:
         attempt=get_attempt,
     params:
         job=get_train_params,
-        evaluation=get_train_evaluation,
-        spend=lambda wildcards, input: train_spend_of(
-            SPEND, CFG, LAYOUT, wildcards.model, wildcards.eval, wildcards.agent
-        ),
     script:
         "../scripts/train.py"

@@ -18,14 +18,14 @@ from ptflow.warmstart import hand_over
 hand_over()  # a local run: go on in a process that has the heavy libraries imported (ptflow.warmstart)
 
 
-def evaluate_after_agent(threads: int, log) -> None:
+def evaluate_after_agent(evaluation: dict, threads: int, log) -> None:
     """The cell's evaluation (or its seeds') in this allocation, staged for the evaluate jobs
     (ptflow.stages.evaluate.job); whatever happens to it, this job has done its work (those jobs evaluate then)."""
     from ptflow.stages.evaluate import job as evaluation_job
 
     try:
         evaluation_job.evaluate_after_agent(
-            snakemake.params.evaluation, manifest=snakemake.output[0], checkout=snakemake.input.get("checkout"),
+            evaluation, manifest=snakemake.output[0], checkout=snakemake.input.get("checkout"),
             test_parquet=snakemake.input.get("test"), threads=threads, log=log,
         )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - the agent's work is done and kept; only the shortcut is lost
@@ -33,7 +33,8 @@ def evaluate_after_agent(threads: int, log) -> None:
 
 
 with rule_log(snakemake.log[0]) as log:
-    job = TrainSpec.from_params(snakemake.params.job)
+    params = snakemake.params.job  # one value (ptflow.specs.RuleParams): the spec, and beside it what reruns nothing
+    job = TrainSpec.from_params(params)
     rule = train_job.RuleJob(sys.argv[0], snakemake.output[0], snakemake.resources.get("attempt", 1),
                              list(snakemake.wildcards), os.getcwd())  # fmt: skip
     if train_job.supervises_here(job):
@@ -54,11 +55,11 @@ with rule_log(snakemake.log[0]) as log:
         gpus=train_job.requested_gpus(job, snakemake.resources),
         warn_seconds=warning_seconds(snakemake.resources.get("slurm_extra")),
         log=log,
-        spend=snakemake.params.get("spend"),  # an agent cell's spend settings (ptflow.config.spend)
+        spend=params.beside["spend"],  # an agent cell's spend settings (ptflow.config.spend.CellSpend)
     )
     rc = train_in_job(job, run)
     if rc:
         sys.exit(rc)  # saved and stopped: resumed by the next attempt
     # the evaluate jobs' params where this cell evaluates here (None: a kind that evaluates in its evaluate job)
-    if KINDS[job.kind].evaluates_in_train_job and snakemake.params.evaluation:
-        evaluate_after_agent(run.threads, log)
+    if KINDS[job.kind].evaluates_in_train_job and params.beside["evaluation"]:
+        evaluate_after_agent(params.beside["evaluation"], run.threads, log)

@@ -46,6 +46,10 @@ class Layout:
         """Rule posttrainbench_cache's output: every repo of the checkout's resources.json and the commit fetched."""
         return f"{self.results}/posttrainbench/hf_cache.json"
 
+    def spend_ledger(self) -> str:
+        """The matrix cap's ledger: its agent cells, written when a run starts (``config.spend.write_ledger``)."""
+        return f"{self.results}/spend/ledger.json"
+
     def data(self, eval_id: str, split: str) -> str:
         return f"{self.results}/data/{eval_id}/{split}.parquet"
 

@@ -182,21 +182,34 @@ def _check_capped(agent, where: str, subscription: bool, table: dict | None, own
         )
 
 
-def train_spend(settings: SpendSettings, agent, trace_dir: str, ledger: list[dict]) -> dict | None:
-    """What an agent cell's train job is handed of the spend settings (rule train's ``spend`` param, not compared
-    for a rerun: a changed cap or price reruns no finished cell): its cap, its model's price, whether it is a
-    subscription, its live spend file, and with a matrix cap that cap and the matrix's other agent cells (each
-    its trace dir and manifest: ``ledger``). Every agent cell gets it, capped or not: its manifest records its
-    dollars (the leaderboard's column). None for agents of other kinds."""
+@dataclass(frozen=True)
+class CellSpend:
+    """What an agent cell's train job is handed of the spend settings (in rule train's params value, beside the
+    compared spec: a changed cap or price reruns no finished cell): its cap, its model's price, whether it is a
+    subscription, its live spend file, and with a matrix cap that cap and the run's ledger of the matrix's agent
+    cells (:func:`write_ledger`; a path, so what a job is handed stays the same size whatever the matrix's)."""
+
+    cap_usd: float | None
+    price: dict | None
+    subscription: bool
+    live: str
+    matrix_cap_usd: float | None = None
+    ledger: str | None = None
+
+
+def train_spend(settings: SpendSettings, agent, trace_dir: str, ledger: str) -> CellSpend | None:
+    """An agent cell's :class:`CellSpend`. Every agent cell gets one, capped or not: its manifest records its dollars
+    (the leaderboard's column). None for agents of other kinds."""
     if not agent.spec.agent_cli:
         return None
-    return {
-        "cap_usd": settings.cap_of(agent.id),
-        "price": settings.price(agent.model),
-        "subscription": agent.id in settings.subscriptions,
-        "live": str(Path(trace_dir) / LIVE_FILE),
-        "matrix": None if settings.matrix_cap is None else {"cap_usd": settings.matrix_cap, "cells": ledger},
-    }
+    return CellSpend(
+        cap_usd=settings.cap_of(agent.id),
+        price=settings.price(agent.model),
+        subscription=agent.id in settings.subscriptions,
+        live=str(Path(trace_dir) / LIVE_FILE),
+        matrix_cap_usd=settings.matrix_cap,
+        ledger=ledger if settings.matrix_cap is not None else None,
+    )
 
 
 def agent_cells(cfg, layout) -> list[dict]:
@@ -209,9 +222,14 @@ def agent_cells(cfg, layout) -> list[dict]:
     ]  # fmt: skip
 
 
-def train_spend_of(settings: SpendSettings, cfg, layout, model: str, eval_id: str, slot: str) -> dict | None:
-    """Rule train's ``spend`` param of one cell (:func:`train_spend`, the matrix's other agent cells its ledger)."""
-    agent = cfg.agent_for(slot)
-    own = layout.agent_trace_dir(model, eval_id, slot)
-    ledger = [c for c in agent_cells(cfg, layout) if c["trace_dir"] != own] if settings.matrix_cap else []
-    return train_spend(settings, agent, own, ledger)
+def write_ledger(settings: SpendSettings, cfg, layout) -> str | None:
+    """The run's ledger of the matrix cap (``Layout.spend_ledger``): the matrix's agent cells, written once when the
+    run starts (the driver's onstart, ``ptflow.ops.run_hooks``), before any job; each agent cell's job reads it to
+    count the others' spend. Its path; None (and nothing written) without a matrix cap."""
+    from ptflow.files import write_json_atomic
+
+    if settings.matrix_cap is None:
+        return None
+    path = layout.spend_ledger()
+    write_json_atomic(path, {"cap_usd": settings.matrix_cap, "cells": agent_cells(cfg, layout)})
+    return path

@@ -2,8 +2,8 @@
 
 :class:`Jobs` is what ``workflow/rules/common.smk`` asks for a job's params, threads, resources and runtime. A
 matrix of ten thousand cells asks the same few questions ten thousand times (the request of a stage and agent, the
-runtime of a stage and agent), so each answer is kept on (stage, agent id[, attempt]); a value a job may change is
-handed out as a copy (:func:`copied`). It needs no Snakemake: tests build it from a loaded config.
+runtime of a stage and agent), so each answer is kept on (stage, agent id[, attempt]), frozen or handed out as a
+serialised copy. It needs no Snakemake: tests build it from a loaded config.
 
 PostTrainBench's checkout is a checkpoint: the git object ids of the paths a cell uses are known only once it ran.
 The builder takes them through ``objects`` (paths -> ids), which the workflow reads from the checkpoint's marker.
@@ -23,6 +23,7 @@ from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.config.request import Request
 from ptflow.config.sites import Site
+from ptflow.config.spend import SpendSettings, train_spend
 from ptflow.launch.skyrl import JOBS_DIR, ServerSite
 from ptflow.specs import (
     AgentCliSpec,
@@ -35,6 +36,7 @@ from ptflow.specs import (
     JudgeSpec,
     Multinode,
     Params,
+    RuleParams,
     RuntimeServer,
     ScoringSpec,
     StageRuntime,
@@ -47,18 +49,13 @@ from ptflow.stages.posttrainbench import judge_run_v11, judge_v11
 Objects = Callable[[Iterable[str]], dict[str, str]]
 
 
+def _no_objects(paths: Iterable[str]) -> dict[str, str]:
+    """A cell without the checkout in its job's input asks for no object id."""
+    raise JobsError(f"no PostTrainBench checkout in this job's input for {sorted(paths)}")
+
+
 class JobsError(ValueError):
     """A job that cannot be built from this config and site (the workflow turns it into a WorkflowError)."""
-
-
-def copied(value: Any) -> Any:
-    """A fresh copy of a cached value (dicts and lists of plain values), for each job to own; copy.deepcopy costs
-    ten times more and was a few percent of a large dry-run."""
-    if isinstance(value, dict):
-        return {k: copied(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copied(v) for v in value]
-    return value
 
 
 def _key(request: str, agent: Agent | None) -> tuple[str, str | None]:
@@ -67,16 +64,24 @@ def _key(request: str, agent: Agent | None) -> tuple[str, str | None]:
 
 
 class Jobs:
-    def __init__(self, cfg: Config, site: Site, layout: Layout, checkout_marker: Callable[[], dict] | None = None):
-        """``checkout_marker``: the checkout checkpoint's marker (the workflow's; asked only after the checkpoint)."""
+    def __init__(
+        self,
+        cfg: Config,
+        site: Site,
+        layout: Layout,
+        checkout_marker: Callable[[], dict] | None = None,
+        spend: SpendSettings | None = None,
+    ):
+        """``checkout_marker``: the checkout checkpoint's marker (the workflow's; asked only after the checkpoint).
+        ``spend``: the config's spend settings (``ptflow.config.spend.spend_settings``), for the agent cells'."""
         self.cfg, self.site, self.layout = cfg, site, layout
+        self.spend = spend
         self.checkout_marker = checkout_marker
         self._protocol_at_parse: list[str | None] = []  # the checkout's judge protocol where known at parse, once
         self.rt = site.runtime
         self._agents: dict[str, Agent] = {}  # cell slot -> Agent
         self._requests: dict[tuple, Request] = {}  # (request, agent id) -> Request; read, never changed
         self._plugin_resources: dict[tuple, dict] = {}  # (request, agent id, attempt) -> the plugin's resources
-        self._request_dicts: dict[tuple, dict] = {}  # (request, agent id) -> Request.to_dict()
         self._runtimes: dict[tuple, StageRuntime | None] = {}  # (stage, agent id) -> the stage's runtime (or None)
 
     # ---- per stage and agent, once ----
@@ -98,12 +103,6 @@ class Jobs:
         if key not in self._plugin_resources:
             self._plugin_resources[key] = self.request(request, agent).snakemake_resources(attempt)
         return self._plugin_resources[key]
-
-    def request_dict(self, request: str, agent: Agent | None) -> dict:
-        key = _key(request, agent)
-        if key not in self._request_dicts:
-            self._request_dicts[key] = self.request(request, agent).to_dict()
-        return self._request_dicts[key]
 
     def runtime(self, stage: str, agent: Agent | None) -> StageRuntime | None:
         """How the job re-runs itself (in a container or the site venv), or None to stay in the job's own Python
@@ -249,6 +248,16 @@ class Jobs:
             or self._runtime_server(agent, model_name, eval_id, slot),
         )
 
+    def train_params(self, model_name: str, eval_id: str, slot: str, objects: Objects, checkout: bool) -> RuleParams:
+        """Rule train's one params value: the spec (compared: a change reruns the training) and, beside it, the
+        cell's evaluation in its allocation (:meth:`evaluation_in_train_job`; ``checkout``: whether the job's input
+        names the checkout, whose object ids only then are read) and its spend settings (``CellSpend``)."""
+        spec = self.train(model_name, eval_id, slot, objects)
+        evaluation = self.evaluation_in_train_job(model_name, eval_id, slot, objects if checkout else _no_objects)
+        trace_dir, ledger = self.layout.agent_trace_dir(model_name, eval_id, slot), self.layout.spend_ledger()
+        spend = train_spend(self.spend, self.agent(slot), trace_dir, ledger) if self.spend is not None else None
+        return RuleParams(spec.to_params(), evaluation=evaluation, spend=spend)
+
     def _supervise(self, agent: Agent) -> Supervise | None:
         """Only for supervised train jobs. The submitted job's request travels resolved; the supervisor scales it by
         the rule's attempt."""
@@ -259,7 +268,7 @@ class Jobs:
             spec.max_retries,
             spec.max_resumes,
             spec.internal_timeout_fraction,
-            copied(self.request_dict("train", agent)),
+            self.request("train", agent),
         )
 
     def _multinode(self, agent: Agent) -> Multinode | None:

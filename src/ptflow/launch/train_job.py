@@ -14,7 +14,6 @@ from pathlib import Path
 
 from ptflow.cluster import multinode, supervise
 from ptflow.cluster.runtime import IN_RUNTIME_ENV, inside_runtime
-from ptflow.config.request import Request
 from ptflow.config.sites import RuntimeSpec
 from ptflow.jobenv import package_root
 from ptflow.specs import TrainSpec
@@ -48,7 +47,7 @@ def launches_nodes_here(spec: TrainSpec) -> bool:
 
 def threads(spec: TrainSpec, rule_threads: int) -> int:
     """The training's CPU threads: a supervised job's are its request's (the login-node rule itself has one)."""
-    return Request.from_dict(spec.supervise.request).threads if spec.supervise else rule_threads
+    return spec.supervise.request.threads if spec.supervise else rule_threads
 
 
 def requested_gpus(spec: TrainSpec, rule_resources) -> int:
@@ -56,7 +55,7 @@ def requested_gpus(spec: TrainSpec, rule_resources) -> int:
     supervised job's from its request (the login-node rule's resources are what it holds for the job), a plugin
     job's from its resources (``gpus_total``: all nodes' of a multi-node job; absent: none)."""
     if spec.supervise:
-        return Request.from_dict(spec.supervise.request).gpus
+        return spec.supervise.request.gpus
     return int(rule_resources.get("gpus_total") or 0)
 
 
@@ -71,7 +70,7 @@ def supervise_train(spec: TrainSpec, rule: RuleJob, log=print) -> None:
         companion = ServerCompanion.for_cell(server.server, server.coord_base, spec.params, rule.wildcards, log=log)
     job = supervise.SupervisedJob(
         rule.script,
-        Request.from_dict(spec.supervise.request),
+        spec.supervise.request,
         "train",
         list(rule.wildcards),
         rule.results_dir,

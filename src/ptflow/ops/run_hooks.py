@@ -1,6 +1,7 @@
 """What the workflow does around its jobs, in the driver only: at parse, put the patient Slurm clients first on
 PATH; at ``onstart`` (real runs only, before anything is submitted), keep under the cluster's limits, run the
-preflight, adopt earlier runs' jobs (ptflow.ops.driver) and start a local run's warm-start broker; at
+preflight, adopt earlier runs' jobs (ptflow.ops.driver), write the matrix cap's ledger (the matrix's agent cells, which
+each agent cell's job reads: ``ptflow.config.spend.write_ledger``) and start a local run's warm-start broker; at
 ``onsuccess``/``onerror``, stop the broker and give the directory back.
 
 ``workflow/rules/common.smk`` makes one :class:`RunHooks` and calls it from the Snakefile's hooks.
@@ -16,6 +17,7 @@ from ptflow.cluster.preflight import ensure_ok
 from ptflow.config.layout import Layout
 from ptflow.config.matrix import Config
 from ptflow.config.sites import Site
+from ptflow.config.spend import write_ledger
 from ptflow.jobs.build import Jobs
 
 # where the patient Slurm clients keep their links and wait records (ptflow.cluster.patience), per working directory
@@ -114,6 +116,8 @@ class RunHooks:
             log=logger.warning,
             preflight=self.preflight,
         )
+        if self.jobs.spend is not None:
+            write_ledger(self.jobs.spend, self.cfg, self.layout)
         if self.site.warm_start:
             planned = [job.rule.name for job in self.workflow.dag.needrun_jobs()]
             if warm_start_pays(planned):

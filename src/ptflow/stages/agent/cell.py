@@ -45,7 +45,7 @@ from ptflow.config.entries import ON_RESTART_MODES
 from ptflow.stages.agent.budget import TIMEOUT_EXIT, Budget, attempt_records, budget_exhausted, budget_of
 from ptflow.stages.agent.context import AgentCell, AgentCellError, AgentEnd, AttemptContext
 from ptflow.stages.agent.launch import api_usage, run_attempt, timeout_minutes
-from ptflow.stages.agent.spend import CellSpend, check_matrix_cap, spend_record
+from ptflow.stages.agent.spend import check_matrix_cap, spend_record
 from ptflow.stages.agent.task_dir import TaskSetup, copy_final_model, keep_workspace, make_task_dir, own_dir
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.posttrainbench import agent as ptb_agent
@@ -64,7 +64,7 @@ def train_agent_cell(agent_cell: AgentCell) -> dict:
         shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True, exist_ok=True)
     if not (budget.finished_before or budget.left <= 0):  # an agent that will run: not past the matrix's cap
-        check_matrix_cap(CellSpend.of(agent_cell.spend), trace_dir, agent_cell.agent.id, agent_cell.log)
+        check_matrix_cap(agent_cell.spend, trace_dir, agent_cell.agent.id, agent_cell.log)
     started = time.time()
     from ptflow.jobenv import node_tmp
 
@@ -223,9 +223,7 @@ def agent_run_record(
         },
         **({"api_error": end.api_error} if end.api_error else {}),  # what ended the CLI (ptflow.results.causes)
         # its dollars and cap, and stopped_by: spend_cap where the cap stopped it (ptflow.stages.agent.spend)
-        **spend_record(
-            CellSpend.of(ctx.agent_cell.spend), agent.cli, agent.model, ctx.trace_dir / "stdout.log", end.spend_capped
-        ),
+        **spend_record(ctx.agent_cell.spend, agent.cli, agent.model, ctx.trace_dir / "stdout.log", end.spend_capped),
         **({"workspace": str(kept)} if kept else {}),  # what the judge reads
         **({"cli_version": agent.cli_version} if agent.cli_version else {}),
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.cluster.preempt import ResumeDir
+from ptflow.config.spend import CellSpend
 from ptflow.specs import AgentCliSpec, CellRef, StageRuntime
 from ptflow.stages.train.cell import Training
 
@@ -76,7 +77,7 @@ class AgentCell:
         return self.training.run.threads
 
     @property
-    def spend(self) -> dict | None:
+    def spend(self) -> CellSpend | None:
         """The cell's spend settings (``ptflow.config.spend.train_spend``; None: none handed)."""
         return self.training.run.spend
 

@@ -30,7 +30,7 @@ from ptflow.specs import AgentCliSpec, StageRuntime
 from ptflow.stages.agent.budget import KILLED_EXIT, TIMEOUT_EXIT, AttemptClock
 from ptflow.stages.agent.clis import CLIS, cell_environment, prepare_cli_home
 from ptflow.stages.agent.context import AgentCellError, AgentEnd, AttemptContext
-from ptflow.stages.agent.spend import CellSpend, SpendWatch
+from ptflow.stages.agent.spend import SpendWatch
 from ptflow.stages.agent.task_dir import own_dir
 from ptflow.stages.evaluate.sources import data_env
 from ptflow.stages.posttrainbench import agent as ptb_agent
@@ -327,7 +327,7 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
     )
     sync_minutes = agent.sync_minutes if agent.sync_minutes is not None else DEFAULT_SYNC_MINUTES
     clock = None
-    spend = CellSpend.of(agent_cell.spend)
+    spend = agent_cell.spend
     watch = SpendWatch(spend, agent.cli, agent.model, ctx.trace_dir / "stdout.log", agent_cell.log) if spend else None
     with open(ctx.trace_dir / "stdout.log", "ab") as so, open(ctx.trace_dir / "stderr.log", "ab") as se:
         for fh in (so, se):

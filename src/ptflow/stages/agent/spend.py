@@ -1,5 +1,6 @@
 """An agent cell's spend budget as its train job keeps it (the settings come from ``ptflow.config.spend``, handed to
-the job in rule train's ``spend`` param): before the CLI starts, the matrix cap (the other agent cells' spend so far;
+the job in rule train's params value, ``ptflow.config.spend.CellSpend``): before the CLI starts, the matrix cap (the
+other agent cells' spend so far, the cells read from the run's ledger;
 reached: the cell writes ``not_started.json`` in its trace dir and fails in one line, its agent never started);
 while it runs, :class:`SpendWatch` reads the CLI's stream as it grows (the CLI module's ``usage`` over stdout.log so
 far), rewrites the live spend file and says when the cell's cap is reached, and ``launch.run_agent`` then stops the
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptflow.config.spend import LIVE_FILE, MATRIX_CAP_REACHED, NOT_STARTED_FILE, Dollars, usd_of
+from ptflow.config.spend import LIVE_FILE, MATRIX_CAP_REACHED, NOT_STARTED_FILE, CellSpend, Dollars, usd_of
 from ptflow.files import write_json_atomic
 from ptflow.stages.agent.clis import CLIS
 from ptflow.stages.agent.context import AgentCellError
@@ -23,25 +24,10 @@ from ptflow.stages.agent.context import AgentCellError
 WATCH_SECONDS = 2.0  # how often the stream is read while the agent runs (what the cap may overshoot by)
 
 
-@dataclass(frozen=True)
-class CellSpend:
-    """This cell's spend settings (``ptflow.config.spend.train_spend``'s dict): its cap, its model's price, whether
-    it is a subscription, its live spend file, the matrix cap and the other agent cells it counts."""
-
-    cap_usd: float | None
-    price: dict | None
-    subscription: bool
-    live: str
-    matrix: dict | None = None
-
-    @classmethod
-    def of(cls, params: dict | None) -> CellSpend | None:
-        return cls(**params) if params else None
-
-    def dollars(self, cli: str | None, model: str | None, stdout: Path) -> tuple[dict | None, Dollars]:
-        """The usage the CLI reported in ``stdout`` so far and its dollars."""
-        usage = cli_usage(cli, stream_usage_events(stdout))
-        return usage, usd_of(usage, model=model, price=self.price, subscription=self.subscription)
+def cell_dollars(spend: CellSpend, cli: str | None, model: str | None, stdout: Path) -> tuple[dict | None, Dollars]:
+    """The usage the CLI reported in ``stdout`` so far and its dollars at the cell's price."""
+    usage = cli_usage(cli, stream_usage_events(stdout))
+    return usage, usd_of(usage, model=model, price=spend.price, subscription=spend.subscription)
 
 
 def _slim(ev: dict) -> dict:
@@ -156,15 +142,16 @@ def matrix_cap_reached(cap_usd: float | None, cells: list[dict], root: Path = Pa
 
 
 def check_matrix_cap(spend: CellSpend | None, trace_dir: Path, agent_id: str, log) -> None:
-    """Before the agent starts: where the matrix's spend so far has reached its cap, write ``not_started.json`` in
-    the cell's trace dir and fail in one line (the agent is never started; raising the cap and running again starts
-    it). Otherwise remove such a marker of an earlier run."""
+    """Before the agent starts: where the matrix's other agent cells (the run's ledger, ``spend.ledger``) have spent
+    its cap, write ``not_started.json`` in the cell's trace dir and fail in one line (the agent is never started;
+    raising the cap and running again starts it). Otherwise remove such a marker of an earlier run. A ledger that
+    cannot be read starts no agent either: the cap could not be kept."""
     marker = trace_dir / NOT_STARTED_FILE
-    if spend is None or not spend.matrix:
+    if spend is None or spend.matrix_cap_usd is None:
         marker.unlink(missing_ok=True)
         return
-    cap = float(spend.matrix["cap_usd"])
-    spent, unknown = matrix_spent(spend.matrix["cells"])
+    cap = float(spend.matrix_cap_usd)
+    spent, unknown = matrix_spent(ledger_cells(spend.ledger, agent_id, exclude=trace_dir))
     if spent < cap:
         marker.unlink(missing_ok=True)
         return
@@ -174,6 +161,20 @@ def check_matrix_cap(spend: CellSpend | None, trace_dir: Path, agent_id: str, lo
         f"agent {agent_id}: not started: {MATRIX_CAP_REACHED} (${spent:.2f} spent of the matrix's ${cap:.2f}, "
         "spend.max_usd); finished cells stay scored; raise the cap to run it"
     )
+
+
+def ledger_cells(ledger: str | None, agent_id: str, exclude: Path) -> list[dict]:
+    """The matrix's agent cells in the run's ledger (``ptflow.config.spend.write_ledger``) but the one whose trace
+    dir is ``exclude`` (this cell: its own earlier attempts are its own cap's business)."""
+    try:
+        cells = json.loads(Path(ledger).read_text())["cells"]
+    except (OSError, TypeError, ValueError, KeyError) as exc:
+        raise AgentCellError(
+            f"agent {agent_id}: not started: the matrix cap's ledger {ledger} cannot be read ({type(exc).__name__}); "
+            "it is written when the workflow starts (run the workflow, not the job alone), or remove spend.max_usd"
+        ) from None
+    own = exclude.resolve()
+    return [c for c in cells if Path(c["trace_dir"]).resolve() != own]
 
 
 class SpendWatch:
@@ -189,7 +190,7 @@ class SpendWatch:
         self._thread = threading.Thread(target=self._run, name="ptflow-agent-spend", daemon=True)
 
     def check(self) -> Dollars:
-        usage, dollars = self.spend.dollars(self.cli, self.model, self.stdout)
+        usage, dollars = cell_dollars(self.spend, self.cli, self.model, self.stdout)
         self.last = dollars
         record = {**dollars.to_json(), "api_usage": usage, "cap_usd": self.spend.cap_usd, "time": time.time()}
         write_json_atomic(Path(self.spend.live), record)
@@ -223,6 +224,6 @@ def spend_record(spend: CellSpend | None, cli: str | None, model: str | None, st
 
     if spend is None:
         return {}
-    _, dollars = spend.dollars(cli, model, stdout)
+    _, dollars = cell_dollars(spend, cli, model, stdout)
     record = {"spend": {**dollars.to_json(), "cap_usd": spend.cap_usd}}
     return {**record, "stopped_by": SPEND_CAP} if stopped else record

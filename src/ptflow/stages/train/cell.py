@@ -26,6 +26,7 @@ from pathlib import Path
 from ptflow.cluster import hfcache
 from ptflow.cluster.preempt import RESUME_EXIT, ResumeDir, StoppedToResume, attempt_id, write_stop_marker
 from ptflow.config.kinds import KINDS
+from ptflow.config.spend import CellSpend
 from ptflow.files import promote_dir, write_json_atomic
 from ptflow.specs import TrainSpec
 from ptflow.stages.checkpoint import describe_checkpoint, verify_checkpoint
@@ -48,7 +49,7 @@ class TrainRun:
     gpus: int | None = None
     warn_seconds: int | None = None
     log: Callable[[str], None] = print
-    spend: dict | None = None  # an agent cell's spend settings (rule train's spend param; ptflow.config.spend)
+    spend: CellSpend | None = None  # an agent cell's spend settings (in rule train's params value)
 
 
 @dataclass(frozen=True)
