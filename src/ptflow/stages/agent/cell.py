@@ -1,4 +1,5 @@
-"""The cli-agent kind: a coding agent (claude, codex, gemini, or our scripted agent) post-trains the model.
+"""The cli-agent kind: a coding agent (claude, codex, gemini, opencode, or ptflow's scripted agent) post-trains
+the model.
 
 Per cell, as PostTrainBench does it:
 
@@ -29,7 +30,9 @@ what the agent prints of them is masked (``ptflow.keys.Masker``) on its way into
 
 This module holds the cell's steps in their order (``train_agent_cell``) and the kind's ``run(training)``; the parts
 are beside it: the task dir and workspace (``task_dir``), the budget over attempts (``budget``), the CLI's launch and
-environment (``launch``), and the job and attempt they all read (``job``).
+environment (``launch``), the spend and its caps while the agent runs (``spend``), and the cell and attempt they all
+read (``context``: ``AgentCell``, ``AttemptContext``); a PostTrainBench checkout cell's part is
+``ptflow.stages.posttrainbench.agent``.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from ptflow.stages.train.cell import Training
 
 def train_agent_cell(agent_cell: AgentCell) -> dict:
     """Run the agent (continuing an earlier attempt's workspace with the budget left); put its final_model (if any)
-    into ``job.out``. Returns the trainer result for the manifest; raises StoppedToResume when the warning or
+    into ``agent_cell.out``. Returns the trainer result for the manifest; raises StoppedToResume when the warning or
     SIGTERM stopped it (after a sync: the next attempt continues). The steps: the budget, the staging (HF view and
     task dir), the run, the final model and workspace kept, the manifest's record."""
     _check_cell(agent_cell)

@@ -6,8 +6,8 @@ output, written last and atomically, so it exists only for a complete checkpoint
 weight file; evaluation checks those before trusting the directory.
 
 Every attempt (a Snakemake retry, a requeue of the same job, a supervised resubmission, a later run) writes the
-final model into its own staging dir ``.<agent>.partial-<attempt>`` beside the checkpoint dir and promotes it with
-one rename; its resume state lives in the cell's ``ResumeDir`` (``ptflow.cluster.preempt``), which survives failed
+final model into its own staging dir ``.<slot>.partial-<attempt id>`` beside the checkpoint dir and promotes it
+with one rename; its resume state lives in the cell's ``ResumeDir`` (``ptflow.cluster.preempt``), which survives failed
 attempts and is removed once the checkpoint is in place. The manifest lists every attempt (``attempts``).
 """
 
@@ -28,7 +28,7 @@ from ptflow.cluster.preempt import RESUME_EXIT, ResumeDir, StoppedToResume, atte
 from ptflow.config.kinds import KINDS
 from ptflow.config.spend import CellSpend
 from ptflow.files import promote_dir, write_json_atomic
-from ptflow.specs import TrainSpec
+from ptflow.specs import StageRuntime, TrainSpec
 from ptflow.stages.checkpoint import describe_checkpoint, verify_checkpoint
 
 
@@ -77,8 +77,8 @@ class Training:
         return self.run.train_parquet
 
     @property
-    def runtime(self) -> dict | None:
-        """ptflow.cluster.runtime.JobRuntime as a dict; None: this Python, this machine."""
+    def runtime(self) -> StageRuntime | None:
+        """The train job's runtime (``ptflow.specs.StageRuntime``); None: this Python, this machine."""
         return self.spec.runtime
 
     @property
@@ -91,7 +91,7 @@ class Training:
 
 
 def trainer_of(kind: str) -> Callable[[Training], dict]:
-    """The ``run(job)`` of an agent kind, from the registry (``ptflow.config.kinds``)."""
+    """The ``run(training)`` of an agent kind, from the registry (``ptflow.config.kinds``)."""
     spec = KINDS[kind]
     if spec.trainer is None:
         raise ValueError(f"agent kind {kind!r} trains nothing (it has no train job)")
@@ -166,21 +166,21 @@ def train_cell(spec: TrainSpec, run: TrainRun) -> dict:
     return manifest
 
 
-def _train(job: Training) -> dict:
+def _train(training: Training) -> dict:
     """The kind's trainer on rank 0; a failed or stopped attempt is recorded and its staging dir removed."""
     try:
-        return trainer_of(job.spec.kind)(job)
+        return trainer_of(training.spec.kind)(training)
     except StoppedToResume as exc:
-        job.resume.record_attempt(
-            {"id": job.attempt, "ended": time.time(), "stopped": exc.reason, "saved_step": exc.step}
+        training.resume.record_attempt(
+            {"id": training.attempt, "ended": time.time(), "stopped": exc.reason, "saved_step": exc.step}
         )
-        shutil.rmtree(job.out, ignore_errors=True)
+        shutil.rmtree(training.out, ignore_errors=True)
         raise
     except Exception as exc:
-        job.resume.record_attempt(
-            {"id": job.attempt, "ended": time.time(), "error": f"{type(exc).__name__}: {exc}"[:300]}
+        training.resume.record_attempt(
+            {"id": training.attempt, "ended": time.time(), "error": f"{type(exc).__name__}: {exc}"[:300]}
         )
-        shutil.rmtree(job.out, ignore_errors=True)
+        shutil.rmtree(training.out, ignore_errors=True)
         raise
 
 
