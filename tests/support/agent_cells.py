@@ -55,4 +55,4 @@ def agent_job(
     run = TrainRun(
         start_model, train_parquet, str(Path(out).parent / "manifest.json"), threads=threads, log=log, spend=spend
     )
-    return AgentCell(Training(train, run, Path(out), resume, attempt), checkout=checkout, env=env)
+    return AgentCell.of(Training(train, run, Path(out), resume, attempt), checkout=checkout, env=env)

@@ -199,7 +199,7 @@ def test_an_evaluate_job_adopts_only_a_staged_evaluation_for_its_params(tmp_path
 
 
 def test_a_train_job_evaluates_with_the_evaluate_jobs_params(tmp_path):
-    """Rule train's evaluation param (agent cells evaluate in their own allocation): the evaluate job's params, so the
+    """Rule train's evaluation handoff (beside its params value's spec: agent cells evaluate in their own allocation): the evaluate job's params, so the
     evaluate job adopts what the train job made; other kinds evaluate only in their evaluate job."""
     jobs = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
     kinds = set()
@@ -259,7 +259,7 @@ def test_an_evaluate_seed_job_is_light_where_it_adopts_or_the_first_seed_skips_i
 
 
 def test_a_train_job_evaluates_each_seed_of_a_seeded_eval_in_order(tmp_path):
-    """Rule train's evaluation param for a seeded eval: each seed's evaluate_seed params and file, the first seed
+    """Rule train's evaluation handoff for a seeded eval: each seed's evaluate_seed params and file, the first seed
     first, and whether the seed changes the data (gpqamain: the skip rule of a greedy model does not apply)."""
     jobs = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
     for eval_id in ("gsm8k", "gpqamain", "healthbench"):

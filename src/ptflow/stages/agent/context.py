@@ -1,5 +1,5 @@
-"""One agent cell and one attempt of it, as the other modules of the agent cell read them: ``AgentCell`` (the
-train job's ``Training`` as the cell reads it, never copied), ``AttemptContext`` (this attempt's task dir, HF view,
+"""One agent cell and one attempt of it, as the other modules of the agent cell read them: ``AgentCell`` (what the
+cell reads of the train job's ``Training``, one flat value), ``AttemptContext`` (this attempt's task dir, HF view,
 trace dir and budget left), ``AgentEnd`` (how the attempt's agent ended) and ``AgentCellError`` (a cell that cannot
 run, in one line).
 
@@ -25,61 +25,32 @@ class AgentCellError(RuntimeError):
 
 @dataclass(frozen=True)
 class AgentCell:
-    """One agent cell as its train job runs it: the training as every trainer gets it (``training``: the rule's
-    spec, the job's files, where the final model goes, the cell's resume state and this attempt's id), the
+    """One agent cell as its train job runs it, built once from the job's ``Training`` (:meth:`of`): the agent's
+    spec, the cell, the train job's runtime (None: this machine), the model it starts from and the train split,
+    where the final model goes, the cell's resume state and this attempt's id, the log, the job's CPU threads (the
+    agent's OpenMP/MKL threads unless its environment sets them), its spend settings (None: none handed), the
     PostTrainBench cell's checkout (from the rule's marker) and the environment the keys come from (None: this
-    process's). The rest is read from the training, never copied."""
+    process's). A flat value: the agent's steps read these fields, not the job's nested values."""
 
-    training: Training
+    agent: AgentCliSpec
+    cell: CellRef
+    runtime: StageRuntime | None
+    start_model: str
+    train_parquet: str | None
+    out: Path
+    resume: ResumeDir | None
+    attempt: str | None
+    log: Callable[[str], None]
+    threads: int | None
+    spend: CellSpend | None = None
     checkout: Path | None = None
     env: dict | None = None
 
-    @property
-    def agent(self) -> AgentCliSpec:
-        return self.training.spec.agent_cli
-
-    @property
-    def cell(self) -> CellRef:
-        return self.training.spec.cell
-
-    @property
-    def runtime(self) -> StageRuntime | None:
-        """The train job's runtime (None: this machine)."""
-        return self.training.spec.runtime
-
-    @property
-    def start_model(self) -> str:
-        return self.training.run.start_model
-
-    @property
-    def train_parquet(self) -> str | None:
-        return self.training.run.train_parquet
-
-    @property
-    def out(self) -> Path:
-        return self.training.out
-
-    @property
-    def resume(self) -> ResumeDir | None:
-        return self.training.resume
-
-    @property
-    def attempt(self) -> str | None:
-        return self.training.attempt
-
-    @property
-    def log(self) -> Callable[[str], None]:
-        return self.training.run.log
-
-    @property
-    def threads(self) -> int | None:
-        """The job's CPU threads: the agent's OpenMP/MKL threads unless its environment sets them."""
-        return self.training.run.threads
-
-    @property
-    def spend(self) -> CellSpend | None:
-        """The cell's spend settings (``ptflow.config.spend.train_spend``; None: none handed)."""
-        return self.training.run.spend
+    @classmethod
+    def of(cls, training: Training, checkout: Path | None = None, env: dict | None = None) -> AgentCell:
+        spec, run = training.spec, training.run
+        return cls(spec.agent_cli, spec.cell, spec.runtime, run.start_model, run.train_parquet, training.out,
+                   training.resume, training.attempt, run.log, run.threads, run.spend, checkout, env)  # fmt: skip
 
     @property
     def workspace(self) -> Path | None:

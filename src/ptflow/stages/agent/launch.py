@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
 
 from ptflow.cluster.preempt import SaveOnWarning
 from ptflow.config.agent_clis import CONTAINER_HOME as AGENT_HOME
@@ -349,8 +350,8 @@ def _launch(ctx: AttemptContext, argv: list[str], child_env: dict, masker: Maske
             if watch is not None:
                 watch.__enter__()
             try:
-                rc, stopped = run_agent(argv, ctx.task_dir, child_env, so, se, warning, agent_cell.log, masker,
-                                        spend_cap=watch.reached if watch is not None else None)  # fmt: skip
+                command = AgentCommand(argv, ctx.task_dir, child_env, so, se, masker)
+                rc, stopped = run_agent(command, warning, agent_cell.log, watch.reached if watch is not None else None)
             finally:
                 if clock is not None:
                     clock.__exit__(None, None, None)
@@ -390,16 +391,27 @@ def _ignore_warning_in_child() -> None:
     signal.signal(getattr(signal, f"SIG{WARNING_SIGNAL}"), signal.SIG_IGN)
 
 
-# size: 9 params, the run's files and the two signals that stop it (the warning, the spend cap) as the caller has them
-def run_agent(
-    argv, cwd, env, stdout, stderr, warning: SaveOnWarning, log, masker: Masker | None = None, spend_cap=None
-):
+@dataclass(frozen=True)
+class AgentCommand:
+    """The agent's process as it is started: its argv, working directory (the task dir) and environment (its keys
+    included: they travel only here), and the files its stdout and stderr go to through ``masker`` (None: the values
+    of every secret-looking variable of ``env``)."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict
+    stdout: BinaryIO
+    stderr: BinaryIO
+    masker: Masker | None = None
+
+
+def run_agent(command: AgentCommand, warning: SaveOnWarning, log, spend_cap=None):
     """Run the agent; on the warning or SIGTERM stop it (TERM, KILL after 30 s). (exit code, stopped by us).
-    Its stdout and stderr reach the files ``stdout``/``stderr`` through ``masker`` (default: the values of every
-    secret-looking variable of ``env``): whatever the agent script prints of a key is kept as ***. ``spend_cap``
-    (a threading.Event, ``spend.SpendWatch.reached``) set: the cell's spend cap is reached, the agent is stopped the
-    same way, and the cell goes on as after a timeout (not stopped for a restart)."""
-    masker = Masker.for_env(env) if masker is None else masker
+    Whatever the agent script prints of a key is kept as *** in its output files. ``spend_cap`` (a threading.Event,
+    ``spend.SpendWatch.reached``) set: the cell's spend cap is reached, the agent is stopped the same way, and the
+    cell goes on as after a timeout (not stopped for a restart)."""
+    argv, cwd, env, stdout, stderr = command.argv, command.cwd, command.env, command.stdout, command.stderr
+    masker = Masker.for_env(env) if command.masker is None else command.masker
     proc = subprocess.Popen(  # stdin: nothing (a CLI in --print mode would read a pipe left open as more prompt)
         argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         preexec_fn=_ignore_warning_in_child,
