@@ -236,4 +236,4 @@ def run(training: Training) -> dict:
     """Kind ``cli-agent``: a coding agent under a time budget (PostTrainBench)."""
     agent = training.spec.agent_cli
     checkout = ptb_agent.checkout_of(training.run.checkout_marker) if agent.posttrainbench else None
-    return train_agent_cell(AgentCell(training, checkout=checkout))
+    return train_agent_cell(AgentCell.of(training, checkout=checkout))
