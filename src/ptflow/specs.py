@@ -313,7 +313,7 @@ class AgentCliSpec(_Fields):
 
 @dataclass(frozen=True)
 class RuntimeServer(_Fields):
-    """Kinds that submit a runtime server beside their trainer (SkyRL): the server's resolved request and where the
+    """Kinds that submit a server beside their trainer (the SkyRL server): the server's resolved request and where the
     coordination dirs go (<cell>/.skyrl_jobs/<stamp>_<server job>/)."""
 
     coord_base: str
@@ -323,7 +323,7 @@ class RuntimeServer(_Fields):
 @dataclass(frozen=True)
 class TrainSpec:
     """Rule train / train_supervised. ``agent`` is the kind's own part: an :class:`AgentCliSpec` (agent-CLI kinds), a
-    :class:`RuntimeServer` (kinds with a runtime server on a site that has its request) or None; the params keep
+    :class:`RuntimeServer` (kinds with a SkyRL server on a site that has its request) or None; the params keep
     both under the key ``agent``, and :meth:`from_params` tells them apart by the kind, not by the dict's shape."""
 
     cell: CellRef

@@ -186,7 +186,7 @@ def run_with_retries(
 def sbatch_submitter(script: str | Path, options: Sequence[str], env: dict | None = None, prepare=None):
     """A ``submit`` for :func:`run_with_retries`: sbatch ``script`` with ``--exclude`` of the blamed nodes and
     ``PTFLOW_ATTEMPT`` in the job's environment. ``prepare(attempt) -> (options, env)`` adds to both per attempt
-    (a SkyRL trainer's dependency on its runtime server job)."""
+    (a SkyRL trainer's dependency on its SkyRL server's job)."""
 
     def submit(attempt: int, exclude: list[str]) -> str:
         more_opts, more_env = prepare(attempt) if prepare else ([], {})

@@ -2,7 +2,7 @@
 
 - Jobs. The slurm executor plugin names every job of one Snakemake run after the run's UUID and comments it
   ``rule_<rule>_wildcards_<wildcard values joined by _>``. Jobs ptflow submits itself (a supervised train job, its
-  resubmissions, a SkyRL runtime server) are named :func:`owned_job_name` of the working directory, a name every run
+  resubmissions, a SkyRL server) are named :func:`owned_job_name` of the working directory, a name every run
   of that directory shares, and carry the same comment as the plugin would give the rule's job, plus ``#<role>`` for
   a helper job (:func:`job_comment`). ``ptflow status``/``cancel`` and a restarted driver find them all with one
   ``squeue --name`` of the run UUIDs (from Snakemake's logs) and this name.

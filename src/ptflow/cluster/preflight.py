@@ -92,7 +92,7 @@ def check_paths(layout: Layout, site: Site, home: str | None = None, notes: list
 
 
 def check_site_requests(cfg: Config, site: Site) -> list[str]:
-    """Kinds whose jobs submit further jobs (skyrl's runtime server) need the site's request for them."""
+    """Kinds whose jobs submit further jobs (the SkyRL server) need the site's request for them."""
     problems = []
     for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
         for stage in cfg.agents[agent_id].spec.site_requests:

@@ -437,7 +437,7 @@ def job_per_node(job_id: str) -> tuple[int, int, int]:
     return nodes, max(cpus // nodes, 1), gpus // nodes
 
 
-# ---- batch submission and single-job state (SkyRL runtime server, pyxis resubmission loop) ----
+# ---- batch submission and single-job state (the SkyRL server, pyxis resubmission loop) ----
 
 TERMINAL_STATES = frozenset(
     {

@@ -2,9 +2,9 @@
 itself, resubmits it after infrastructure failures and after a stop it saved for, and records all of it.
 
 Who is supervised (``ptflow.config.sites.Site.supervises``): every train job on sites with ``infra_retries``
-(pyxis/TAO clusters), and agent kinds whose job needs a helper job submitted before it (SkyRL's runtime server). Why
+(pyxis/TAO clusters), and agent kinds whose job needs a helper job submitted before it (the SkyRL server). Why
 not the plugin: a node failure kills the rule's own allocation, so whatever decides to retry must live outside it,
-and Snakemake's ``retries`` cannot tell a dead node from a Python traceback (see ``infra_retry``); a runtime server
+and Snakemake's ``retries`` cannot tell a dead node from a Python traceback (see ``infra_retry``); a SkyRL server
 on a CPU partition cannot be expressed beside its GPU consumer either (Snakemake's ``service()`` outputs run in their
 consumer's job group, hence in its allocation).
 
@@ -162,7 +162,7 @@ class SupervisedJob:
     commented as the rule's job (``rule``, ``wildcards``: ``ptflow.cluster.ownership``), its ``results_dir`` (the
     cell's, where ``slurm/`` and ``status.json`` go), the workflow's ``workdir``, and how often it is resubmitted
     after infrastructure failures and after saved stops (at the site's internal timeout, a fraction of the
-    request's runtime)."""
+    request's time limit)."""
 
     script: str
     request: Request
@@ -185,7 +185,7 @@ def supervise(job: SupervisedJob, companion=None, log=print) -> dict:
     stops, and return the final status dict.
 
     ``companion``: a helper job's manager with ``prepare(attempt) -> (sbatch options, env)`` (called before each
-    submission) and ``finish(log)`` (on every exit) — SkyRL's runtime server (``ptflow.launch.skyrl``)."""
+    submission) and ``finish(log)`` (on every exit) — the SkyRL server (``ptflow.launch.skyrl``)."""
     from ptflow.cluster import infra_retry
 
     jobs_dir = job.jobs_dir
@@ -232,7 +232,7 @@ def supervise(job: SupervisedJob, companion=None, log=print) -> dict:
 
 
 def _batch_and_options(job: SupervisedJob, log) -> tuple[Path, list[str]]:
-    """The batch script (with the internal timeout of the request's runtime) and its sbatch flags."""
+    """The batch script (with the internal timeout of the request's time limit) and its sbatch flags."""
     runtime = job.request.scaled(job.attempt).get("runtime")
     internal = internal_timeout_seconds(runtime, job.internal_timeout_fraction)
     # until a minute before Slurm's own limit: the trainer's save gets what the internal timeout left

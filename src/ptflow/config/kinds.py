@@ -112,7 +112,7 @@ KINDS: dict[str, AgentKind] = {
         ),
         AgentKind(
             "skyrl",
-            "SkyRL-style training beside a CPU runtime server job",
+            "SkyRL-style training beside a CPU job of the SkyRL server",
             trainer="ptflow.stages.train.skyrl:run",
             site_requests=("runtime_server",),
         ),

@@ -3,7 +3,7 @@
 :meth:`ptflow.config.sites.Site.request` merges a site file's requests into a :class:`Request` (the site's fallback
 and per-agent requests, ``time_hours``, GPUs spread over whole nodes by :func:`spread_gpus`); this module owns what it
 becomes: the slurm executor plugin's resources (:meth:`Request.snakemake_resources`, what rules get) or sbatch flags
-(:meth:`Request.sbatch_options`, what ptflow's own submissions get: the supervisor's train jobs and SkyRL's runtime
+(:meth:`Request.sbatch_options`, what ptflow's own submissions get: the supervisor's train jobs and the SkyRL
 server). One table (:data:`PLUGIN_FLAGS`) maps between the two, so both ask Slurm for the same thing; a retry asks
 for more of what may have run out (:meth:`Request.scaled`), never past the partition's limits.
 """

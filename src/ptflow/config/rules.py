@@ -23,7 +23,7 @@ SITE_REQUESTS = (
     "aggregate",
     "judge",
     "edf",
-    "runtime_server",  # SkyRL's runtime server, submitted by the train job's supervisor (AgentKind.site_requests)
+    "runtime_server",  # the SkyRL server, submitted by the train job's supervisor (AgentKind.site_requests)
 )
 
 # Job kinds whose request a site file may leave out, and the request that sizes them then. Applied in one place,
@@ -69,7 +69,7 @@ ADOPT_REQUEST = "aggregate"
 TRAIN_RULES = frozenset({"train", "train_supervised"})
 
 # Login-node rules that submit their request themselves (ptflow.cluster.supervise), and the helper requests
-# of the agent's kind (``site_requests``: SkyRL's runtime server) before it. Their Slurm jobs are the rule's jobs.
+# of the agent's kind (``site_requests``: the SkyRL server) before it. Their Slurm jobs are the rule's jobs.
 SUPERVISOR_RULES = frozenset({"train_supervised"})
 
 # On the login node, never submitted by the plugin (their request only sizes Snakemake's local scheduling,

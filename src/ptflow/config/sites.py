@@ -186,7 +186,7 @@ class Site:
     def supervises(self, stage: str, agent=None) -> Supervision | None:
         """Whether ``stage`` (for ``agent``) runs as a login-node supervisor: only ``train``, only on Slurm sites,
         for every agent where the site has ``infra_retries``, and for agents whose job needs helper jobs submitted
-        before it (a kind with ``site_requests``: SkyRL's runtime server, see ``ptflow.config.kinds``)."""
+        before it (a kind with ``site_requests``: the SkyRL server, see ``ptflow.config.kinds``)."""
         if stage != "train" or self.scheduler != "slurm":
             return None
         fraction = self.raw.get("internal_timeout_fraction")

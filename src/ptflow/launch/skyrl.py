@@ -1,4 +1,4 @@
-"""SkyRL two-job training: a CPU runtime server job beside the GPU trainer job, coordinated through files.
+"""SkyRL two-job training: a CPU job of the SkyRL server beside the GPU trainer job, coordinated through files.
 
 The FASRC recipe's interface, kept: a **coordination dir** ``<cell>/.skyrl_jobs/<YYYYmmdd>_<HHMMSS>_<server job>/``
 holding ``runtime_url.txt``, ``runtime_api_key.txt`` (mode 600, new per server), ``runtime_ready.flag``,
@@ -61,7 +61,7 @@ JOBS_DIR = ".skyrl_jobs"
 
 
 class SkyRLError(RuntimeError):
-    """The runtime server could not be started, died, or never became ready."""
+    """The SkyRL server could not be started, died, or never became ready."""
 
 
 @dataclass
@@ -139,7 +139,7 @@ def stamp(now: float | None = None) -> str:
 
 @dataclass(frozen=True)
 class ServerSite:
-    """What the site says about the runtime server job: its resolved request (``resources.runtime_server``), how its
+    """What the site says about the SkyRL server's job: its resolved request (``resources.runtime_server``), how its
     command runs (the site's runtime, no GPUs) and the environment every job of the site gets. A train rule's params
     carry it as a dict."""
 
@@ -278,7 +278,7 @@ def stop_server(coord: Coord, job_id: str | None, log=print, grace: float = SERV
 
 
 class ServerCompanion:
-    """The runtime server job of one SkyRL cell, as ``ptflow.cluster.supervise.supervise`` drives it."""
+    """The SkyRL server's job of one cell, as ``ptflow.cluster.supervise.supervise`` drives it."""
 
     def __init__(
         self,
@@ -467,7 +467,7 @@ def run_trainer_side(coord_dir: str | Path, trainer_argv: list[str], *, params: 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m ptflow.launch.skyrl",
-        description="SkyRL runtime server outside the workflow: start one (--runtime-only) or show what a cell's "
+        description="A SkyRL server outside the workflow: start one (--runtime-only) or show what a cell's "
         "train job would submit (--dry-run). Full runs go through snakemake (the train rule of a skyrl agent).",
     )
     ap.add_argument("--site", required=True, help="site name or path (needs resources.runtime_server)")

@@ -1,4 +1,4 @@
-"""A small real HTTP runtime server for SkyRL-style two-job training (the CPU side of ``ptflow.launch.skyrl``).
+"""A small real HTTP SkyRL server for SkyRL-style two-job training (the CPU side of ``ptflow.launch.skyrl``).
 
 Stands in for SkyRL's sandbox runtime service (which needs GPUs/podman sandboxes this machine cannot run) with the
 same contract the trainer relies on: it is a real server, not a mock.
@@ -95,10 +95,10 @@ def serve(coord: Path, host: str, port: int, advertise: str, wrap: list[str], ma
     coord = Path(coord)
     key_path = coord / KEY_FILE
     if not key_path.is_file():
-        print(f"runtime server: API key file {key_path} is missing; the trainer's launcher writes it", file=sys.stderr)
+        print(f"skyrl server: API key file {key_path} is missing; the trainer's launcher writes it", file=sys.stderr)
         return 2
     if key_path.stat().st_mode & 0o077:
-        print(f"runtime server: {key_path} is readable by others; it must be mode 600", file=sys.stderr)
+        print(f"skyrl server: {key_path} is readable by others; it must be mode 600", file=sys.stderr)
         return 2
     key = key_path.read_text().strip()
     httpd = ThreadingHTTPServer((host, port), make_handler(key, wrap, max_timeout))
@@ -109,12 +109,12 @@ def serve(coord: Path, host: str, port: int, advertise: str, wrap: list[str], ma
     def watch() -> None:
         while not stop.wait(poll):
             if (coord / COMPLETE_FLAG).exists():
-                print(f"runtime server: {COMPLETE_FLAG} found, shutting down", flush=True)
+                print(f"skyrl server: {COMPLETE_FLAG} found, shutting down", flush=True)
                 break
         httpd.shutdown()
 
     def on_signal(signum, _frame) -> None:
-        print(f"runtime server: signal {signum}, shutting down", flush=True)
+        print(f"skyrl server: signal {signum}, shutting down", flush=True)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -123,13 +123,13 @@ def serve(coord: Path, host: str, port: int, advertise: str, wrap: list[str], ma
     watcher.start()
     write_text_atomic(coord / URL_FILE, url + "\n")
     write_text_atomic(coord / READY_FLAG, f"{time.time():.3f} pid={os.getpid()} host={socket.gethostname()}\n")
-    print(f"runtime server: serving {url} (pid {os.getpid()})", flush=True)
+    print(f"skyrl server: serving {url} (pid {os.getpid()})", flush=True)
     try:
         httpd.serve_forever(poll_interval=0.2)
     finally:
         stop.set()
         httpd.server_close()
-    print("runtime server: stopped", flush=True)
+    print("skyrl server: stopped", flush=True)
     return 0
 
 

@@ -1,5 +1,5 @@
 """The two ways a train job starts before any training: as a login-node supervisor that submits the rule's script as
-its GPU job (``ptflow.cluster.supervise``, with SkyRL's runtime server first where the kind has one), and, inside a
+its GPU job (``ptflow.cluster.supervise``, with the SkyRL server first where the kind has one), and, inside a
 multi-node allocation of a torchrun kind, as the launcher that runs the script again on every node
 (``ptflow.cluster.multinode``). The training itself is ``ptflow.stages.train.cell``; rule ``train``'s script
 (``workflow/scripts/train.py``) picks one of the three.
@@ -61,7 +61,7 @@ def requested_gpus(spec: TrainSpec, rule_resources) -> int:
 
 def supervise_train(spec: TrainSpec, rule: RuleJob, log=print) -> None:
     """Login node: submit the rule's script as the GPU job (resubmitted after infrastructure failures and saved
-    stops), with its helper job first where the kind has one (SkyRL's runtime server), and wait for it."""
+    stops), with its helper job first where the kind has one (the SkyRL server), and wait for it."""
     companion = None
     if spec.runtime_server:
         from ptflow.launch.skyrl import ServerCompanion

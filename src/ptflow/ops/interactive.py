@@ -112,7 +112,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--agent", default="verl", help="agent kind or id whose train request to use (default verl)")
     ap.add_argument("--partition", help="instead of the request's partition")
-    ap.add_argument("--time", type=int, help="minutes, instead of the request's runtime")
+    ap.add_argument("--time", type=int, help="minutes, instead of the request's time limit")
     ap.add_argument("--command", dest="shell_command", help="run this on the head instead of an interactive shell")
     ap.add_argument("--workdir", help="where the shell starts (default: the verl checkout, else here)")
     ap.add_argument("--log-dir", default=".", help="base of <jobid>-logs/ (default: here)")

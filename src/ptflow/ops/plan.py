@@ -48,7 +48,7 @@ class DimensionCost:
     """What one more dimension of the matrix costs in planned jobs: an agent's repeats (``runs`` of each of its
     cells, every job of those cells) or an eval's seeds (``seeds`` per cell, its ``evaluate_seed`` jobs: a seed whose
     file is up to date is not planned; the cells' ``seed_mean`` runs on the login node and costs nothing), the cells
-    they belong to and their GPU-hours (requests x runtime, as the totals count)."""
+    they belong to and their GPU-hours (requests x time limit, as the totals count)."""
 
     name: str  # the agent or the eval
     unit: str  # "runs" (of each cell) or "seeds" (per cell)
@@ -254,7 +254,7 @@ def render(plan: Plan) -> str:
     if plan.seeds:
         lines += ["", "Evaluation seeds (each seed of a cell its own evaluate_seed job, counted above)"]
         lines += [f"  {s.line()}" for s in plan.seeds]
-    lines += ["", "Request (attempt 1; the site's requests x runtime; CPUs = cpus-per-task x tasks)"]
+    lines += ["", "Request (attempt 1; the site's requests x time limit; CPUs = cpus-per-task x tasks)"]
     head = f"{'jobs':>5} {'w/ GPU':>6} {'GPU-h':>10} {'node-h':>10} {'CPU-h':>10}"
     lines.append(f"  {'partition':<12} {'account':<12} {head}")
     for r in plan.requests:
@@ -265,7 +265,7 @@ def render(plan: Plan) -> str:
     lines.append(f"  {'total':<12} {'':<12} {t['jobs']:>5} {figures}")
     lines += render_time(plan)
     chain = plan.longest_chain
-    lines += ["", f"Longest chain: {len(chain)} jobs, {plan.chain_minutes():.0f} min of requested runtime"]
+    lines += ["", f"Longest chain: {len(chain)} jobs, {plan.chain_minutes():.0f} min of requested time limits"]
     for j in chain:
         wc = ",".join(f"{k}={v}" for k, v in j.wildcards.items())
         lines.append(f"  {j.rule}[{wc}] {j.runtime_min:.0f} min")
@@ -281,7 +281,7 @@ def render_time(plan: Plan) -> list[str]:
     lines += [f"  {line}" for line in (limits.lines() if limits else ["none given"])]
     lines += [
         "",
-        "Waves per partition (each row alone under the caps; a wave is one job's expected_runtime, else runtime)",
+        "Waves per partition (each row alone under the caps; a wave is one job's expected_runtime, else time limit)",
     ]
     head = f"{'jobs':>5} {'GPUs':>4} {'CPUs':>4} {'at once':>7} {'(cap)':<17} {'waves':>5} {'wave':>8} {'from':<16}"
     lines.append(f"  {'partition':<12} {'stage':<14} {head} {'hours':>8}")
@@ -298,5 +298,7 @@ def render_time(plan: Plan) -> list[str]:
         at_once = f"at most {est.peak_jobs} at once, {est.peak_gpus} GPUs at once"
         lines += ["", f"Wall-clock estimate under the caps: {hours_minutes(est.minutes)} ({est.jobs} jobs, {at_once})"]
     lines.append(f"  the planned jobs in dependency order under {plan.caps.describe()};")
-    lines.append(f"  each job its expected_runtime (else runtime) + {JOB_OVERHEAD_S} s of submission and status checks")
+    lines.append(
+        f"  each job its expected_runtime (else its time limit) + {JOB_OVERHEAD_S} s of submission and status checks"
+    )
     return lines

@@ -1,7 +1,7 @@
-"""What the planned jobs add up to: requests x runtime per partition, the longest chain, and on a Slurm site how
+"""What the planned jobs add up to: requests x time limit per partition, the longest chain, and on a Slurm site how
 long the run takes under what the cluster lets one user hold at once.
 
-The figures (GPU-, node- and CPU-hours per partition and account, at attempt 1) are the requests x runtime of exactly
+The figures (GPU-, node- and CPU-hours per partition and account, at attempt 1) are the requests x time limit of exactly
 the planned jobs (``ptflow.ops.plan_jobs``). The caps are the cluster's (``ptflow.cluster.limits``) and the Slurm
 profile's ``jobs:``: per partition, the waves its jobs need alone (:func:`waves`); over the whole DAG, a
 list-scheduling simulation under the shared caps (:func:`simulate`), each job lasting its ``expected_runtime`` (else
@@ -24,7 +24,7 @@ from ptflow.ops.plan_jobs import PlannedJob
 
 # The driver's --jobs on Slurm: the profile's `jobs:` (read by profile_jobs), the cap where no cluster limit is lower.
 SLURM_PROFILE = Path("profiles") / "slurm" / "config.yaml"
-# Seconds a job adds to the run beyond its own runtime: its submission and the status check that sees it end before
+# Seconds a job adds to the run beyond its own minutes: its submission and the status check that sees it end before
 # its dependents are submitted. bench/RESULTS.md measures job end -> dependent started at 6 s median (11 s max) with
 # the profile's 10 s status interval (profiles/slurm/config.yaml); 15 s leaves room for a busier controller.
 JOB_OVERHEAD_S = 15
@@ -137,7 +137,7 @@ class Estimate:
 
 
 def requests(jobs: list[PlannedJob]) -> list[PartitionTotals]:
-    """Requests x runtime per (partition, account), at attempt 1; every Slurm job a planned job makes counts."""
+    """Requests x time limit per (partition, account), at attempt 1; every Slurm job a planned job makes counts."""
     acc: dict[tuple[str, str], PartitionTotals] = {}
     for j in jobs:
         if not j.submitted:

@@ -58,7 +58,8 @@ CAUSES: dict[str, Cause] = _causes(
     Cause("preempted", "Slurm preempted the job (PREEMPTED)", TRAIN, True,
           "rerun (resumable training continues where it stopped)"),
     Cause("time_limit", "the job reached its Slurm time limit (TIMEOUT, DEADLINE)", TRAIN, True,
-          "rerun (resumable training continues); if it recurs raise the rule's runtime in the site file's requests"),
+          "rerun (resumable training continues); if it recurs raise the rule's time limit (runtime of its request in "
+          "the site file)"),
     Cause("out_of_memory", "the job ran out of memory (Slurm's OUT_OF_MEMORY, or the job's MemoryError / CUDA OOM)",
           TRAIN, False, "raise mem_mb (or the GPUs) in the site file's request for this rule, or lower the batch; "
           "then ptflow rerun --fixed"),

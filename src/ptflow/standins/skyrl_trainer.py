@@ -1,6 +1,6 @@
 """STAND-IN for SkyRL's GPU trainer (SkyRL needs GPUs and vLLM, which this machine does not have).
 
-It does what the trainer side of the two-job setup does with the runtime server, for real: reads the server's URL
+It does what the trainer side of the two-job setup does with the SkyRL server, for real: reads the server's URL
 and API key from the environment (``SKYRL_RUNTIME_URL``, ``SKYRL_API_KEY`` — never argv), checks ``/health``, sends
 ``--calls`` code executions to ``/execute`` and checks their output. It does not learn anything: the "checkpoint"
 it writes is a copy of the start model plus ``skyrl_standin.json`` recording the calls. If the server stops

@@ -1,4 +1,4 @@
-"""Agent kind ``skyrl``: a trainer beside a CPU runtime server job, coordinated by ``ptflow.launch.skyrl``.
+"""Agent kind ``skyrl``: a trainer beside a CPU job of the SkyRL server, coordinated by ``ptflow.launch.skyrl``.
 
 Its train rule is a login-node supervisor (``ptflow.cluster.supervise`` with ``ptflow.launch.skyrl.ServerCompanion``)
 that submits the server first and this job with a dependency on the server having started; :func:`run` is the GPU
@@ -39,7 +39,7 @@ def run(job) -> dict:
     if not coord:
         raise SkyRLError(
             f"{COORD_ENV} is not set: a skyrl train job is submitted by its login-node supervisor (rule "
-            "train_supervised), which starts the runtime server first; run it through snakemake"
+            "train_supervised), which starts the SkyRL server first; run it through snakemake"
         )
     argv = trainer_argv(job.params, job.start_model, str(job.out))
     res = run_trainer_side(coord, argv, params=job.params, log=job.log)
