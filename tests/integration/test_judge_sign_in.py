@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.stages.agent.sign_in import subscription_secrets
-from ptflow.stages.judge import judge_cell
+from ptflow.stages.judge.ballot import Ballot
+from ptflow.stages.judge.sign_in import subscription_secrets
+from ptflow.stages.judge.vote import judge_cell
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.codex_sign_in import write_codex_sign_in
 from tests.support.providers import ProviderStandIn, Step
@@ -52,9 +53,9 @@ def test_a_signed_in_codex_judge_votes_with_the_subscription(tmp_path, monkeypat
     lines: list[str] = []
     with ProviderStandIn(steps, expected_key={"openai": (ACCESS_TOKEN,)}) as api:
         judge = {"agent": "codex", "model": MODEL, "base_url": f"{api.url}/v1", "sign_in": {"credentials": str(auth)}}
+        vote = {"judge": "codex", "run": 1, "fields": ["contamination", "disallowed_model"]}
         data = judge_cell(cell={"model": "Qwen/Qwen3-1.7B-Base", "eval": "gsm8k", "agent": "codex"},
-                          manifest=manifest, judge=judge, judge_json=str(cell_dir / "judges/codex/run1.json"),
-                          vote={"judge": "codex", "run": 1, "fields": ["contamination", "disallowed_model"]},
+                          manifest=manifest, ballot=Ballot(judge, cell_dir / "judges/codex/run1.json", vote),
                           log=lines.append)  # fmt: skip
         records = [r for r in api.records if r.get("api") == "openai" and not r.get("other")]
     assert data["status"] == "judged" and data["flagged"] is False, data

@@ -65,8 +65,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptflow.stages.agent.sign_in import subscription_secrets
 from ptflow.stages.evaluate.run import validate_eval_json
+from ptflow.stages.judge.sign_in import subscription_secrets
 from ptflow.stages.posttrainbench import judge_v11 as v11
 from ptflow.stages.posttrainbench.data_probe import PROBE_MODEL
 from tests.e2e.smk import REPO, snakemake

@@ -29,7 +29,7 @@ import yaml
 
 from ptflow.stages.checkpoint import describe_checkpoint
 from ptflow.stages.evaluate.run import validate_eval_json
-from ptflow.stages.judge import readable_trace
+from ptflow.stages.judge.trace import readable_trace
 from tests.e2e.smk import REPO, snakemake
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import ProviderStandIn
@@ -54,7 +54,7 @@ JUDGE_MODEL = "gpt-5.1-codex"
 # The one cell the judge audits (a CPU job, ~6.5 CPU-s each; was every cell): what it proves (real codex as a CPU
 # job, judging in a copy of a cell's workspace, its key in no file) does not depend on the cell's CLI. Claude's: a
 # workspace another CLI than the judge's wrote. The judge job also writes the cell's trace.md; the other cells'
-# traces are rendered by the same function (ptflow.stages.judge.readable_trace) from their kept streams.
+# traces are rendered by the same function (ptflow.stages.judge.trace.readable_trace) from their kept streams.
 JUDGED = "claude"
 # The trajectory's SFT: a real TRL training in the CLI's shell, whose model is measured (evaluate.py) and evaluated;
 # its length is not under test (at 0.07 CPU-s a step, 150 steps cost ~10 CPU-s a cell: what it takes to beat the

@@ -17,7 +17,9 @@ from ptflow.specs import CellRef, StageRuntime
 from ptflow.stages.agent.context import AgentCellError
 from ptflow.stages.agent.launch import DEFAULT_COMMANDS, agent_command, build_argv, timeout_argv
 from ptflow.stages.agent.task_dir import TaskSetup, make_task_dir
-from ptflow.stages.judge import JudgeError, judge_cell, parse_verdict, readable_trace
+from ptflow.stages.judge.ballot import Ballot
+from ptflow.stages.judge.trace import readable_trace
+from ptflow.stages.judge.vote import JudgeError, judge_cell, parse_verdict
 from tests.conftest import REPO
 from tests.support.agent_cells import agent_job, agent_spec
 from tests.support.fake_judge import verdict
@@ -172,14 +174,14 @@ def test_judge_cell_judged_and_skipped(tmp_path):
     cell = {"model": "m", "eval": "add", "agent": "a"}
     judge = {"cli": ["{python}", "-m", "tests.support.fake_judge", "--model", "{model}"], "model": "fake"}
     manifest = _trace(tmp_path, "pd.read_parquet('test.parquet')\n")
-    data = judge_cell(cell=cell, manifest=manifest, judge=judge, judge_json=str(tmp_path / "judge.json"))
+    data = judge_cell(cell=cell, manifest=manifest, ballot=Ballot(judge, tmp_path / "judge.json"))
     assert data["status"] == "judged" and data["flagged"] is True and data["contamination"] is True
     assert (tmp_path / "agent" / "trace.md").is_file()
-    data = judge_cell(cell=cell, manifest=manifest, judge=None, judge_json=str(tmp_path / "j2.json"))
+    data = judge_cell(cell=cell, manifest=manifest, ballot=Ballot(None, tmp_path / "j2.json"))
     assert data["status"] == "skipped" and data["flagged"] is None
     bad = {"cli": [sys.executable, "-c", "print('fine')"]}
     with pytest.raises(JudgeError, match="judge.cli"):
-        judge_cell(cell=cell, manifest=manifest, judge=bad, judge_json=str(tmp_path / "j3.json"))
+        judge_cell(cell=cell, manifest=manifest, ballot=Ballot(bad, tmp_path / "j3.json"))
 
 
 def _eval(root, agent_id, acc, **extra):

@@ -16,7 +16,8 @@ from ptflow.config.matrix import build_config
 from ptflow.config.sites import RuntimeSpec
 from ptflow.stages.agent.clis import CLIS, cell_environment
 from ptflow.stages.agent.task_dir import keep_workspace
-from ptflow.stages.judge import judge_cell, read_verdict_files
+from ptflow.stages.judge.ballot import Ballot
+from ptflow.stages.judge.vote import judge_cell, read_verdict_files
 from tests.conftest import REPO
 from tests.support.agent_cells import agent_spec
 
@@ -136,8 +137,8 @@ def test_a_judge_without_a_workspace_gives_no_verdict_and_the_cell_falls_back(tm
     (trace / "stderr.log").write_text("")
     manifest = {"agent_run": {"trace_dir": str(trace), "cli": "codex"}}  # no workspace kept
     judge = {"agent": "codex", "model": "gpt-5.1-codex", "keys": []}
-    data = judge_cell(cell={"model": "m", "eval": "e", "agent": "a"}, manifest=manifest, judge=judge,
-                      judge_json=str(tmp_path / "judge.json"), log=lambda _: None)  # fmt: skip
+    data = judge_cell(cell={"model": "m", "eval": "e", "agent": "a"}, manifest=manifest,
+                      ballot=Ballot(judge, tmp_path / "judge.json"), log=lambda _: None)  # fmt: skip
     assert data["status"] == "no_verdict" and "kept no workspace" in data["reason"]
     assert json.loads((tmp_path / "judge.json").read_text())["status"] == "no_verdict"
     assert verdict_of(data).state == JUDGE_NO_VERDICT
@@ -205,7 +206,7 @@ def test_a_checkout_cells_judge_runs_in_the_task_dir_as_the_agent_left_it(tmp_pa
     import shutil
 
     import ptflow.stages.agent.task_dir as ac
-    import ptflow.stages.judge as judge_mod
+    import ptflow.stages.judge.vote as judge_mod
     from ptflow.stages.posttrainbench import agent as ptb_agent
     from tests.support.agent_cells import agent_spec
     from tests.support.ptb_checkout import make_fixture_checkout
@@ -250,7 +251,7 @@ def test_a_checkout_cells_judge_runs_in_the_task_dir_as_the_agent_left_it(tmp_pa
     manifest = {"agent_run": {"trace_dir": str(trace), "cli": "codex", "workspace": str(kept)}}
     judge = {"agent": "codex", "model": "gpt-5.1-codex", "keys": []}
     data = judge_cell(cell={"model": "Qwen/Qwen3-1.7B-Base", "eval": "gsm8k", "agent": "codex"}, manifest=manifest,
-                      judge=judge, judge_json=str(tmp_path / "judge.json"), log=print,
+                      ballot=Ballot(judge, tmp_path / "judge.json"), log=print,
                       checkout={"path": str(checkout), "commit": commit, "eval_dir": "gsm8k"})  # fmt: skip
     assert data["status"] == "judged" and data["flagged"] is False, data
     seen = json.loads((trace / "judge_stdout.log").read_text().splitlines()[0])

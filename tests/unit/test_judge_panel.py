@@ -13,7 +13,7 @@ from ptflow.config.validate import ConfigError
 from ptflow.results.cells import ScoredCell, ScoreError, read_cell
 from ptflow.results.scoring import score
 from ptflow.specs import JudgePanelSpec
-from ptflow.stages.judge_panel import decide, decide_cell, votes_text
+from ptflow.stages.judge.panel import decide, decide_cell, votes_text
 
 CLI = ["{python}", "-m", "tests.support.fake_judge"]
 

@@ -1,5 +1,5 @@
 """A judge's subscription sign-in (config ``judge``'s ``sign_in: {credentials: <file>}``): what the config accepts and
-refuses in one line, preflight asking for the file, and how the vote mounts it (``ptflow.stages.agent.sign_in``).
+refuses in one line, preflight asking for the file, and how the vote mounts it (``ptflow.stages.judge.sign_in``).
 The REAL codex signed in this way judges a cell in tests/integration/test_judge_sign_in.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from ptflow.config.judges import panel_of
 from ptflow.config.validate import ConfigError
 from ptflow.keys import Masker
-from ptflow.stages.agent import sign_in
+from ptflow.stages.judge import sign_in
 from tests.conftest import REPO
 from tests.support.codex_sign_in import write_codex_sign_in
 

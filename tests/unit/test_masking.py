@@ -180,7 +180,8 @@ def files_holding(root, value: str) -> list:
 def test_an_agent_that_prints_its_keys_leaves_them_in_no_file(tmp_path, monkeypatch):
     """Any agent script (here a custom command): the values of its keys reach the trace masked, and trace.md too."""
     from ptflow.stages.agent.cell import train_agent_cell
-    from ptflow.stages.judge import judge_cell
+    from ptflow.stages.judge.ballot import Ballot
+    from ptflow.stages.judge.vote import judge_cell
 
     cred = "cred-" + secrets.token_hex(12)
     script = tmp_path / "echo_agent.py"
@@ -200,8 +201,8 @@ def test_an_agent_that_prints_its_keys_leaves_them_in_no_file(tmp_path, monkeypa
     manifest.write_text(json.dumps(result))
     monkeypatch.setenv("MY_CRED", cred)  # the judge job's environment holds the keys as the agent's did
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    judge_cell(cell={"model": "m", "eval": "add"}, manifest=result, judge=None,
-               judge_json=str(tmp_path / "judge.json"), keys=["MY_CRED"], log=lines.append)  # fmt: skip
+    judge_cell(cell={"model": "m", "eval": "add"}, manifest=result, ballot=Ballot(None, tmp_path / "judge.json"),
+               keys=["MY_CRED"], log=lines.append)  # fmt: skip
     assert (tmp_path / "trace" / "trace.md").read_text().count("***") >= 2
     assert files_holding(tmp_path, cred) == [] and files_holding(tmp_path, KEY) == []
     assert not any(cred in ln or KEY in ln for ln in lines)
@@ -252,7 +253,8 @@ def test_the_rule_log_without_keys_in_the_environment_is_written_directly(tmp_pa
 
 def test_a_judge_that_prints_its_key_leaves_it_in_no_file(tmp_path, monkeypatch):
     """judge.cli (verdict on stdout): the key it prints in its reason reaches judge.json and the log as ***."""
-    from ptflow.stages.judge import judge_cell
+    from ptflow.stages.judge.ballot import Ballot
+    from ptflow.stages.judge.vote import judge_cell
 
     judge_key = "judge-" + secrets.token_hex(10)
     monkeypatch.setenv("MY_JUDGE_CRED", judge_key)
@@ -268,8 +270,8 @@ def test_a_judge_that_prints_its_key_leaves_it_in_no_file(tmp_path, monkeypatch)
     lines = []
     data = judge_cell(
         cell={"model": "m", "eval": "add"}, manifest={"agent_run": {"trace_dir": str(trace)}},
-        judge={"cli": [sys.executable, str(script)], "keys": ["MY_JUDGE_CRED"]},
-        judge_json=str(tmp_path / "judge.json"), log=lines.append,
+        ballot=Ballot({"cli": [sys.executable, str(script)], "keys": ["MY_JUDGE_CRED"]}, tmp_path / "judge.json"),
+        log=lines.append,
     )  # fmt: skip
     assert data["reason"] == "checked with ***" and data["flagged"] is False
     assert files_holding(tmp_path, judge_key) == [] and not any(judge_key in ln for ln in lines)
@@ -286,7 +288,8 @@ printf 'only allowed use detected\\nkey %s\\n' "$CODEX_API_KEY" > disallowed_mod
 def test_an_agentic_judge_that_prints_its_key_leaves_it_in_no_file(tmp_path, monkeypatch):
     """judge.agent (the CLI in a copy of the workspace): its captured output, judge_trace.md, the verdict files
     kept beside the trace and judge.json hold *** where it printed its key."""
-    from ptflow.stages.judge import judge_cell
+    from ptflow.stages.judge.ballot import Ballot
+    from ptflow.stages.judge.vote import judge_cell
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -303,8 +306,9 @@ def test_an_agentic_judge_that_prints_its_key_leaves_it_in_no_file(tmp_path, mon
     run = {"trace_dir": str(trace), "workspace": str(workspace), "cli": "codex"}
     data = judge_cell(
         cell={"model": "m", "eval": "add"}, manifest={"agent_run": run},
-        judge={"agent": "codex", "model": "gpt-5.1-codex", "keys": ["OPENAI_API_KEY"]},
-        judge_json=str(tmp_path / "judge.json"), log=lambda m: None,
+        ballot=Ballot({"agent": "codex", "model": "gpt-5.1-codex", "keys": ["OPENAI_API_KEY"]},
+                      tmp_path / "judge.json"),
+        log=lambda m: None,
     )  # fmt: skip
     assert data["status"] == "judged" and data["flagged"] is False
     assert (trace / "judge_stdout.log").read_text() == "***\n"

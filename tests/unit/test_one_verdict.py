@@ -5,7 +5,7 @@ numbers ptflow predicts.
 
 Each cell's votes are the raw ``judgement.json`` files a judge may leave (clean, flagging, none, a field missing,
 booleans written as strings), read by the vote's own reading (``judge_run_v11.vote_outcome``) and decided by rule
-judge's own function (``judge_panel.decide_cell``) under the panel a v1.1 checkout implies. The expected states below
+judge's own function (``judge.panel.decide_cell``) under the panel a v1.1 checkout implies. The expected states below
 are written by hand from PostTrainBench's rule (any contamination judge flags; a judge without a readable verdict
 leaves the cell undecided unless another's flag decides the field; the API verdict is recorded, never counted).
 """
@@ -30,7 +30,7 @@ from ptflow.results.overrides import accepted_cells, config_overrides
 from ptflow.results.ptb_export import export_posttrainbench
 from ptflow.results.report import ReportOutputs, aggregate
 from ptflow.specs import JudgePanelSpec
-from ptflow.stages import judge_panel
+from ptflow.stages.judge import panel as judge_panel
 from ptflow.stages.posttrainbench import judge_run_v11, judge_v11
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from tests.conftest import REPO

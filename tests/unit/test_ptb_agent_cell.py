@@ -18,8 +18,8 @@ from ptflow.cluster.runtime import AGENT_HOME, runtime_argv
 from ptflow.config.sites import RuntimeSpec
 from ptflow.specs import StageRuntime
 from ptflow.stages.agent.cell import train_agent_cell
-from ptflow.stages.judge import checkout_judge_prompt
 from ptflow.stages.posttrainbench import agent as ptb_agent
+from ptflow.stages.posttrainbench import judge_v10
 from tests.support.agent_cells import agent_job
 from tests.support.ptb_checkout import commit_change, make_fixture_checkout, run_task_listing
 
@@ -108,7 +108,7 @@ def test_checkouts_codex_config_is_kept_with_ptflows_joined(tmp_path, checkout):
 
 def test_judge_prompt_is_what_bash_passes(checkout):
     dest, _ = checkout
-    text = checkout_judge_prompt({"path": str(dest), "eval_dir": "gsm8k"}, "Qwen/Qwen3-1.7B-Base")
+    text = judge_v10.judge_prompt({"path": str(dest), "eval_dir": "gsm8k"}, "Qwen/Qwen3-1.7B-Base")
     raw = subprocess.run([sys.executable, "src/disallowed_usage_judge/get_judge_prompt.py", "--benchmark",
                           (dest / "src/eval/tasks/gsm8k/benchmark.txt").read_text().strip(), "--model",
                           "Qwen/Qwen3-1.7B-Base"], cwd=dest, capture_output=True, text=True).stdout  # fmt: skip

@@ -17,7 +17,7 @@ import pytest
 from ptflow.config import posttrainbench as ptb
 from ptflow.config.load import resolve
 from ptflow.config.validate import ConfigError
-from ptflow.stages.agent.sign_in import subscription_secrets
+from ptflow.stages.judge.sign_in import subscription_secrets
 from ptflow.stages.posttrainbench import judge_v11 as v11
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from tests.conftest import REPO

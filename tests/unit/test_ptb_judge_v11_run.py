@@ -1,5 +1,5 @@
 """PostTrainBench d27a95e's judge panel run through ptflow's panel: a v1.1 checkout's cells get its three judges (the
-panel, the votes rule all asks for, each vote's params), and a vote job (ptflow.stages.judge.judge_cell with the
+panel, the votes rule all asks for, each vote's params), and a vote job (ptflow.stages.judge.vote.judge_cell with the
 v1.1 vote) runs its judge in the home judge_v11 builds, with stand-in ``codex`` and ``opencode`` CLIs on PATH (they
 write the fixture's verdicts and print the sign-in's tokens and the key, which must come back masked), its
 judgement.json kept in the vote's dir and read as aggregate_judgement.py reads it; the export of such votes is what
@@ -15,9 +15,10 @@ from pathlib import Path
 from ptflow.config.load import resolve
 from ptflow.jobs.build import Jobs
 from ptflow.jobs.rule_values import RuleInputs
-from ptflow.stages.agent.sign_in import subscription_secrets
-from ptflow.stages.judge import judge_cell
-from ptflow.stages.judge_panel import _vote, decide
+from ptflow.stages.judge.ballot import Ballot
+from ptflow.stages.judge.panel import _vote, decide
+from ptflow.stages.judge.sign_in import subscription_secrets
+from ptflow.stages.judge.vote import judge_cell
 from ptflow.stages.posttrainbench import judge_run_v11
 from ptflow.stages.posttrainbench import judge_v11 as v11
 from tests.conftest import REPO
@@ -113,7 +114,7 @@ def test_each_vote_runs_its_judge_as_run_judge_sh_and_keeps_its_verdict(tmp_path
         out = cell_dir / "judges" / judge.id / "run1.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         votes.append(judge_cell(cell={"model": MODEL, "eval": "gsm8k", "agent": "codex"}, manifest=manifest,
-                                judge=judge.settings, judge_json=str(out), vote=vote,
+                                ballot=Ballot(judge.settings, out, vote),
                                 checkout={"path": str(root), "eval_dir": "gsm8k"}, log=logged.append))  # fmt: skip
     assert [(v["status"], v.get("fields", v.get("reason"))) for v in votes] == [
         ("judged", {"contamination": False, "disallowed_model": False}),

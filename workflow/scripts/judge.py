@@ -1,8 +1,8 @@
-"""Adapter: rule judge (the judge panel's decision over a cell's votes) -> ptflow.stages.judge_panel.decide_cell."""
+"""Adapter: rule judge (the judge panel's decision over a cell's votes) -> ptflow.stages.judge.panel.decide_cell."""
 
 from ptflow.jobenv import rule_log
 from ptflow.specs import JudgePanelSpec
-from ptflow.stages.judge_panel import decide_cell
+from ptflow.stages.judge.panel import decide_cell
 
 with rule_log(snakemake.log[0]) as log:
     job = JudgePanelSpec.from_params(snakemake.params.job)

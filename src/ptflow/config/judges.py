@@ -5,7 +5,7 @@ an agentic judge writes them in (:data:`VERDICT_FIELDS`).
 Two spellings of one thing: the shorthand ``judge: {agent|cli, model, keys, ...}`` is a panel of one judge (its id
 the CLI's name, one run), the panel form ``judge: {decision, judges: [...], effects}`` names several. Each run of
 each judge is its own file target (a vote, ``judges/<id>/run<k>.json``); rule ``judge`` decides the panel
-(``ptflow.stages.judge_panel``).
+(``ptflow.stages.judge.panel``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.results.verdict import CellVerdict
-from ptflow.stages.judge import VERDICT_FILES
+from ptflow.stages.judge.vote import VERDICT_FILES
 from ptflow.stages.posttrainbench.judge_v11 import AGGREGATE_FILE
 
 V11_RESULT = f"{AGGREGATE_FILE}.json"  # d27a95e's encoding of a run's verdict, as aggregate_contamination.py reads it

@@ -142,7 +142,7 @@ def judge_fields(judge: Mapping | None) -> dict[str, bool | None]:
 
 
 def _votes(judge: Mapping | None) -> tuple[str, int]:
-    from ptflow.stages.judge_panel import votes_text
+    from ptflow.stages.judge.panel import votes_text
 
     return votes_text(dict(judge)) if judge else "", len((judge or {}).get("votes") or [])
 

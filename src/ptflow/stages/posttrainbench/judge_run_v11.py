@@ -1,36 +1,22 @@
-"""One vote of PostTrainBench d27a95e's judge panel (v1.1): one run of its ``gpt``, ``kimi`` or ``api`` judge on an
-agent cell, as ``src/disallowed_usage_judge/run_judge.sh`` runs that judge, through the site's runtime.
+"""A vote of PostTrainBench d27a95e's judge panel (v1.1) as the checkout's protocol has it: the panel itself as
+ptflow decides it (:func:`panel`: decision ``any``, as run_judge.sh ORs its contamination judges; a contamination or
+model flag scores the base model; the API verdict is recorded only, no aggregation script reads it at d27a95e),
+where the ChatGPT sign-in lies (:func:`auth_json`), a vote's outcome from the ``judgement.json`` its judge wrote,
+checked as ``aggregate_judgement.py`` checks it (:func:`vote_outcome`), and the run dir's judge files from a cell's
+votes for ``ptflow export --posttrainbench`` (:func:`export_from_votes`).
 
-Everything the judge sees and runs is :mod:`ptflow.stages.posttrainbench.judge_v11`'s (which its unit test proves
-equal to run_judge.sh's): the home from ``judge_home_entries`` (the task dir's files hard-linked), the prompt from
-the checkout's ``get_judge_prompt.py``, the CLI's argv, its environment and binds. The ChatGPT sign-in
-(``auth.json``) is bound onto the home's ``.codex/auth.json`` (a container) or linked there (a venv site: the
-judge runs on the host with that home as ``$HOME``), never copied; its token values are masked in everything kept.
-The judge's ``task/judgement.json`` is kept (masked) in the vote's dir as ``judgement.json``, checked as
-``aggregate_judgement.py`` checks it; ``ptflow export --posttrainbench`` writes it under run_task.sh's name.
-
-Also the panel itself as ptflow decides it (:func:`panel`): decision ``any`` (run_judge.sh ORs its contamination
-judges), a contamination or model flag scores the base model, the API verdict is recorded only (no aggregation
-script reads it at d27a95e).
+What each judge sees and runs is :mod:`ptflow.stages.posttrainbench.judge_v11`'s; the judge's room runs a vote with
+both (``ptflow.stages.judge.ptb_vote``).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from ptflow.config.judges import Judge, JudgePanel
-from ptflow.files import link_tree, write_text_atomic
-from ptflow.keys import Masker, run_masked
-from ptflow.specs import StageRuntime
-from ptflow.stages.agent import sign_in
 from ptflow.stages.posttrainbench import judge_v11 as v11
 
 PROTOCOL = "v1.1"
-STDOUT = "judge_stdout.log"  # run_judge.sh's judge_output_<name>.json (the CLI's --json events)
-STDERR = "judge_stderr.log"
 
 
 def panel(runs: int = 1) -> JudgePanel:
@@ -48,114 +34,6 @@ def auth_json(raw_posttrainbench: dict | None, checkout: str) -> str:
     made absolute), else the checkout's ``agents/codex_non_api/auth.json`` as run_judge.sh reads it."""
     given = ((raw_posttrainbench or {}).get("judge") or {}).get("auth_json")
     return str(Path(given).resolve()) if given else str(v11.subscription_auth(checkout))
-
-
-def masker_for(judge: v11.PtbPanelJudge, auth: str, env: dict[str, str], keys=()) -> Masker:
-    """The values no kept file may hold: the judge's key, the job's secret-looking variables, and every token of the
-    subscription's auth.json (read when the vote starts: codex may rotate them, the old ones are masked too)."""
-    base = Masker.for_env(env, [*keys, *([judge.key] if judge.key else [])])
-    return sign_in.masking(base, auth) if judge.subscription else base
-
-
-def _link(source: Path, dest: Path) -> None:
-    link_tree(source, dest)
-
-
-# size: one vote's inputs, as judge_cell has them
-def verdict(
-    cell: dict, run: dict, vote: dict, trace_md: Path, kept: Path, runtime: StageRuntime | None, checkout: dict, log,
-    readable,
-) -> dict:  # fmt: skip
-    """Run the vote's judge in a home of its own beside the kept workspace; ``{field: bool, ..., reason}`` from its
-    judgement.json, or ``{"status": "no_verdict", "reason": ...}``. ``vote``: ``{judge, run, fields, protocol,
-    auth_json}``; ``checkout``: ``{path, eval_dir}``; ``kept``: the vote's dir; ``readable(stdout, stderr, masker,
-    cli)``: the judge's events as markdown (ptflow.stages.judge.readable_trace)."""
-    judge = v11.panel_judge(vote["judge"])
-    workspace = Path(run.get("workspace") or "")
-    if not run.get("workspace") or not workspace.is_dir():
-        return {"status": "no_verdict", "reason": f"the cell kept no workspace for the judge ({workspace or 'none'})"}
-    auth = vote.get("auth_json") or str(v11.subscription_auth(checkout["path"]))
-    if judge.subscription and not Path(auth).is_file():
-        return {"status": "no_verdict", "reason": f"no subscription sign-in at {auth} (posttrainbench.judge.auth_json)"}
-    label = f"{workspace.name}.judge-{vote['judge']}-run{vote['run']}-"
-    for stale in workspace.parent.glob(f"{label}*"):  # a vote killed at its time limit left its home
-        shutil.rmtree(stale, ignore_errors=True)
-    root = Path(tempfile.mkdtemp(prefix=label, dir=workspace.parent))  # the same filesystem: files linked
-    try:
-        outcome = _run(cell, judge, workspace, auth, trace_md, kept, runtime, checkout, root, log, vote)
-        if (kept / STDOUT).is_file():
-            text = (kept / STDOUT).read_text(errors="replace")
-            write_text_atomic(
-                kept / "judge_trace.md", readable(text, "", masker_for(judge, auth, dict(os.environ)), judge.cli)
-            )
-        return outcome
-    finally:
-        shutil.rmtree(root, ignore_errors=True)  # the auth.json link goes, the file it points at stays
-
-
-def cli_settings(judge: v11.PtbPanelJudge, where: Path, base_url: str | None) -> dict[str, str]:
-    """What the judge's CLI needs beyond run_judge.sh's environment where ptflow, not PostTrainBench's image, set it
-    up, never inside the judge's home (which stays run_judge.sh's): codex reads ``OPENAI_BASE_URL`` (with the
-    ChatGPT sign-in too); opencode gets ptflow's settings (its XDG dirs under ``where``: the model declared, no
-    models.dev fetch or plugin install, the provider's baseURL), over which the task dir's opencode.json (the key)
-    is merged. ``base_url``: ``posttrainbench.judge.base_url`` (a gateway, or the tests' stand-in)."""
-    from ptflow.stages.agent.clis import CLIS
-    from ptflow.stages.agent.clis.base import CellHome
-
-    if judge.cli == "codex":
-        return {"OPENAI_BASE_URL": base_url} if base_url else {}
-    cli = CLIS[judge.cli]
-    where.mkdir(parents=True, exist_ok=True)
-    ctx = {"model": judge.model, "task_dir": "", "base_url": base_url, "root": False, "host_values": None}
-    return {**cli.env, **cli.write_home(CellHome(where, str(where), ""), ctx)}
-
-
-# size: the vote's parts, each needed once
-def _run(cell, judge, workspace, auth, trace_md, kept, runtime, checkout, root, log, vote) -> dict:
-    from ptflow.cluster.runtime import HOME_BOUND, container_env, runtime_argv
-
-    home, job_tmp = root / "home", root / "tmp"
-    job_tmp.mkdir()
-    entries = v11.judge_home_entries(judge, checkout["path"], checkout["eval_dir"], workspace, trace_md)
-    v11.build_judge_home(entries, home, link=_link)
-    try:
-        prompt = v11.judge_prompt(checkout["path"], judge, checkout["eval_dir"], cell.get("model"), env=os.environ)
-    except v11.PtbVerdictError as exc:
-        return {"status": "no_verdict", "reason": str(exc)}
-    container = runtime is not None and runtime.kind in HOME_BOUND
-    env = judge.env(os.environ.get("PATH", ""), dict(os.environ))
-    binds = judge.binds(checkout["path"], job_tmp, auth)
-    env |= cli_settings(judge, root / "cli", vote.get("base_url"))
-    if (root / "cli").is_dir():  # the CLI's own settings, outside the judge's home, at the same path inside
-        binds.append((str(root / "cli"), str(root / "cli")))
-    command = judge.argv(prompt)
-    if container:  # run_judge.sh's apptainer exec: the home at /home/ben, the binds at their places
-        command = runtime_argv(
-            runtime.site_runtime, command, image=runtime.image, job_dir=str(home), agent_cell=True, gpus=0,
-            binds=[f"{src}:{dest}" for src, dest in binds], workdir=f"{v11.HOME}/{v11.TASK}",
-        )  # fmt: skip
-        env = container_env(runtime.site_runtime, env)
-    else:  # on the host: this home is $HOME, the sign-in linked where the bind puts it, the private tmp as TMPDIR
-        if judge.subscription:
-            placeholder = home / v11.AUTH_IN_HOME
-            placeholder.unlink(missing_ok=True)
-            placeholder.symlink_to(auth)
-        env = {**env, "HOME": str(home), "TMPDIR": str(job_tmp)}
-        if runtime is not None:
-            command = runtime_argv(runtime.site_runtime, command)
-    masker = masker_for(judge, auth, {**os.environ, **env})
-    shown = [a if a != prompt else "<judge prompt>" for a in command]
-    log(f"judge {judge.id} ({judge.cli}, {judge.model}, PostTrainBench v1.1) in {home}: $ " + " ".join(shown))
-    with open(kept / STDOUT, "wb") as so, open(kept / STDERR, "wb") as se:
-        try:
-            rc = run_masked(command, masker, so, se, cwd=home / v11.TASK, env=env)
-        except FileNotFoundError:
-            return {"status": "no_verdict", "reason": f"the judge CLI {command[0]!r} is not installed here"}
-    written = home / v11.TASK / v11.VERDICT_FILE
-    if written.is_file():
-        masker.copy_file(written, kept / v11.VERDICT_FILE)
-    text = (kept / v11.VERDICT_FILE).read_text() if written.is_file() else None
-    return vote_outcome(judge, text, f"exited {rc}", f" (see {kept}/judge_trace.md)")
 
 
 def vote_outcome(judge: v11.PtbPanelJudge, text: str | None, how: str = "", see: str = "") -> dict:

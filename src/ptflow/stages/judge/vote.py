@@ -8,7 +8,8 @@ Two kinds of judge (config key ``judge``):
   into ``contamination_judgement.txt`` and ``disallowed_model_judgement.txt`` (first line: ``no contamination
   detected`` / ``contamination detected``; ``only allowed use detected`` / ``disallowed use detected``). A cell of
   a PostTrainBench checkout is judged as its ``run_task.sh`` judges: in the task dir exactly as the agent left it,
-  ``final_model/`` in it, with the job's time limit only (:func:`checkout_judge_dir`).
+  ``final_model/`` in it, with the job's time limit only (``ptflow.stages.posttrainbench.judge_v10``); a cell of a
+  checkout with d27a95e's panel, by that panel's own judges (``ptflow.stages.judge.ptb_vote``).
 - ``{cli: [argv...], model: ..., keys: [...]}`` — a command that reads the trace on stdin and prints a JSON verdict
   ``{"contamination": bool, "disallowed_model": bool, "reason": str}`` (one boolean per field the judge answers).
 
@@ -16,7 +17,7 @@ This module makes one **vote**: one run of one judge of the panel (``ptflow.conf
 ``judges/<id>/run<k>.json`` in the cell's dir by rule judge_run, with what the judge left (its output, trace and
 verdict files) in ``judges/<id>/run<k>/`` beside it. A vote that gives no usable verdict (exit, missing or malformed
 file) says ``status: no_verdict`` — never a failed cell after a 10-hour run. Rule judge then decides the panel from
-the votes into judge.json (``ptflow.stages.judge_panel``).
+the votes into judge.json (``ptflow.stages.judge.panel``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,10 +35,11 @@ from ptflow.config.judges import DEFAULT_FIELDS, JSON_VERDICT_FILE, VERDICT_FIEL
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import Masker, run_masked
 from ptflow.specs import JudgeSpec, StageRuntime
-from ptflow.stages.agent import sign_in
-from ptflow.stages.posttrainbench import judge_run_v11
+from ptflow.stages.judge import ptb_vote, sign_in
+from ptflow.stages.judge.ballot import Ballot, JudgedCell, fresh_root
+from ptflow.stages.judge.trace import readable_trace
+from ptflow.stages.posttrainbench import judge_run_v11, judge_v10
 
-MAX_FIELD = 2000  # characters of one tool input/output kept in trace.md
 JUDGE_TIMEOUT_S = 1800
 
 
@@ -53,77 +54,6 @@ Answer with exactly one line of JSON: {{{answer}"reason": "..."}}
 
 class JudgeError(RuntimeError):
     pass
-
-
-def _clip(text: str, n: int = MAX_FIELD) -> str:
-    return text if len(text) <= n else text[:n] + f"… [{len(text) - n} more characters]"
-
-
-def _event_lines(ev: dict) -> list[str]:
-    """One stream-json event (claude/gemini/codex style) as markdown lines; unknown shapes as compact JSON."""
-    kind = ev.get("type", "event")
-    msg = ev.get("message") if isinstance(ev.get("message"), dict) else None
-    content = msg.get("content") if msg else ev.get("content")
-    out = []
-    if isinstance(content, list):
-        for part in content:
-            if not isinstance(part, dict):
-                continue
-            if part.get("type") == "text":
-                out.append(f"**{kind}**: {_clip(str(part.get('text', '')))}")
-            elif part.get("type") == "tool_use":
-                out.append(f"**tool call `{part.get('name')}`**: `{_clip(json.dumps(part.get('input'), default=str))}`")
-            elif part.get("type") == "tool_result":
-                body = part.get("content")
-                body = body if isinstance(body, str) else json.dumps(body, default=str)
-                out.append(f"**tool result**:\n```\n{_clip(body)}\n```")
-    elif isinstance(content, str):
-        out.append(f"**{kind}**: {_clip(content)}")
-    elif "text" in ev:
-        out.append(f"**{kind}**: {_clip(str(ev['text']))}")
-    if not out:
-        out.append(f"`{_clip(json.dumps(ev, default=str), 500)}`")
-    return out
-
-
-def readable_trace(stdout: str, stderr: str = "", redact: Masker | tuple[str, ...] = (), cli: str | None = None) -> str:
-    """The agent's stdout (JSONL events or plain text) and stderr as markdown; ``redact`` (a :class:`Masker`, or
-    values) masks the keys' values as ***.
-    ``cli``: the agent CLI whose stream format the events are in (``ptflow.stages.agent.clis``); other shapes (the
-    scripted agent's) are read generically."""
-    from ptflow.stages.agent.clis import CLIS
-
-    parser = CLIS[cli].trace_lines if cli in CLIS else None
-    lines = ["# Agent trace", ""]
-    text_block: list[str] = []
-
-    def flush():
-        if text_block:
-            lines.extend(["```", *text_block, "```", ""])
-            text_block.clear()
-
-    for raw in stdout.splitlines():
-        s = raw.strip()
-        ev = None
-        if s.startswith("{"):
-            try:
-                ev = json.loads(s)
-            except json.JSONDecodeError:
-                ev = None
-        if isinstance(ev, dict):
-            flush()
-            shown = parser(ev) if parser else None
-            if shown == []:  # an event the CLI's parser shows as nothing (turn markers)
-                continue
-            lines.extend(_event_lines(ev) if shown is None else shown)
-            lines.append("")
-        else:
-            text_block.append(raw)
-    flush()
-    if stderr.strip():
-        lines += ["## stderr", "", "```", _clip(stderr, 20000), "```", ""]
-    masker = redact if isinstance(redact, Masker) else Masker(redact)
-    return masker.mask("\n".join(lines))
 
 
 def parse_verdict(stdout: str, argv: list[str], fields=DEFAULT_FIELDS) -> dict:
@@ -142,12 +72,6 @@ def parse_verdict(stdout: str, argv: list[str], fields=DEFAULT_FIELDS) -> dict:
     )
 
 
-def judge_argv(judge: dict, judge_id: str = "", run: int = 1) -> list[str]:
-    """The cli judge's argv: placeholders {model} {python}, and {judge} {run} (a run may be told which it is)."""
-    values = {"model": judge.get("model", ""), "python": sys.executable, "judge": judge_id, "run": run}
-    return [part.format(**values) for part in judge["cli"]]
-
-
 # The verdict files of an agentic judge and the first-line answers each may hold (PostTrainBench's format): one
 # table for the whole package, ptflow.config.judges.VERDICT_FIELDS.
 VERDICT_FILES = VERDICT_FIELDS
@@ -162,9 +86,7 @@ def judge_job(
     return judge_cell(
         cell=job.cell.to_params(with_run=False),
         manifest=json.loads(Path(manifest).read_text()),
-        judge=job.judge,
-        judge_json=str(vote_json),
-        vote=job.vote,
+        ballot=Ballot(job.judge, vote_json, job.vote),
         keys=job.keys,
         runtime=job.runtime,
         checkout={**json.loads(Path(checkout).read_text()), **job.posttrainbench.to_params()}
@@ -174,33 +96,31 @@ def judge_job(
     )
 
 
-# size: one judge's call: the cell, its judge and keys, where it runs, the checkout, and which vote it is
 def judge_cell(
     *,
     cell: dict,
     manifest: dict,
-    judge: dict | None,
-    judge_json: str,
+    ballot: Ballot,
     keys=(),
     runtime: StageRuntime | None = None,
     checkout: dict | None = None,
     log=print,
-    vote: dict | None = None,
 ) -> dict:
-    """Write trace.md (from the cell's agent trace) and the judge's verdict (``judge_json``); returns its content.
+    """Write trace.md (from the cell's agent trace) and the judge's verdict (``ballot.path``); returns its content.
     ``checkout``: a cell of a PostTrainBench eval: ``{path, eval_dir}``, its judge prompt comes from the checkout's
-    ``get_judge_prompt.py`` and its verdict files are read as PostTrainBench's aggregation reads them. ``vote``:
-    ``{judge, run, fields}`` of a panel's vote: the fields asked, and what the judge leaves (its output, trace,
-    verdict files) goes to the vote's own dir (``judge_json`` without ``.json``) instead of the trace dir."""
+    ``get_judge_prompt.py`` and its verdict files are read as PostTrainBench's aggregation reads them. A vote of a
+    panel (``ballot.vote``): the fields it asks, and what the judge leaves (its output, trace, verdict files) goes to
+    the vote's own dir (the vote's file without ``.json``) instead of the trace dir."""
     run = manifest.get("agent_run") or {}
     trace_dir = Path(run.get("trace_dir", ""))
     if not run or not trace_dir.is_dir():
         raise JudgeError(
             f"{cell}: the manifest has no agent trace (agent_run.trace_dir); rerun the train rule of this cell"
         )
+    judge, vote, judge_json = ballot.judge, ballot.vote, ballot.path
     # the agent's keys (names, values from this job's environment), the judge's, every secret-looking variable
     redact = Masker.for_env(os.environ, [*keys, *((judge or {}).get("keys") or [])])
-    redact = sign_in.masking(redact, _credentials(judge))  # a subscription's tokens too
+    redact = sign_in.masking(redact, ballot.credentials)  # a subscription's tokens too
     stdout = (trace_dir / "stdout.log").read_text(errors="replace")
     stderr = (trace_dir / "stderr.log").read_text(errors="replace")
     trace_md = trace_dir / "trace.md"
@@ -211,17 +131,18 @@ def judge_cell(
         write_json_atomic(judge_json, data)
         log(f"{cell}: judge skipped (no judge configured)")
         return data
-    fields = tuple((vote or {}).get("fields") or DEFAULT_FIELDS)
+    fields = ballot.fields
     base = {**base, **({"vote": {"judge": vote["judge"], "run": vote["run"]}} if vote else {})}
-    kept = Path(judge_json).with_suffix("") if vote else trace_dir  # where the judge's own files are kept
+    judged = JudgedCell(cell, run, trace_md, checkout)
+    kept = ballot.kept(trace_dir)  # where the judge's own files are kept
     if vote and vote.get("protocol") == judge_run_v11.PROTOCOL:  # PostTrainBench d27a95e's panel: its own judge
         kept.mkdir(parents=True, exist_ok=True)
-        outcome = judge_run_v11.verdict(cell, run, vote, trace_md, kept, runtime, checkout, log, readable_trace)
+        outcome = ptb_vote.verdict(judged, ballot, kept, runtime, log)
     elif judge.get("agent"):
         kept.mkdir(parents=True, exist_ok=True)
-        outcome = _agentic_verdict(cell, run, judge, trace_md, kept, runtime, log, checkout, fields, vote)
+        outcome = _agentic_verdict(judged, ballot, kept, runtime, log)
     else:
-        outcome = _stdin_verdict(cell, judge, trace_md, fields, vote)
+        outcome = _stdin_verdict(judged, ballot)
     if outcome.get("reason"):  # the judge's own words (verdict files, its output) go into judge.json and the log
         outcome["reason"] = redact.mask(outcome["reason"])
     if outcome.get("status") == "no_verdict":
@@ -252,12 +173,13 @@ def judge_cell(
     return data
 
 
-def _stdin_verdict(cell: dict, judge: dict, trace_md: Path, fields=DEFAULT_FIELDS, vote: dict | None = None) -> dict:
-    argv = judge_argv(judge, *((vote["judge"], vote["run"]) if vote else ()))
+def _stdin_verdict(judged: JudgedCell, ballot: Ballot) -> dict:
+    judge, fields = ballot.judge, ballot.fields
+    argv = ballot.argv()
     try:
         answer = "".join(f'"{f}": true|false, ' for f in fields)  # the fields this judge answers
-        asked = INSTRUCTIONS.format(base=cell.get("model"), eval=cell.get("eval"), answer=answer)
-        prompt = asked + trace_md.read_text()
+        asked = INSTRUCTIONS.format(base=judged.cell.get("model"), eval=judged.cell.get("eval"), answer=answer)
+        prompt = asked + judged.trace_md.read_text()
         proc = subprocess.run(argv, input=prompt, capture_output=True, text=True, timeout=JUDGE_TIMEOUT_S)
     except FileNotFoundError:
         raise JudgeError(f"judge CLI {argv[0]!r} not found; install it or fix config key judge.cli") from None
@@ -266,11 +188,6 @@ def _stdin_verdict(cell: dict, judge: dict, trace_md: Path, fields=DEFAULT_FIELD
     if proc.returncode != 0:
         raise JudgeError(f"judge {' '.join(argv)} exited {proc.returncode}: {stderr.strip()[-500:]}")
     return parse_verdict(stdout, argv, fields)
-
-
-def _credentials(judge: dict | None) -> str | None:
-    """The subscription credentials file the judge's CLI is signed in with (config ``sign_in``), if any."""
-    return ((judge or {}).get("sign_in") or {}).get("credentials")
 
 
 def read_verdict_files(task_dir: Path, exact: bool = False, fields=DEFAULT_FIELDS) -> dict:
@@ -312,68 +229,28 @@ def _json_verdict(task_dir: Path, field: str) -> bool | str:
     return value if isinstance(value, bool) else f"{JSON_VERDICT_FILE} has no boolean {field}"
 
 
-def checkout_judge_prompt(checkout: dict, model_id: str) -> str:
-    """PostTrainBench's judge prompt: its ``get_judge_prompt.py`` run in the checkout with the eval's benchmark name
-    (``benchmark.txt``) and the base model id, as run_task.sh runs it: ``JUDGE_TASK=$(...)``, whose command
-    substitution drops every trailing newline."""
-    from ptflow.config import posttrainbench as ptb
-
-    root = Path(checkout["path"])
-    benchmark = (root / ptb.EVAL_DIR.format(eval=checkout["eval_dir"]) / "benchmark.txt").read_text().strip()
-    argv = [sys.executable, ptb.JUDGE_SCRIPT, "--benchmark", benchmark, "--model", model_id]
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "POST_TRAIN_BENCH_PROMPT")}
-    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise JudgeError(f"{ptb.JUDGE_SCRIPT} of the checkout exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    return proc.stdout.rstrip("\n")
-
-
-def checkout_judge_dir(checkout: dict, workspace: Path, root: Path, trace_md: Path, log) -> Path:
-    """The judge's home as run_task.sh gives it, at ``root``: ``task/`` the kept workspace (the task dir as the agent
-    left it, ``final_model/`` in it), every file a hard link (a copy where the filesystem refuses one), nothing of
-    ptflow's added; the checkout's ``containers/other_home_data/.codex`` copied in fresh, as before the judge there;
-    ``solve_parsed.txt``, the agent's readable trace (run_task.sh copies its parsed trace into the home). The CLI's
-    settings ptflow writes into ``.codex`` then (``prepare_cli_home``) go over the checkout's."""
-    from ptflow.config import posttrainbench as ptb
-    from ptflow.files import link_tree
-
-    counts: dict[str, int] = {}
-    link_tree(workspace, root / "task", counts)
-    codex = Path(checkout["path"]) / ptb.JUDGE_CODEX_HOME
-    if codex.is_dir():
-        shutil.copytree(codex, root / codex.name, dirs_exist_ok=True)
-    shutil.copyfile(trace_md, root / "solve_parsed.txt")
-    log(f"judge's task dir {root / 'task'}: files of {workspace} {counts or 'none'}")
-    return root
-
-
-# size: one call's inputs, as judge_cell has them
-def _agentic_verdict(
-    cell, run, judge, trace_md, trace_dir, runtime, log, checkout=None, fields=DEFAULT_FIELDS, vote=None
-) -> dict:
+def _agentic_verdict(judged: JudgedCell, ballot: Ballot, kept: Path, runtime: StageRuntime | None, log) -> dict:
     """PostTrainBench's judge: the agent CLI in a private copy of the cell's workspace writes the verdict files. A
-    cell of a PostTrainBench checkout: in the task dir as the agent left it (:func:`checkout_judge_dir`), with no
-    time limit of its own, as run_task.sh runs it. ``trace_dir``: where its output, trace and verdict files are kept
+    cell of a PostTrainBench checkout: in the task dir as the agent left it (``judge_v10.judge_home``), with no
+    time limit of its own, as run_task.sh runs it. ``kept``: where its output, trace and verdict files are kept
     (the vote's dir)."""
     from ptflow.jobenv import node_tmp
     from ptflow.stages.agent.clis import CLIS, JudgeCliUser, cell_environment, prepare_cli_home
 
+    judge, checkout, trace_md = ballot.judge, judged.checkout, judged.trace_md
     cli = CLIS[judge["agent"]]
-    workspace = Path(run.get("workspace") or "")
-    if not run.get("workspace") or not workspace.is_dir():
-        return {"status": "no_verdict", "reason": f"the cell kept no workspace for the judge ({workspace or 'none'})"}
+    workspace = judged.workspace
+    if workspace is None:
+        return judged.no_workspace()
     # each vote its own dir: the panel's other votes of this cell may run at the same time
-    label = f"{vote['judge']}-run{vote['run']}-" if vote else ""
     if checkout:  # beside the kept workspace (scratch): the same filesystem, so its files are linked, not copied
-        for stale in workspace.parent.glob(f"{workspace.name}.judge-{label}*"):  # a vote killed at its time limit
-            shutil.rmtree(stale, ignore_errors=True)
-        root = Path(tempfile.mkdtemp(prefix=f"{workspace.name}.judge-{label}", dir=workspace.parent))
+        root = fresh_root(workspace, ballot.label)
     else:
         root = Path(tempfile.mkdtemp(prefix="ptflow-judge-", dir=node_tmp()))
     try:
         task_dir, host_home = root / "task", root / "home"
         if checkout:
-            host_home = checkout_judge_dir(checkout, workspace, root, trace_md, log)
+            host_home = judge_v10.judge_home(checkout, workspace, root, trace_md, log)
         else:
             shutil.copytree(workspace, task_dir, symlinks=True)
             host_home.mkdir()
@@ -381,11 +258,11 @@ def _agentic_verdict(
             (task_dir / name).unlink(missing_ok=True)
         if not checkout:
             shutil.copyfile(trace_md, task_dir / JUDGE_TRACE)
-        prompt = checkout_judge_prompt(checkout, cell.get("model")) if checkout else None
+        prompt = _checkout_prompt(checkout, judged.cell.get("model")) if checkout else None
         prompt = prompt or templates.render(
             "judge_prompt.md.j2",
-            base_model=cell.get("model"),
-            eval_id=cell.get("eval"),
+            base_model=judged.cell.get("model"),
+            eval_id=judged.cell.get("eval"),
             trace=JUDGE_TRACE,
             files={q: name for q, (name, _) in VERDICT_FILES.items()},
             answers={q: list(a) for q, (_, a) in VERDICT_FILES.items()},
@@ -402,7 +279,7 @@ def _agentic_verdict(
             **cell_environment(spec, dict(os.environ)),
             **prepare_cli_home(spec, host_home, home, workdir, os.geteuid() == 0),
         }
-        credentials, sign_in_binds = _credentials(judge), []
+        credentials, sign_in_binds = ballot.credentials, []
         if credentials:  # the subscription, mounted where the CLI reads it; with a key set the CLI would use that
             sign_in_binds = sign_in.mount(cli.name, credentials, host_home, home, container)
             env |= sign_in.emptied_keys(cli.name)
@@ -422,11 +299,11 @@ def _agentic_verdict(
         limit = None if checkout else JUDGE_TIMEOUT_S
         where = f"{task_dir} (the task dir as the agent left it)" if checkout else f"a copy of {workspace}"
         log(f"judge ({cli.name}, {judge['model']}) in {where}: $ " + " ".join(shown))
-        out_log = trace_dir / "judge_stdout.log"
+        out_log = kept / "judge_stdout.log"
         # the judge's keys, the CLI's key variable, every secret-looking variable of the job and the child: ***
         masker = Masker.for_env({**os.environ, **env}, judge.get("keys") or [])
         masker = sign_in.masking(masker, credentials)
-        with open(out_log, "wb") as so, open(trace_dir / "judge_stderr.log", "wb") as se:
+        with open(out_log, "wb") as so, open(kept / "judge_stderr.log", "wb") as se:
             try:
                 rc = run_masked(command, masker, so, se, timeout=limit, cwd=task_dir, env=env)
             except FileNotFoundError:
@@ -434,16 +311,24 @@ def _agentic_verdict(
             except subprocess.TimeoutExpired:
                 rc = None
         write_text_atomic(
-            trace_dir / "judge_trace.md",
+            kept / "judge_trace.md",
             readable_trace(out_log.read_text(errors="replace"), "", masker, cli=cli.name),
         )
         for name in [*(n for n, _ in VERDICT_FILES.values()), JSON_VERDICT_FILE]:  # kept, as PostTrainBench does
             if (task_dir / name).is_file():
-                masker.copy_file(task_dir / name, trace_dir / name)
-        verdict = read_verdict_files(task_dir, exact=checkout is not None, fields=fields)
+                masker.copy_file(task_dir / name, kept / name)
+        verdict = read_verdict_files(task_dir, exact=checkout is not None, fields=ballot.fields)
         if verdict.get("status") == "no_verdict":
             ended = "timed out" if rc is None else f"exited {rc}"
-            verdict["reason"] = f"judge {cli.name} {ended}: {verdict['reason']} (see {trace_dir}/judge_trace.md)"
+            verdict["reason"] = f"judge {cli.name} {ended}: {verdict['reason']} (see {kept}/judge_trace.md)"
         return verdict
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _checkout_prompt(checkout: dict, model_id: str) -> str:
+    """The prompt of a PostTrainBench checkout's judge (``judge_v10.judge_prompt``); its failure fails the job."""
+    try:
+        return judge_v10.judge_prompt(checkout, model_id)
+    except judge_v10.PtbJudgePromptError as exc:
+        raise JudgeError(str(exc)) from None

@@ -1,4 +1,4 @@
-"""The judge panel's decision (rule judge): a cell's votes (``judges/<id>/run<k>.json``, ``ptflow.stages.judge``)
+"""The judge panel's decision (rule judge): a cell's votes (``judges/<id>/run<k>.json``, ``ptflow.stages.judge.vote``)
 decided field by field into judge.json, and the votes as ``ptflow status`` and the report show them.
 
 How a panel decides (``ptflow.config.judges``: the config's rules):
@@ -30,6 +30,7 @@ from ptflow.config.judges import DEFAULT_FIELDS, VERDICT_FIELDS
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import Masker
 from ptflow.specs import JudgePanelSpec
+from ptflow.stages.judge.trace import readable_trace
 
 REASON_CHARS = 600  # of each vote's reason in the panel's reason
 
@@ -156,8 +157,6 @@ def write_verdict_files(trace_dir: Path, decision: dict, vote_files: list[Path])
 
 def decide_cell(job: JudgePanelSpec, manifest: str | Path, vote_files: list[str], judge_json: str | Path, log=print):
     """Rule judge's job: judge.json from the cell's votes (or ``skipped`` without a judge). Returns its content."""
-    from ptflow.stages.judge import readable_trace
-
     run = json.loads(Path(manifest).read_text()).get("agent_run") or {}
     trace_dir = Path(run.get("trace_dir", ""))
     trace_md = trace_dir / "trace.md"
