@@ -32,8 +32,9 @@ def overlay(work: Path, cells: int, capped: bool) -> Path:
     """The embedded default (its models, evals and agents) with enough claude agents for ``cells`` agent cells."""
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     per_agent = len(default["models"]) * len(default["evals"])
-    agents = default["agents"] + [{"id": f"claude-{i}", "kind": "cli-agent", "cli": "claude", "model": "claude-sonnet-4-5", "hours": 1,
-               "keys": ["ANTHROPIC_API_KEY"], "max_spend_usd": 5} for i in range(-(-cells // per_agent))]  # fmt: skip
+    claude = {"kind": "cli-agent", "cli": "claude", "model": "claude-sonnet-4-5", "hours": 1,
+              "keys": ["ANTHROPIC_API_KEY"], "max_spend_usd": 5}  # fmt: skip
+    agents = default["agents"] + [{"id": f"claude-{i}", **claude} for i in range(-(-cells // per_agent))]
     spend = {"prices": str(REPO / "config" / "prices.yaml"), **({"max_usd": 1000} if capped else {})}
     path = work / f"overlay-{'capped' if capped else 'uncapped'}.yaml"
     path.write_text(yaml.safe_dump({"agents": agents, "spend": spend, "matrix": {"agents": "all"}}))

@@ -199,8 +199,9 @@ def test_an_evaluate_job_adopts_only_a_staged_evaluation_for_its_params(tmp_path
 
 
 def test_a_train_job_evaluates_with_the_evaluate_jobs_params(tmp_path):
-    """Rule train's evaluation handoff (beside its params value's spec: agent cells evaluate in their own allocation): the evaluate job's params, so the
-    evaluate job adopts what the train job made; other kinds evaluate only in their evaluate job."""
+    """Rule train's evaluation handoff (beside the spec in its params value; agent cells evaluate in their own
+    allocation): the evaluate job's params, so the evaluate job adopts what the train job made; other kinds evaluate
+    only in their evaluate job."""
     jobs = jobs_of("posttrainbench-ptflow.yaml", "generic", tmp_path)
     kinds = set()
     for c in jobs.cfg.cells:

@@ -69,5 +69,5 @@ def test_a_train_job_asks_for_what_its_site_request_holds(tmp_path):
     box = load_site(str(site_file), SITES).request("train")
     assert requested_gpus(SimpleNamespace(supervise=None), box.snakemake_resources()) == 1
     # A supervised job: its own request (the login-node rule's resources are what it holds for it, helpers too).
-    supervised = SimpleNamespace(supervise=SimpleNamespace(request=load_site("alps", SITES).request("train").to_dict()))
+    supervised = SimpleNamespace(supervise=SimpleNamespace(request=load_site("alps", SITES).request("train")))
     assert requested_gpus(supervised, {"gpus_total": 5}) == 4

@@ -44,7 +44,8 @@ apply_site_env(SITE.process_env)
 JOBS = Jobs(CFG, SITE, LAYOUT, lambda: _ptb_checkout_marker(), SPEND)
 VALUES = RuleValues(JOBS)
 INPUTS = RuleInputs(JOBS, DECISIONS.accepted, SPEND, announce=workflow.is_main_process)
-HOOKS = RunHooks(JOBS, workflow)  # its onstart writes the matrix cap's ledger (JOBS.spend)
+# HOOKS' onstart writes the matrix cap's ledger (JOBS.spend), among the driver's other steps
+HOOKS = RunHooks(JOBS, workflow)
 HOOKS.patient_slurm_clients()
 # Software of every rule: the conda env (with --sdm conda) or the venv/container the site provides.
 CONDA_ENV = str(Path(workflow.basedir) / "envs" / "ptflow.yaml")
@@ -159,8 +160,8 @@ def get_env_build_input(wildcards):
 
 @_workflow_error
 def get_train_params(wildcards):
-    """Rule train's one params value (Jobs.train_params): the spec, compared to decide a rerun, and beside it the
-    cell's evaluation in its allocation and its spend settings, which rerun no training when they change."""
+    """Rule train's one params value (Jobs.train_params): the spec, compared to decide a rerun, and beside it
+    the evaluation in the cell's allocation and its spend settings, which rerun no training when they change."""
     w = wildcards
     checkout = "checkout" in INPUTS.train(w.model, w.eval, w.agent)
     return JOBS.train_params(w.model, w.eval, w.agent, _ptb_objects, checkout)
