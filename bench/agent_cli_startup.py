@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
-from ptflow.stages.agent.cell import train_agent_cell  # noqa: E402
+from ptflow.stages.train.agent.cell import train_agent_cell  # noqa: E402
 from tests.support.agent_cells import agent_job  # noqa: E402
 from tests.support.agent_clis import cli_bin_dir  # noqa: E402
 from tests.support.providers import ProviderStandIn, Step  # noqa: E402

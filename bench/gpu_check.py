@@ -50,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     from ptflow.cluster import hfview
     from ptflow.config.entries import eval_from_entry
     from ptflow.specs import CellRef, EvaluateSpec
-    from ptflow.stages.agent.task_dir import sync_workspace
     from ptflow.stages.data.synthetic import generate_arithmetic
     from ptflow.stages.data.verl_format import to_verl_frame, write_parquet
     from ptflow.stages.evaluate.run import EvalInputs, EvalOutputs, ModelUnderTest, evaluate_cell
     from ptflow.stages.evaluate.settings import Provider, build_call
     from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
+    from ptflow.stages.train.agent.task_dir import sync_workspace
     from ptflow.stages.train.grpo import GrpoSettings, train_grpo
     from ptflow.stages.train.sft import SftSettings, train_sft
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ptflow.stages.agent.task_dir import sync_workspace
+from ptflow.stages.train.agent.task_dir import sync_workspace
 
 
 def timed(fn) -> float:

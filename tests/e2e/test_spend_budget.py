@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ptflow.stages.agent.clis.opencode import PTB_JUDGE_MODEL
+from ptflow.stages.train.agent.clis.opencode import PTB_JUDGE_MODEL
 from tests.e2e.smk import REPO, job_env, snakemake
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import ProviderStandIn, Step

@@ -17,8 +17,8 @@ import time
 import pytest
 
 from ptflow.cluster.preempt import ResumeDir, StoppedToResume
-from ptflow.stages.agent.cell import train_agent_cell
-from ptflow.stages.agent.context import AgentCellError
+from ptflow.stages.train.agent.cell import train_agent_cell
+from ptflow.stages.train.agent.context import AgentCellError
 from tests.support.agent_cells import agent_job
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import Faults, ProviderStandIn, Step

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.stages.agent.clis.base import CellHome
-from ptflow.stages.agent.clis.claude import MAX_RETRIES, auth_failed, trace_lines, write_home
+from ptflow.stages.train.agent.clis.base import CellHome
+from ptflow.stages.train.agent.clis.claude import MAX_RETRIES, auth_failed, trace_lines, write_home
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
 from tests.support.providers import Faults, Step
@@ -72,7 +72,7 @@ def test_write_home(tmp_path):
 def test_api_spend_is_read_from_the_real_stream(happy: Run):
     happy.assert_spend_read_back("claude", "anthropic")
     # claude prices its calls itself (total_cost_usd, which PostTrainBench's compute_claude_costs.py reads)
-    from ptflow.stages.agent.clis import CLIS
+    from ptflow.stages.train.agent.clis import CLIS
 
     assert CLIS["claude"].usage(happy.events()).cost_usd > 0
 

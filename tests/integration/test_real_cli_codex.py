@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.stages.agent.clis.base import CellHome
-from ptflow.stages.agent.clis.codex import CODEX, judge_command, trace_lines
 from ptflow.stages.posttrainbench.agent import CheckoutAgentError
+from ptflow.stages.train.agent.clis.base import CellHome
+from ptflow.stages.train.agent.clis.codex import CODEX, judge_command, trace_lines
 from tests.support.agent_cells import agent_job
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
@@ -192,7 +192,7 @@ def _checkout_cell(root: Path, codex_bin: Path, solve: str, kind: str = "apptain
     namespace). Returns the agent's dict and the stand-in's main-loop records."""
     from ptflow.config.sites import RuntimeSpec
     from ptflow.specs import StageRuntime
-    from ptflow.stages.agent.cell import train_agent_cell
+    from ptflow.stages.train.agent.cell import train_agent_cell
 
     checkout = root / "PostTrainBench"
     commit = make_fixture_checkout(checkout, evals=("gsm8k",), agents=("codex", "codexhigh"))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.stages.agent.clis.gemini import trace_lines
+from ptflow.stages.train.agent.clis.gemini import trace_lines
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.cli_runs import STALL_TIMEOUT, Run, run_cli
 from tests.support.providers import Faults, Step
@@ -97,7 +97,7 @@ def test_trace_lines_read_the_real_stream(happy: Run):
 def test_unauthorized_fails_fast(gemini_bin, tmp_path):
     """Also the cell's part for gemini (test_agent_cli_faults runs claude's and codex's 401 through
     train_agent_cell): the cell's own decision, refused_key, on this real output is one line naming the key."""
-    from ptflow.stages.agent.launch import refused_key
+    from ptflow.stages.train.agent.launch import refused_key
     from tests.support.agent_cells import agent_spec
 
     run = run_gemini(tmp_path, gemini_bin, Faults(unauthorized=True))

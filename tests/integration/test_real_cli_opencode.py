@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ptflow.stages.agent.clis.opencode import COMMAND, PTB_JUDGE_MODEL, trace_lines
+from ptflow.stages.train.agent.clis.opencode import COMMAND, PTB_JUDGE_MODEL, trace_lines
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.cli_runs import Run, run_cli
 from tests.support.providers import Faults, ProviderStandIn, Step
@@ -91,7 +91,7 @@ def test_trajectory_runs_to_the_end(happy: Run):
 
 
 def test_api_spend_is_read_from_the_real_stream(happy: Run):
-    from ptflow.stages.agent.clis import CLIS
+    from ptflow.stages.train.agent.clis import CLIS
 
     happy.assert_spend_read_back("opencode", API)
     assert CLIS["opencode"].usage(happy.events()).cost_usd is None  # kimi-k2.6 has no price in the pin's list
@@ -133,7 +133,7 @@ def test_judge_command_writes_the_verdict_files(opencode_bin, tmp_path):
 
 
 def test_unauthorized_is_one_line_naming_the_key(opencode_bin, tmp_path):
-    from ptflow.stages.agent.launch import refused_key
+    from ptflow.stages.train.agent.launch import refused_key
     from tests.support.agent_cells import agent_spec
 
     run = run_opencode(tmp_path, opencode_bin, Faults(unauthorized=True))
@@ -151,7 +151,7 @@ def test_unauthorized_is_one_line_naming_the_key(opencode_bin, tmp_path):
 def test_an_agent_cell_with_opencode_saves_its_model(opencode_bin, tmp_path, monkeypatch):
     """The real CLI in a ptflow agent cell (``train_agent_cell``, a train job's code): the cell's environment and
     home, the CLI's final_model/ taken as the cell's, its spend in the manifest's record, its key in no file."""
-    from ptflow.stages.agent.cell import train_agent_cell
+    from ptflow.stages.train.agent.cell import train_agent_cell
     from tests.support.agent_cells import agent_job
 
     monkeypatch.setenv("PATH", f"{opencode_bin}:{os.environ['PATH']}")

@@ -15,8 +15,8 @@ from dataclasses import replace
 import pytest
 
 from ptflow.config.spend import MATRIX_CAP_REACHED, NOT_STARTED_FILE, CellSpend
-from ptflow.stages.agent.clis.opencode import PTB_JUDGE_MODEL
-from ptflow.stages.agent.context import AgentCellError
+from ptflow.stages.train.agent.clis.opencode import PTB_JUDGE_MODEL
+from ptflow.stages.train.agent.context import AgentCellError
 from tests.support.agent_clis import cli_bin_dir
 from tests.support.providers import ProviderStandIn, Step
 
@@ -50,7 +50,7 @@ def _cell(tmp_path, api_url: str, name: str, spend: dict):
 
 
 def test_a_real_cli_is_stopped_at_its_cap_and_the_matrix_cap_starts_no_more(tmp_path, monkeypatch):
-    from ptflow.stages.agent.cell import train_agent_cell
+    from ptflow.stages.train.agent.cell import train_agent_cell
 
     monkeypatch.setenv("PATH", f"{cli_bin_dir('opencode')}:{os.environ['PATH']}")
     monkeypatch.setenv("TMPDIR", str(tmp_path / "node-tmp"))

@@ -9,7 +9,7 @@ from pathlib import Path
 from ptflow.config.entries import DEFAULT_GRACE_MINUTES
 from ptflow.config.spend import CellSpend
 from ptflow.specs import AgentCliSpec, CellRef, CheckoutAgent, TrainSpec
-from ptflow.stages.agent.context import AgentCell
+from ptflow.stages.train.agent.context import AgentCell
 from ptflow.stages.train.cell import Training, TrainRun
 
 

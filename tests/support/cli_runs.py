@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptflow.stages.agent.clis import CLIS
-from ptflow.stages.agent.clis.base import CellHome
+from ptflow.stages.train.agent.clis import CLIS
+from ptflow.stages.train.agent.clis.base import CellHome
 from tests.support.providers import Faults, ProviderStandIn, Step
 
 # The wall-clock limit of the stalled-stream tests: the stall comes at the second request, so the CLI must start and
@@ -46,7 +46,7 @@ class Run:
     def assert_spend_read_back(self, cli: str, api: str) -> None:
         """What ptflow reads of the CLI's stream output (``AgentCli.usage``) is what the provider stand-in served:
         each completed response costs 100 prompt and 10 output tokens (tests/support/providers)."""
-        from ptflow.stages.agent.clis import CLIS
+        from ptflow.stages.train.agent.clis import CLIS
 
         served = [r for r in self.api_records(api) if r.get("status") == 200]
         spent = CLIS[cli].usage(self.events())

@@ -14,12 +14,12 @@ from ptflow.config.sites import load_site
 from ptflow.results.report import ReportOutputs, score_cells, write_report
 from ptflow.results.settings import Settings
 from ptflow.specs import CellRef, StageRuntime
-from ptflow.stages.agent.context import AgentCellError
-from ptflow.stages.agent.launch import DEFAULT_COMMANDS, agent_command, build_argv, timeout_argv
-from ptflow.stages.agent.task_dir import TaskSetup, make_task_dir
 from ptflow.stages.judge.ballot import Ballot
 from ptflow.stages.judge.trace import readable_trace
 from ptflow.stages.judge.vote import JudgeError, judge_cell, parse_verdict
+from ptflow.stages.train.agent.context import AgentCellError
+from ptflow.stages.train.agent.launch import DEFAULT_COMMANDS, agent_command, build_argv, timeout_argv
+from ptflow.stages.train.agent.task_dir import TaskSetup, make_task_dir
 from tests.conftest import REPO
 from tests.support.agent_cells import agent_job, agent_spec
 from tests.support.fake_judge import verdict
@@ -54,7 +54,7 @@ def test_the_agent_defaults_live_in_the_config_entries_and_the_job_reads_the_sam
     import inspect
 
     from ptflow.config import entries
-    from ptflow.stages.agent import budget, cell, context, launch, task_dir
+    from ptflow.stages.train.agent import budget, cell, context, launch, task_dir
 
     parsed = entries.build_agents([{"id": "c", "kind": "cli-agent", "cli": "scripted", "model": "m", "hours": 1}])["c"]
     assert parsed == Agent("c", "cli-agent", cli="scripted", model="m", hours=1)  # the dataclass's defaults agree
@@ -304,7 +304,7 @@ def _stop_when_started(tmp_path):
 
 def test_restarted_agent_cell_continues_in_its_workspace_with_the_budget_left(tmp_path):
     from ptflow.cluster.preempt import StoppedToResume
-    from ptflow.stages.agent.cell import train_agent_cell
+    from ptflow.stages.train.agent.cell import train_agent_cell
 
     spec, resume = _notes_cell(tmp_path)
     cell = {"model": "m", "eval": "add"}
@@ -335,7 +335,7 @@ def test_restarted_agent_cell_continues_in_its_workspace_with_the_budget_left(tm
 
 def test_fresh_restart_starts_over_with_the_full_budget(tmp_path):
     from ptflow.cluster.preempt import StoppedToResume
-    from ptflow.stages.agent.cell import train_agent_cell
+    from ptflow.stages.train.agent.cell import train_agent_cell
 
     spec, resume = _notes_cell(tmp_path, on_restart="fresh")
     cell = {"model": "m", "eval": "add"}
@@ -359,7 +359,7 @@ def test_fresh_restart_starts_over_with_the_full_budget(tmp_path):
 def test_sync_copies_what_changed_and_links_the_rest(tmp_path):
     """A sync costs what changed (issue 35): unchanged files are hard links to the previous copy, a changed, new or
     deleted file is copied or gone, and the previous copy is never written to (it is only linked from)."""
-    from ptflow.stages.agent.task_dir import sync_workspace
+    from ptflow.stages.train.agent.task_dir import sync_workspace
 
     task, ws = tmp_path / "task", tmp_path / "resume" / "workspace"
     (task / "final_model").mkdir(parents=True)
@@ -388,7 +388,7 @@ def test_sync_copies_what_changed_and_links_the_rest(tmp_path):
 def test_final_model_leaves_the_allocation_once(tmp_path):
     """The checkpoint on scratch takes final_model/'s files from the workspace the agent's end has just synced (hard
     links): the weights are written out of the allocation once. A file changed after that sync is copied."""
-    from ptflow.stages.agent.task_dir import copy_final_model, sync_workspace
+    from ptflow.stages.train.agent.task_dir import copy_final_model, sync_workspace
 
     task, ws, out = tmp_path / "task", tmp_path / "resume" / "workspace", tmp_path / "ckpt"
     (task / "final_model").mkdir(parents=True)
@@ -417,7 +417,7 @@ print(json.dumps({"type": "assistant", "message": {"content": [{"type": "text", 
 
 @pytest.mark.parametrize("job_env, expected", [({}, "3"), ({"OMP_NUM_THREADS": "5", "MKL_NUM_THREADS": "5"}, "5")])
 def test_the_agents_threads_are_the_jobs_unless_its_environment_sets_them(tmp_path, job_env, expected):
-    from ptflow.stages.agent.cell import train_agent_cell
+    from ptflow.stages.train.agent.cell import train_agent_cell
 
     script = tmp_path / "threads_agent.py"
     script.write_text(THREADS_AGENT)

@@ -14,10 +14,10 @@ from ptflow.cluster import image_build, images
 from ptflow.config.agent_clis import CLI_PACKAGES
 from ptflow.config.matrix import build_config
 from ptflow.config.sites import RuntimeSpec
-from ptflow.stages.agent.clis import CLIS, cell_environment
-from ptflow.stages.agent.task_dir import keep_workspace
 from ptflow.stages.judge.ballot import Ballot
 from ptflow.stages.judge.vote import judge_cell, read_verdict_files
+from ptflow.stages.train.agent.clis import CLIS, cell_environment
+from ptflow.stages.train.agent.task_dir import keep_workspace
 from tests.conftest import REPO
 from tests.support.agent_cells import agent_spec
 
@@ -37,7 +37,7 @@ def test_pins_default_to_posttrainbench_and_can_be_changed(default_raw):
 
 
 def test_every_pinned_cli_has_its_module_and_each_module_its_pin():
-    """The facts (config.agent_clis) and the code acting on them (stages.agent.clis) name the same CLIs, and each
+    """The facts (config.agent_clis) and the code acting on them (stages.train.agent.clis) name the same CLIs, and each
     module's AgentCli takes its package facts from config rather than a copy."""
     assert list(CLIS) == list(CLI_PACKAGES)
     assert all(cli.package is CLI_PACKAGES[name] for name, cli in CLIS.items())
@@ -94,7 +94,7 @@ def test_each_cli_sees_only_its_own_providers_key():
 
 
 def test_the_kept_workspace_lists_final_model_and_skips_big_files(tmp_path, monkeypatch):
-    import ptflow.stages.agent.task_dir as ac
+    import ptflow.stages.train.agent.task_dir as ac
 
     task = tmp_path / "task"
     (task / "final_model").mkdir(parents=True)
@@ -205,8 +205,8 @@ def test_a_checkout_cells_judge_runs_in_the_task_dir_as_the_agent_left_it(tmp_pa
     present, nothing of ptflow's; here final_model/ is the train rule's copy on scratch, hard-linked (same inode)."""
     import shutil
 
-    import ptflow.stages.agent.task_dir as ac
     import ptflow.stages.judge.vote as judge_mod
+    import ptflow.stages.train.agent.task_dir as ac
     from ptflow.stages.posttrainbench import agent as ptb_agent
     from tests.support.agent_cells import agent_spec
     from tests.support.ptb_checkout import make_fixture_checkout
@@ -276,7 +276,7 @@ def test_api_spend_is_read_from_each_clis_stream_as_it_prints_it(tmp_path):
     """Event shapes as claude 2.0.55, codex 0.79.0 and gemini 0.18.4 print them (tests/integration checks the real
     CLIs' output against the provider stand-in's usage). Every session of stdout.log counts: a requeued cell's
     earlier sessions too."""
-    from ptflow.stages.agent.launch import api_usage
+    from ptflow.stages.train.agent.launch import api_usage
 
     claude = CLIS["claude"].usage
     ended = {"type": "result", "session_id": "s1", "total_cost_usd": 0.003, "usage": {"input_tokens": 300},

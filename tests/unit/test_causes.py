@@ -18,7 +18,7 @@ from ptflow.config.matrix import Cell
 from ptflow.ops import rerun, status
 from ptflow.results import causes
 from ptflow.results.cell_state import CellStatus
-from ptflow.stages.agent.clis import CLIS
+from ptflow.stages.train.agent.clis import CLIS
 from tests.support.hubstandin import HubStandIn
 from tests.unit.test_status import LAYOUT, RUN_ID, cfg, eval_json, fake_query, write_run_log  # noqa: F401
 

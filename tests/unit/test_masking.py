@@ -179,9 +179,9 @@ def files_holding(root, value: str) -> list:
 
 def test_an_agent_that_prints_its_keys_leaves_them_in_no_file(tmp_path, monkeypatch):
     """Any agent script (here a custom command): the values of its keys reach the trace masked, and trace.md too."""
-    from ptflow.stages.agent.cell import train_agent_cell
     from ptflow.stages.judge.ballot import Ballot
     from ptflow.stages.judge.vote import judge_cell
+    from ptflow.stages.train.agent.cell import train_agent_cell
 
     cred = "cred-" + secrets.token_hex(12)
     script = tmp_path / "echo_agent.py"

@@ -1,4 +1,4 @@
-"""opencode as ptflow drives it (``ptflow.stages.agent.clis.opencode``): the settings it writes (no key, the model
+"""opencode as ptflow drives it (``ptflow.stages.train.agent.clis.opencode``): the settings it writes (no key, the model
 declared, the base URL in the provider), the environment (only OPENCODE_API_KEY, the XDG dirs pinned to the home),
 its spend and trace read from ``opencode run --format json`` events as the pin prints them, a refused key. The real
 CLI against the provider stand-in: tests/integration/test_real_cli_opencode.py."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from ptflow.stages.agent.clis import CLIS, CellHome, JudgeCliUser, cell_environment, prepare_cli_home
-from ptflow.stages.agent.clis.opencode import PTB_JUDGE_MODEL, auth_failed, split_model, trace_lines, usage
+from ptflow.stages.train.agent.clis import CLIS, CellHome, JudgeCliUser, cell_environment, prepare_cli_home
+from ptflow.stages.train.agent.clis.opencode import PTB_JUDGE_MODEL, auth_failed, split_model, trace_lines, usage
 from tests.support.agent_cells import agent_spec
 
 SESSION = {"timestamp": 1795957830252, "sessionID": "ses_x"}
@@ -73,7 +73,7 @@ def test_trace_lines_read_opencodes_events_and_no_other_clis():
 
 
 def test_a_refused_key_is_read_from_the_error_event_even_with_exit_0(tmp_path):
-    from ptflow.stages.agent.launch import refused_key
+    from ptflow.stages.train.agent.launch import refused_key
 
     err = {"type": "error", **SESSION, "error": {"name": "APIError", "data": {"message": "no", "statusCode": 401}}}
     assert auth_failed(0, [err]) and not auth_failed(0, [{**err, "error": {"name": "APIError", "data": {

@@ -17,9 +17,9 @@ import pytest
 from ptflow.cluster.runtime import AGENT_HOME, runtime_argv
 from ptflow.config.sites import RuntimeSpec
 from ptflow.specs import StageRuntime
-from ptflow.stages.agent.cell import train_agent_cell
 from ptflow.stages.posttrainbench import agent as ptb_agent
 from ptflow.stages.posttrainbench import judge_v10
+from ptflow.stages.train.agent.cell import train_agent_cell
 from tests.support.agent_cells import agent_job
 from tests.support.ptb_checkout import commit_change, make_fixture_checkout, run_task_listing
 
@@ -94,7 +94,7 @@ def test_graded_evals_keep_openai_api_key_as_run_task_sh(tmp_path, checkout):
 
 def test_checkouts_codex_config_is_kept_with_ptflows_joined(tmp_path, checkout):
     config = tomllib.loads((checkout[0] / "containers/other_home_data/.codex/config.toml").read_text())
-    from ptflow.stages.agent.clis.codex import merged_config_toml
+    from ptflow.stages.train.agent.clis.codex import merged_config_toml
 
     merged = tomllib.loads(merged_config_toml(config, "m", "/home/ben/task"))
     assert merged["approval_policy"] == config["approval_policy"]

@@ -1,4 +1,4 @@
-"""The spend budget's parts (ptflow.config.spend, ptflow.stages.agent.spend): dollars from a CLI's usage (its own
+"""The spend budget's parts (ptflow.config.spend, ptflow.stages.train.agent.spend): dollars from a CLI's usage (its own
 price, else tokens x the price table, else unknown with why; a subscription never priced), the shipped price table
 against its schema, the caps refused in one line where they cannot work, the live watch over a growing stream and
 the matrix cap's not-started marker. The real CLI stopped at its cap: tests/integration/test_spend_cap.py."""
@@ -25,8 +25,8 @@ from ptflow.config.spend import (
     write_ledger,
 )
 from ptflow.config.validate import ConfigError
-from ptflow.stages.agent.context import AgentCellError
-from ptflow.stages.agent.spend import SpendWatch, check_matrix_cap, matrix_spent
+from ptflow.stages.train.agent.context import AgentCellError
+from ptflow.stages.train.agent.spend import SpendWatch, check_matrix_cap, matrix_spent
 from tests.conftest import REPO
 
 PRICE = {"input": 2.0, "cached_input": 0.5, "output": 10.0}
@@ -223,8 +223,8 @@ def test_status_and_plan_show_spend_caps_and_unstarted_cells(default_raw, tmp_pa
 
 def test_the_matrix_cap_reached_at_parse_leaves_the_unstarted_cells_out_of_the_run(default_raw, tmp_path, monkeypatch,
                                                                                    capsys):  # fmt: skip
-    """When the workflow is parsed (common.smk's RuleInputs, ptflow.stages.agent.spend.matrix_cap_reached): below the
-    cap every cell is a target; at the cap the agent cells without a manifest leave the run's targets and rule
+    """When the workflow is parsed (common.smk's RuleInputs, ptflow.stages.train.agent.spend.matrix_cap_reached):
+    below the cap every cell is a target; at the cap the agent cells without a manifest leave the run's targets and rule
     aggregate's inputs, before any allocation, said in one line (the driver only), and aggregate's scoring params
     mark them so the leaderboard says why; a finished cell (its manifest) stays and is evaluated and scored."""
     from ptflow.config.load import resolve

@@ -161,7 +161,7 @@ def get_env_build_input(wildcards):
 @_workflow_error
 def get_train_params(wildcards):
     """Rule train's one params value (Jobs.train_params): the spec, compared to decide a rerun, and beside it
-    the evaluation in the cell's allocation and its spend settings, which rerun no training when they change."""
+    the evaluation in the cell's allocation and its spend settings, which rerun no training."""
     w = wildcards
     checkout = "checkout" in INPUTS.train(w.model, w.eval, w.agent)
     return JOBS.train_params(w.model, w.eval, w.agent, _ptb_objects, checkout)

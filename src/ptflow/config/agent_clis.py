@@ -3,7 +3,7 @@ npm package and pinned version of each, its binary, where it sends its requests,
 of the scripted stand-in agent and where the cell's home appears inside a container.
 
 Only facts live here, each once. What acts on them (writing a CLI's settings into the cell's home, its environment,
-reading its stream output, its judge command) is ``ptflow.stages.agent.clis``, which takes these facts from here:
+reading its stream output, its judge command) is ``ptflow.stages.train.agent.clis``, which takes these facts from here:
 config sits below stages, so the config's checks (``agent_clis`` pins, an agent's ``cli``) and the image recipes'
 build arguments need no code that runs a CLI.
 """

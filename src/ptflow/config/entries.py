@@ -81,7 +81,7 @@ class Eval:
 
 
 # An agent's defaults, each written here once. build_agents fills them into Agent, and what reads a train job's
-# params (ptflow.stages.agent.cell) fills in the same ones: those params leave on_restart and sync_minutes out
+# params (ptflow.stages.train.agent.cell) fills in the same ones: those params leave on_restart and sync_minutes out
 # when they have their default, so the params (hence the finished cells) of agents that never set them stay as they
 # were.
 DEFAULT_GRACE_MINUTES = 5.0  # cli-agent: timeout = hours*60 + grace_minutes (PostTrainBench's 5)

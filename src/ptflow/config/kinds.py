@@ -89,7 +89,7 @@ KINDS: dict[str, AgentKind] = {
             required_fields=("cli", "model", "hours"),
             train_data=TRAIN_DATA_IF_PARQUET,
             reexec_in_runtime=False,
-            trainer="ptflow.stages.agent.cell:run",
+            trainer="ptflow.stages.train.agent.cell:run",
             agent_cli=True,
         ),
         AgentKind(

@@ -6,7 +6,7 @@
 Dollars come from facts only: the CLI's own price where it gives one (claude's ``total_cost_usd``, opencode's
 ``cost``), else the tokens times the table's price for the agent's model, else none, with why. A subscription agent
 is not billed per token: it is never priced and shows as "subscription". Nothing here runs a CLI or reads a stream
-(``ptflow.stages.agent.spend`` watches a running cell's).
+(``ptflow.stages.train.agent.spend`` watches a running cell's).
 """
 
 from __future__ import annotations

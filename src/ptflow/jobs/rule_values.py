@@ -264,14 +264,14 @@ class RuleInputs:
     ``accepted``, ``ptflow.results.overrides.accepted_cells``): none of their files is a target of the run or an
     input of rule aggregate, so none of their jobs runs again (aggregate counts them at their fallback).
     ``spend`` (``ptflow.config.spend.SpendSettings``): where the matrix's spend so far has reached ``spend.max_usd``
-    when the workflow is parsed (:attr:`capped`, ``ptflow.stages.agent.spend.matrix_cap_reached``), the agent cells
-    not started leave the run the same way, before any allocation is taken for them (``announce``: say so in one
+    when the workflow is parsed (:attr:`capped`, ``ptflow.stages.train.agent.spend.matrix_cap_reached``), the agent
+    cells not started leave the run the same way, before any allocation is taken for them (``announce``: say so in one
     line, the driver's process only); aggregate counts them at their fallback, "not started: matrix spend cap
     reached"."""
 
     def __init__(self, jobs: Jobs, accepted: Collection[str] = (), spend=None, announce: bool = False):
         from ptflow.config.spend import agent_cells
-        from ptflow.stages.agent.spend import matrix_cap_reached
+        from ptflow.stages.train.agent.spend import matrix_cap_reached
 
         self.jobs = jobs
         self.cfg, self.layout, self.rt = jobs.cfg, jobs.layout, jobs.rt

@@ -1,5 +1,5 @@
 """The spend budget as ``ptflow status`` and ``ptflow plan`` show it: the agent cells' spend so far (each cell's live
-spend file or its manifest's ``agent_run.spend``, ``ptflow.stages.agent.spend.recorded_usd``), the cells whose
+spend file or its manifest's ``agent_run.spend``, ``ptflow.stages.train.agent.spend.recorded_usd``), the cells whose
 dollars are unknown (tokens but no price) or not billed (subscription), the caps (``ptflow.config.spend``), the cells
 the matrix cap left unstarted (their ``not_started.json``), and for the plan the most the matrix may spend: each
 agent cell's cap summed, no more than the matrix cap. Unknown dollars are said, never estimated."""
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptflow.config.spend import MATRIX_CAP_REACHED, NOT_STARTED_FILE, SUBSCRIPTION, agent_cells, spend_settings
-from ptflow.stages.agent.spend import matrix_cap_reached, recorded_usd
+from ptflow.stages.train.agent.spend import matrix_cap_reached, recorded_usd
 
 
 @dataclass

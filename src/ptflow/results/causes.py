@@ -9,7 +9,7 @@ facts only, never from the words of a log:
   type, errno (ESTALE) and HTTP status (huggingface_hub's 429), a GPU job whose torch saw no GPU;
 - the cell's own files: eval.json ``status`` (``no_model`` with the manifest's ``agent_run``: its ``api_error``,
   ``budget_exhausted``, ``stopped_by``; ``eval_failed`` with its tries), judge.json ``no_verdict``, and the spend
-  budget's ``not_started.json`` (``ptflow.stages.agent.spend``).
+  budget's ``not_started.json`` (``ptflow.stages.train.agent.spend``).
 
 A failed job with none of these facts is ``unknown``, with its rule log's path. ``ptflow status`` groups cells by
 cause; ``ptflow rerun`` (``ptflow.ops.rerun``) reruns a cause's cells at its step.

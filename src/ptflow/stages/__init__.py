@@ -1,10 +1,13 @@
-"""What the workflow's rules call: one function per stage, from files in to files out.
+"""What the workflow's rules call: one room per rule's job, from files in to files out.
 
-``cache`` (HF cache, tiny models), ``data`` (synthetic data, verl parquet), ``train`` (one module per agent kind,
-dispatched through ``ptflow.config.kinds``), ``evaluate`` (inspect-ai, eval.json) and ``judge``: the steps jobs
-run. What reads the finished cells (score, report, export) is ``ptflow.results``.
-Scripts in ``workflow/scripts`` are thin adapters over these. Stages may import ``config``, ``cluster`` and
-``launch``; they never read Snakemake's globals and never import ``ops``.
+The rooms: ``cache`` (rules cache_*, hf_cache; ``tiny_model`` makes the embedded default's models), ``data`` (rule
+preprocess), ``train`` (rules train, train_supervised: one module per agent kind, dispatched through
+``ptflow.config.kinds``; the cli-agent kind's cell in ``train.agent``), ``evaluate`` (rules evaluate, evaluate_seed,
+seed_mean) and ``judge`` (rules judge_run, judge). Shared by the rooms: ``checkpoint`` (a checkpoint's manifest and its
+check) and ``gsm8k_answer`` (the one answer rule training rewards and evaluation scores). PostTrainBench's protocol
+pieces are its adapter, ``posttrainbench``, which the rooms call. What reads the finished cells (score, report,
+export) is ``ptflow.results``. Scripts in ``workflow/scripts`` are thin adapters over these. Stages may import
+``config``, ``cluster`` and ``launch``; they never read Snakemake's globals and never import ``ops``.
 """
 
 import getpass

@@ -73,8 +73,8 @@ def cli_settings(judge: v11.PtbPanelJudge, where: Path, base_url: str | None) ->
     ChatGPT sign-in too); opencode gets ptflow's settings (its XDG dirs under ``where``: the model declared, no
     models.dev fetch or plugin install, the provider's baseURL), over which the task dir's opencode.json (the key)
     is merged. ``base_url``: ``posttrainbench.judge.base_url`` (a gateway, or the tests' stand-in)."""
-    from ptflow.stages.agent.clis import CLIS
-    from ptflow.stages.agent.clis.base import CellHome
+    from ptflow.stages.train.agent.clis import CLIS
+    from ptflow.stages.train.agent.clis.base import CellHome
 
     if judge.cli == "codex":
         return {"OPENAI_BASE_URL": base_url} if base_url else {}

@@ -40,7 +40,7 @@ def masking(masker: Masker, credentials: str | Path | None) -> Masker:
 def emptied_keys(cli: str) -> dict[str, str]:
     """The CLI's API key variables set empty (as run_judge.sh's ``--env CODEX_API_KEY= --env OPENAI_API_KEY=``):
     with a key set, codex would use it instead of the subscription."""
-    from ptflow.stages.agent.clis import CLIS
+    from ptflow.stages.train.agent.clis import CLIS
 
     return dict.fromkeys(CLIS[cli].accepted_keys, "")
 

@@ -1,7 +1,7 @@
 """An agent's stream made readable: its stdout (the CLI's JSONL events, or plain text) and stderr as markdown, the
 keys' values masked. A cli-agent cell's ``trace.md`` (what its judges read) and a judge's own ``judge_trace.md`` are
-written with it; each CLI's events are shown by that CLI's parser (``ptflow.stages.agent.clis``), other shapes (the
-scripted agent's) generically."""
+written with it; each CLI's events are shown by that CLI's parser (``ptflow.stages.train.agent.clis``), other
+shapes (the scripted agent's) generically."""
 
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def _event_lines(ev: dict) -> list[str]:
 def readable_trace(stdout: str, stderr: str = "", redact: Masker | tuple[str, ...] = (), cli: str | None = None) -> str:
     """The agent's stdout (JSONL events or plain text) and stderr as markdown; ``redact`` (a :class:`Masker`, or
     values) masks the keys' values as ***.
-    ``cli``: the agent CLI whose stream format the events are in (``ptflow.stages.agent.clis``); other shapes (the
+    ``cli``: the agent CLI whose stream format the events are in (``ptflow.stages.train.agent.clis``); other shapes (the
     scripted agent's) are read generically."""
-    from ptflow.stages.agent.clis import CLIS
+    from ptflow.stages.train.agent.clis import CLIS
 
     parser = CLIS[cli].trace_lines if cli in CLIS else None
     lines = ["# Agent trace", ""]

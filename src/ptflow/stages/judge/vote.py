@@ -235,7 +235,7 @@ def _agentic_verdict(judged: JudgedCell, ballot: Ballot, kept: Path, runtime: St
     time limit of its own, as run_task.sh runs it. ``kept``: where its output, trace and verdict files are kept
     (the vote's dir)."""
     from ptflow.jobenv import node_tmp
-    from ptflow.stages.agent.clis import CLIS, JudgeCliUser, cell_environment, prepare_cli_home
+    from ptflow.stages.train.agent.clis import CLIS, JudgeCliUser, cell_environment, prepare_cli_home
 
     judge, checkout, trace_md = ballot.judge, judged.checkout, judged.trace_md
     cli = CLIS[judge["agent"]]

@@ -1,6 +1,6 @@
 """An agent cell of a PostTrainBench eval: task dir, home and prompt as the checkout's ``src/run_task.sh`` makes them.
 
-Layout of a checkout cell (``ptflow.stages.agent.task_dir.make_task_dir``), under node-local tmp::
+Layout of a checkout cell (``ptflow.stages.train.agent.task_dir.make_task_dir``), under node-local tmp::
 
     ptflow-agent-<id>-XXXX/          ptflow's own files: prompt.md, task.json, deadline (data/ when a split is given)
         home/                        the agent's home: run_task.sh's ${JOB_DIR}, /home/ben in a container

@@ -45,13 +45,13 @@ from pathlib import Path
 
 from ptflow.cluster.preempt import StoppedToResume
 from ptflow.config.entries import ON_RESTART_MODES
-from ptflow.stages.agent.budget import TIMEOUT_EXIT, Budget, attempt_records, budget_exhausted, budget_of
-from ptflow.stages.agent.context import AgentCell, AgentCellError, AgentEnd, AttemptContext
-from ptflow.stages.agent.launch import api_usage, run_attempt, timeout_minutes
-from ptflow.stages.agent.spend import check_matrix_cap, spend_record
-from ptflow.stages.agent.task_dir import TaskSetup, copy_final_model, keep_workspace, make_task_dir, own_dir
 from ptflow.stages.checkpoint import has_weights
 from ptflow.stages.posttrainbench import agent as ptb_agent
+from ptflow.stages.train.agent.budget import TIMEOUT_EXIT, Budget, attempt_records, budget_exhausted, budget_of
+from ptflow.stages.train.agent.context import AgentCell, AgentCellError, AgentEnd, AttemptContext
+from ptflow.stages.train.agent.launch import api_usage, run_attempt, timeout_minutes
+from ptflow.stages.train.agent.spend import check_matrix_cap, spend_record
+from ptflow.stages.train.agent.task_dir import TaskSetup, copy_final_model, keep_workspace, make_task_dir, own_dir
 from ptflow.stages.train.cell import Training
 
 
@@ -225,7 +225,7 @@ def agent_run_record(
             "bytes": view.bytes if view else 0,
         },
         **({"api_error": end.api_error} if end.api_error else {}),  # what ended the CLI (ptflow.results.causes)
-        # its dollars and cap, and stopped_by: spend_cap where the cap stopped it (ptflow.stages.agent.spend)
+        # its dollars and cap, and stopped_by: spend_cap where the cap stopped it (ptflow.stages.train.agent.spend)
         **spend_record(ctx.agent_cell.spend, agent.cli, agent.model, ctx.trace_dir / "stdout.log", end.spend_capped),
         **({"workspace": str(kept)} if kept else {}),  # what the judge reads
         **({"cli_version": agent.cli_version} if agent.cli_version else {}),

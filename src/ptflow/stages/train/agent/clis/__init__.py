@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Protocol
 
 from ptflow.keys import looks_like_secret
-from ptflow.stages.agent.clis.base import AgentCli, CellHome
-from ptflow.stages.agent.clis.claude import CLAUDE
-from ptflow.stages.agent.clis.codex import CODEX
-from ptflow.stages.agent.clis.gemini import GEMINI
-from ptflow.stages.agent.clis.opencode import OPENCODE
+from ptflow.stages.train.agent.clis.base import AgentCli, CellHome
+from ptflow.stages.train.agent.clis.claude import CLAUDE
+from ptflow.stages.train.agent.clis.codex import CODEX
+from ptflow.stages.train.agent.clis.gemini import GEMINI
+from ptflow.stages.train.agent.clis.opencode import OPENCODE
 
 CLIS: dict[str, AgentCli] = {c.name: c for c in (CLAUDE, CODEX, GEMINI, OPENCODE)}
 

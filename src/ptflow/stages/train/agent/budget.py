@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.cluster.preempt import ResumeDir
-from ptflow.stages.agent.context import AgentCell, AgentEnd
-from ptflow.stages.agent.task_dir import sync_workspace
+from ptflow.stages.train.agent.context import AgentCell, AgentEnd
+from ptflow.stages.train.agent.task_dir import sync_workspace
 
 TIMEOUT_EXIT = 124  # timeout(1): the command was stopped with TERM
 KILLED_EXIT = 137  # 128 + KILL: it ignored TERM for --kill-after

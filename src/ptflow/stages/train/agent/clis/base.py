@@ -4,7 +4,7 @@ approved, how to read its stream-json output (the trace, the API spend, a refuse
 
 Its package facts (npm package, pin, binary, API host) are ``ptflow.config.agent_clis``, which config and the image
 build read without this code. One module per CLI (``clis/claude.py`` ...) holds one :class:`AgentCli`;
-``clis/__init__.py`` is the registry. Nothing here runs the CLI (``stages/agent/launch.py`` does) or reads a
+``clis/__init__.py`` is the registry. Nothing here runs the CLI (``stages/train/agent/launch.py`` does) or reads a
 secret's value.
 """
 

@@ -34,7 +34,16 @@ from __future__ import annotations
 import json
 
 from ptflow.config.agent_clis import CLI_PACKAGES
-from ptflow.stages.agent.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, total, write_json
+from ptflow.stages.train.agent.clis.base import (
+    AUTH_STATUSES,
+    AgentCli,
+    ApiUsage,
+    CellHome,
+    clip,
+    count,
+    total,
+    write_json,
+)
 
 KEY_VAR = "OPENCODE_API_KEY"
 PTB_JUDGE_MODEL = "opencode/kimi-k2.6"  # run_judge.sh's Kimi K2.6 judge (new_judge_v2)

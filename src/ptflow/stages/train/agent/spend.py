@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ptflow.config.spend import LIVE_FILE, MATRIX_CAP_REACHED, NOT_STARTED_FILE, CellSpend, Dollars, usd_of
 from ptflow.files import write_json_atomic
-from ptflow.stages.agent.clis import CLIS
-from ptflow.stages.agent.context import AgentCellError
+from ptflow.stages.train.agent.clis import CLIS
+from ptflow.stages.train.agent.context import AgentCellError
 
 WATCH_SECONDS = 2.0  # how often the stream is read while the agent runs (what the cap may overshoot by)
 

@@ -32,7 +32,16 @@ import tomllib
 
 from ptflow.config.agent_clis import CLI_PACKAGES
 from ptflow.files import write_text_atomic
-from ptflow.stages.agent.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, http_status, total
+from ptflow.stages.train.agent.clis.base import (
+    AUTH_STATUSES,
+    AgentCli,
+    ApiUsage,
+    CellHome,
+    clip,
+    count,
+    http_status,
+    total,
+)
 
 BASE_URL_VAR = "OPENAI_BASE_URL"
 KEY_VAR = "CODEX_API_KEY"
@@ -65,7 +74,7 @@ def config_toml(model: str, task_dir: str) -> str:
         "analytics": {"enabled": False},
         "notice": {"hide_full_access_warning": True},
     }
-    lines = ["# written by ptflow for this cell: codex runs unattended (see ptflow/stages/agent/clis/codex.py)"]
+    lines = ["# written by ptflow for this cell: codex runs unattended (see ptflow/stages/train/agent/clis/codex.py)"]
     for name, values in tables.items():
         if name:
             lines += ["", f"[{name}]"]

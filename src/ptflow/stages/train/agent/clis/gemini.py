@@ -27,7 +27,16 @@ from __future__ import annotations
 import json
 
 from ptflow.config.agent_clis import CLI_PACKAGES
-from ptflow.stages.agent.clis.base import AUTH_STATUSES, AgentCli, ApiUsage, CellHome, clip, count, total, write_json
+from ptflow.stages.train.agent.clis.base import (
+    AUTH_STATUSES,
+    AgentCli,
+    ApiUsage,
+    CellHome,
+    clip,
+    count,
+    total,
+    write_json,
+)
 
 AUTH_TYPE = "gemini-api-key"  # AuthType.USE_GEMINI in @google/gemini-cli-core
 BASE_URL_VAR = "GOOGLE_GEMINI_BASE_URL"

@@ -30,7 +30,7 @@ import json
 import re
 
 from ptflow.config.agent_clis import CLI_PACKAGES
-from ptflow.stages.agent.clis.base import AgentCli, ApiUsage, CellHome, clip, count, total, write_json
+from ptflow.stages.train.agent.clis.base import AgentCli, ApiUsage, CellHome, clip, count, total, write_json
 
 CONFIG_DIR = ".claude"  # under the cell's home; CLAUDE_CONFIG_DIR
 # retries of a failed API request (claude's default: 10); see above for the trade-off

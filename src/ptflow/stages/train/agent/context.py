@@ -4,7 +4,7 @@ trace dir and budget left), ``AgentEnd`` (how the attempt's agent ended) and ``A
 run, in one line).
 
 They sit below the cell's steps (``cell``), its budget (``budget``) and the CLI's launch (``launch``), which all take
-them: the steps are in ``ptflow.stages.agent.cell``.
+them: the steps are in ``ptflow.stages.train.agent.cell``.
 """
 
 from __future__ import annotations

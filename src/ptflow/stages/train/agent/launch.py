@@ -28,15 +28,15 @@ from ptflow.config.entries import DEFAULT_GRACE_MINUTES, DEFAULT_SYNC_MINUTES
 from ptflow.jobenv import WARNING_SIGNAL, record_fact, thread_env
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump
 from ptflow.specs import AgentCliSpec, StageRuntime
-from ptflow.stages.agent.budget import KILLED_EXIT, TIMEOUT_EXIT, AttemptClock
-from ptflow.stages.agent.clis import CLIS, cell_environment, prepare_cli_home
-from ptflow.stages.agent.context import AgentCellError, AgentEnd, AttemptContext
-from ptflow.stages.agent.spend import SpendWatch
-from ptflow.stages.agent.task_dir import own_dir
 from ptflow.stages.evaluate.sources import data_env
 from ptflow.stages.posttrainbench import agent as ptb_agent
+from ptflow.stages.train.agent.budget import KILLED_EXIT, TIMEOUT_EXIT, AttemptClock
+from ptflow.stages.train.agent.clis import CLIS, cell_environment, prepare_cli_home
+from ptflow.stages.train.agent.context import AgentCellError, AgentEnd, AttemptContext
+from ptflow.stages.train.agent.spend import SpendWatch
+from ptflow.stages.train.agent.task_dir import own_dir
 
-# The agent's argv per cli: the real CLIs' from their modules (``ptflow.stages.agent.clis``); an agent's own
+# The agent's argv per cli: the real CLIs' from their modules (``ptflow.stages.train.agent.clis``); an agent's own
 # ``command`` in config replaces it. Placeholders: {model} {task_dir} {hours} {prompt} {prompt_file} {python}. The
 # prompt is not secret; keys never appear here.
 DEFAULT_COMMANDS: dict[str, list[str]] = {
