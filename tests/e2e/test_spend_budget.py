@@ -122,6 +122,16 @@ def test_the_capped_cell_is_stopped_and_its_model_evaluated(done):
     assert "spend cap reached: $0.2200 of $0.20" in train_log
 
 
+def test_the_run_wrote_the_matrix_caps_ledger_that_the_cells_job_read(done):
+    """The matrix's agent cells are handed to no job's params: the driver writes them once when the run starts
+    (ptflow.config.spend.write_ledger) and each agent cell's train job reads them there before its agent starts (the
+    capped cell started: it could read it)."""
+    work, *_ = done
+    ledger = json.loads((work / "results" / "spend" / "ledger.json").read_text())
+    assert ledger["cap_usd"] == CAP
+    assert [Path(c["trace_dir"]).parent.name for c in ledger["cells"]] == ["capped", "next"], ledger
+
+
 def test_the_matrix_cap_leaves_the_next_cell_unstarted_in_one_line(done):
     work, proc, served, served_after, *_ = done
     out = proc.stdout + proc.stderr
