@@ -14,8 +14,7 @@ from pathlib import Path
 
 from ptflow.cluster import hfcache
 from ptflow.files import write_json_atomic
-
-GSM8K_SPLIT_FILE = "main/{split}-00000-of-00001.parquet"  # the layout of openai/gsm8k on the hub
+from ptflow.stages.data.preprocess import GSM8K_SPLIT_FILE
 
 
 class MissingReposError(RuntimeError):

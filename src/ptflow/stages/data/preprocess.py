@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptflow.files import atomic_path
-from ptflow.stages.cache import GSM8K_SPLIT_FILE
+
+GSM8K_SPLIT_FILE = "main/{split}-00000-of-00001.parquet"  # the layout of openai/gsm8k on the hub (cache writes it)
 
 
 def preprocess_gsm8k(
