@@ -4,10 +4,12 @@ The rooms: ``cache`` (rules cache_*, hf_cache; ``tiny_model`` makes the embedded
 preprocess), ``train`` (rules train, train_supervised: one module per agent kind, dispatched through
 ``ptflow.config.kinds``; the cli-agent kind's cell in ``train.agent``), ``evaluate`` (rules evaluate, evaluate_seed,
 seed_mean) and ``judge`` (rules judge_run, judge). Shared by the rooms: ``checkpoint`` (a checkpoint's manifest and its
-check) and ``gsm8k_answer`` (the one answer rule training rewards and evaluation scores). PostTrainBench's protocol
-pieces are its adapter, ``posttrainbench``, which the rooms call. What reads the finished cells (score, report,
-export) is ``ptflow.results``. Scripts in ``workflow/scripts`` are thin adapters over these. Stages may import
-``config``, ``cluster`` and ``launch``; they never read Snakemake's globals and never import ``ops``.
+check), ``gsm8k_answer`` (the one answer rule training rewards and evaluation scores) and ``agent_task`` (an agent
+cell's task: the interface between the train room's cell and the PostTrainBench adapter's checkout task).
+PostTrainBench's protocol pieces are its adapter, ``posttrainbench``, which the rooms call. What reads the finished
+cells (score, report, export) is ``ptflow.results``. Scripts in ``workflow/scripts`` are thin adapters over these.
+Stages may import ``config``, ``cluster`` and ``launch``; they never read Snakemake's globals and never import
+``ops``.
 """
 
 import getpass

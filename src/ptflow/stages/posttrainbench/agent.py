@@ -17,6 +17,9 @@ with the cell's model id, eval dir, hours, GPUs and agent name, as ``PROMPT=$(..
 The real CLIs run ``agent_solve.sh`` with the variables run_task.sh gives it (``PROMPT``, ``AGENT_CONFIG``,
 ``NUM_GPUS``, ``VLLM_API_KEY``, ``PYTHONNOUSERSITE``, ``HF_HOME``, its ``PATH``); ptflow keeps its own timeout,
 runtime, HF view, workspace sync, resume, key scoping and CLI settings around it.
+
+``CheckoutTask`` is this task as the generic cell calls it (``ptflow.stages.agent_task.AgentTask``; ptflow's own
+task is ``ptflow.stages.train.agent.own_task.OwnTask``).
 """
 
 from __future__ import annotations
@@ -27,11 +30,16 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ptflow.cluster.runtime import home_problem, writes_under_home  # noqa: F401 (the cell's check; tests ask here)
 from ptflow.config import posttrainbench as ptb
+from ptflow.config.agent_clis import CONTAINER_HOME
 from ptflow.specs import AgentCliSpec
+from ptflow.stages.agent_task import TaskSetup
 
 PROMPT_TIMEOUT_S = 120
 SOLVE_NAME = "agent_solve.sh"  # where run_task.sh puts agents/<agent>/solve.sh (beside the task dir, in the home)
@@ -172,3 +180,75 @@ def solve_environment(agent: AgentCliSpec, prompt_text: str, home: str, path: st
         "VLLM_API_KEY": "inspectai",
         "PYTHONNOUSERSITE": "1",
     }
+
+
+@dataclass(frozen=True)
+class CheckoutTask:
+    """A PostTrainBench checkout's task (``ptflow.stages.agent_task.AgentTask``), from ``checkout``: the task dir is
+    run_task.sh's, in the agent's home (``home/task`` in the cell's dir), with ptflow's own files beside that home;
+    the home is the cell's for every attempt (removed with the cell's dir) and holds run_task.sh's copies; an agent
+    running the checkout's solve.sh gets it as its command, with run_task.sh's variables; the hub is online (the
+    prompt: internet unrestricted)."""
+
+    checkout: Path | None
+
+    task_files = ()  # (ptflow's own files are beside the home, not in the task dir)
+    empty_data_dir = False  # data/ only with a train split
+    keeps_whole = True  # the checkout's judge runs in the task dir as run_task.sh leaves it
+
+    def task_dir(self, cell_dir: Path) -> Path:
+        return cell_dir / HOME_NAME / TASK_NAME
+
+    def own_dir(self, task_dir: Path) -> Path:
+        return task_dir.parent.parent
+
+    def fill(self, task_dir: Path, setup: TaskSetup) -> None:
+        """run_task.sh's copies and timer."""
+        fill_task_dir(task_dir, setup.agent, self.checkout, setup.hours, setup.deadline)
+
+    def prompt(self, task_dir: Path, setup: TaskSetup, train_data: Path | None) -> str:
+        """The checkout's own (its get_prompt.py)."""
+        text = prompt(setup.agent, self.checkout, setup.cell.model, setup.hours)
+        if setup.earlier:  # (PostTrainBench restarts nothing: ptflow's note for a cell that continues a workspace)
+            text += (
+                f"\nNote: {setup.earlier} worked in this directory before; its files are here. "
+                f"{setup.hours_text} remain.\n"
+            )
+        return text
+
+    @contextmanager
+    def home(self, task_dir: Path) -> Iterator[Path]:
+        """run_task.sh's job dir, which holds the task dir (kept: removed with the cell's dir)."""
+        yield task_dir.parent
+
+    def task_seen(self, task_dir: Path, host_home: Path, home: str, bound: bool) -> str:
+        """In its home: /home/ben/task in a container that binds the home."""
+        return f"{home}/{task_dir.relative_to(host_home)}" if bound else str(task_dir)
+
+    def task_binds(self, task_dir: Path, bound: bool) -> list[str]:
+        return [] if bound else [str(task_dir)]
+
+    def hf_mount(self, host_home: Path, bound: bool) -> str | None:
+        """run_task.sh's HF_HOME_NEW in a bound home (its mount point made there)."""
+        if not bound:
+            return None
+        (host_home / "hf_cache").mkdir(exist_ok=True)
+        return f"{CONTAINER_HOME}/hf_cache"
+
+    def install(self, agent: AgentCliSpec, host_home: Path, home: str, runtime_kind: str) -> AgentCliSpec:
+        """run_task.sh's copies into its job dir (.codex, agent_solve.sh), checked first; an agent that runs the
+        checkout's solve.sh gets it as its command (agents/<agent>/solve.sh, where run_task.sh puts it)."""
+        check_home(agent, self.checkout, runtime_kind)
+        install_home(agent, self.checkout, host_home)
+        if agent.posttrainbench.solve and not agent.command:
+            return replace(agent, command=["bash", f"{home}/{SOLVE_NAME}"])
+        return agent
+
+    def hub_env(self) -> dict[str, str]:
+        return {}  # online: run_task.sh's prompt says the internet is unrestricted
+
+    def agent_env(self, agent: AgentCliSpec, prompt: str, home: str, path: str) -> dict[str, str]:
+        """run_task.sh's variables for solve.sh, where the agent runs it (no command of its own)."""
+        if agent.posttrainbench.solve and not agent.command:
+            return solve_environment(agent, prompt, home, path)
+        return {}

@@ -31,8 +31,9 @@ what the agent prints of them is masked (``ptflow.keys.Masker``) on its way into
 This module holds the cell's steps in their order (``train_agent_cell``) and the kind's ``run(training)``; the parts
 are beside it: the task dir and workspace (``task_dir``), the budget over attempts (``budget``), the CLI's launch and
 environment (``launch``), the spend and its caps while the agent runs (``spend``), and the cell and attempt they all
-read (``context``: ``AgentCell``, ``AttemptContext``); a PostTrainBench checkout cell's part is
-``ptflow.stages.posttrainbench.agent``.
+read (``context``: ``AgentCell``, ``AttemptContext``, and the cell's task: ptflow's own, ``own_task``, or a
+PostTrainBench checkout's, ``ptflow.stages.posttrainbench.agent.CheckoutTask``; their interface is
+``ptflow.stages.agent_task``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ptflow.stages.train.agent.budget import TIMEOUT_EXIT, Budget, attempt_recor
 from ptflow.stages.train.agent.context import AgentCell, AgentCellError, AgentEnd, AttemptContext
 from ptflow.stages.train.agent.launch import api_usage, run_attempt, timeout_minutes
 from ptflow.stages.train.agent.spend import check_matrix_cap, spend_record
-from ptflow.stages.train.agent.task_dir import TaskSetup, copy_final_model, keep_workspace, make_task_dir, own_dir
+from ptflow.stages.train.agent.task_dir import TaskSetup, copy_final_model, keep_workspace, make_task_dir
 from ptflow.stages.train.cell import Training
 
 
@@ -91,7 +92,7 @@ def train_agent_cell(agent_cell: AgentCell) -> dict:
 
             hfview.close_view(view, log=agent_cell.log)
         if task_dir is not None:
-            shutil.rmtree(own_dir(task_dir, agent_cell.agent), ignore_errors=True)
+            shutil.rmtree(agent_cell.task.own_dir(task_dir), ignore_errors=True)
     return {
         "step": None,
         "train_loss": None,
@@ -183,7 +184,7 @@ def _keep_results(ctx: AttemptContext, budget: Budget, end: AgentEnd) -> tuple[b
     kept = None
     if agent_cell.resume is not None:
         kept = keep_workspace(
-            ctx.task_dir, agent_cell.resume.kept_workspace, agent_cell.log, whole=bool(agent.posttrainbench),
+            ctx.task_dir, agent_cell.resume.kept_workspace, agent_cell.log, whole=agent_cell.task.keeps_whole,
             final_model=agent_cell.out if has_model else None,
         )  # fmt: skip
     status = "budget exhausted (timeout)" if budget_exhausted(budget, end) else f"exit {end.rc}"

@@ -1,22 +1,33 @@
 """One agent cell and one attempt of it, as the other modules of the agent cell read them: ``AgentCell`` (what the
-cell reads of the train job's ``Training``, one flat value), ``AttemptContext`` (this attempt's task dir, HF view,
-trace dir and budget left), ``AgentEnd`` (how the attempt's agent ended) and ``AgentCellError`` (a cell that cannot
-run, in one line).
+cell reads of the train job's ``Training``, one flat value, with the cell's task that ``agent_task`` picks),
+``AttemptContext`` (this attempt's task dir, HF view, trace dir and budget left), ``AgentEnd`` (how the attempt's
+agent ended) and ``AgentCellError`` (a cell that cannot run, in one line).
 
-They sit below the cell's steps (``cell``), its budget (``budget``) and the CLI's launch (``launch``), which all take
-them: the steps are in ``ptflow.stages.train.agent.cell``.
+They sit below the cell's steps (``cell``), its task dir (``task_dir``), its budget (``budget``) and the CLI's
+launch (``launch``), which all take them: the steps are in ``ptflow.stages.train.agent.cell``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ptflow.cluster.preempt import ResumeDir
 from ptflow.config.spend import CellSpend
 from ptflow.specs import AgentCliSpec, CellRef, StageRuntime
+from ptflow.stages.agent_task import AgentTask
+from ptflow.stages.posttrainbench.agent import CheckoutTask
+from ptflow.stages.train.agent.own_task import OWN_TASK
 from ptflow.stages.train.cell import Training
+
+
+def agent_task(agent: AgentCliSpec, checkout: Path | None) -> AgentTask:
+    """The cell's task, picked in this one place: a PostTrainBench checkout's as run_task.sh makes it (the
+    adapter's), else ptflow's own. The task dir, the home, the launch and the environment call it
+    (``ptflow.stages.agent_task``)."""
+    return CheckoutTask(checkout) if agent.posttrainbench else OWN_TASK
 
 
 class AgentCellError(RuntimeError):
@@ -51,6 +62,11 @@ class AgentCell:
         spec, run = training.spec, training.run
         return cls(spec.agent_cli, spec.cell, spec.runtime, run.start_model, run.train_parquet, training.out,
                    training.resume, training.attempt, run.log, run.threads, run.spend, checkout, env)  # fmt: skip
+
+    @cached_property
+    def task(self) -> AgentTask:
+        """The cell's task (:func:`agent_task`)."""
+        return agent_task(self.agent, self.checkout)
 
     @property
     def workspace(self) -> Path | None:

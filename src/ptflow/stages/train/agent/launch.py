@@ -16,9 +16,8 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,12 +28,10 @@ from ptflow.jobenv import WARNING_SIGNAL, record_fact, thread_env
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump
 from ptflow.specs import AgentCliSpec, StageRuntime
 from ptflow.stages.evaluate.sources import data_env
-from ptflow.stages.posttrainbench import agent as ptb_agent
 from ptflow.stages.train.agent.budget import KILLED_EXIT, TIMEOUT_EXIT, AttemptClock
 from ptflow.stages.train.agent.clis import CLIS, cell_environment, prepare_cli_home
 from ptflow.stages.train.agent.context import AgentCellError, AgentEnd, AttemptContext
 from ptflow.stages.train.agent.spend import SpendWatch
-from ptflow.stages.train.agent.task_dir import own_dir
 
 # The agent's argv per cli: the real CLIs' from their modules (``ptflow.stages.train.agent.clis``); an agent's own
 # ``command`` in config replaces it. Placeholders: {model} {task_dir} {hours} {prompt} {prompt_file} {python}. The
@@ -174,16 +171,11 @@ def api_error(agent: AgentCliSpec, rc: int, stdout: Path, offset: int) -> dict |
 
 
 def run_attempt(ctx: AttemptContext) -> AgentEnd:
-    """This attempt's agent run, in its home: a checkout cell's is run_task.sh's job dir, which holds the task dir
-    (removed with the cell's dir); any other agent's a private one of this attempt beside the task dir (never
-    synced: ptflow rewrites it)."""
-    if ctx.agent.posttrainbench:
-        return _run_in_home(ctx, ctx.task_dir.parent)
-    host_home = Path(tempfile.mkdtemp(prefix="ptflow-agent-home-", dir=ctx.task_dir.parent))
-    try:
+    """This attempt's agent run, in the home its task gives it (``AgentTask.home``: ptflow's own task a private one
+    of this attempt beside the task dir, never synced; a checkout's run_task.sh's job dir, which holds the task
+    dir)."""
+    with ctx.agent_cell.task.home(ctx.task_dir) as host_home:
         return _run_in_home(ctx, host_home)
-    finally:
-        shutil.rmtree(host_home, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -205,17 +197,16 @@ class AgentHome:
         kind = ctx.agent_cell.runtime.kind if ctx.agent_cell.runtime else "venv"
         bound = kind in HOME_BOUND
         home = AGENT_HOME if bound else str(host_home)
-        # the task dir as the agent sees it: a checkout cell's is in its home (/home/ben/task in a container)
-        checkout = bool(ctx.agent.posttrainbench)
-        task_in = f"{home}/{ctx.task_dir.relative_to(host_home)}" if checkout and bound else str(ctx.task_dir)
+        task_in = ctx.agent_cell.task.task_seen(ctx.task_dir, host_home, home, bound)
         return cls(host_home, kind, kind == "apptainer", bound, home, task_in)
 
 
 def _run_in_home(ctx: AttemptContext, host_home: Path) -> AgentEnd:
     """The agent in ``host_home``: its home made, its command line and environment, the run, how it ended."""
+    task = ctx.agent_cell.task
     h = AgentHome.of(ctx, host_home)
-    agent = _install_home(ctx, h)
-    own = own_dir(ctx.task_dir, agent)
+    agent = task.install(ctx.agent, host_home, h.home, h.kind)  # the task's files in the home; its command
+    own = task.own_dir(ctx.task_dir)
     values = {
         "model": agent.model,
         "task_dir": h.task_in,
@@ -224,12 +215,9 @@ def _run_in_home(ctx: AttemptContext, host_home: Path) -> AgentEnd:
         "prompt_file": str(own / "prompt.md"),
         "python": sys.executable,
     }
-    checkout = bool(agent.posttrainbench)
-    hf_in = f"{AGENT_HOME}/hf_cache" if ctx.view and checkout and h.bound else None  # run_task.sh's HF_HOME_NEW
-    binds = ([] if checkout and h.bound else [str(ctx.task_dir)]) + ([str(ctx.view.workdir)] if ctx.view else [])
+    hf_in = task.hf_mount(host_home, h.bound) if ctx.view else None  # None: the view at its own path
+    binds = task.task_binds(ctx.task_dir, h.bound) + ([str(ctx.view.workdir)] if ctx.view else [])
     binds += ([] if h.bound else [str(host_home)]) + ([f"{ctx.view.path}:{hf_in}"] if hf_in else [])
-    if hf_in:
-        (host_home / "hf_cache").mkdir(exist_ok=True)  # the mount point in the bound home
     argv = build_argv(
         agent, values, ctx.agent_cell.runtime, str(host_home), binds, hours=ctx.left / 3600, workdir=h.task_in
     )
@@ -247,30 +235,13 @@ def _run_in_home(ctx: AttemptContext, host_home: Path) -> AgentEnd:
     return _launch(ctx, argv, child_env, masker)
 
 
-def _install_home(ctx: AttemptContext, h: AgentHome) -> AgentCliSpec:
-    """A checkout cell's home as run_task.sh makes it (.codex, agent_solve.sh), checked first; the agent to run:
-    one that runs the checkout's solve.sh gets it as its command."""
-    agent = ctx.agent
-    if not agent.posttrainbench:
-        return agent
-    ptb_agent.check_home(agent, ctx.agent_cell.checkout, h.kind)
-    ptb_agent.install_home(agent, ctx.agent_cell.checkout, h.host)  # run_task.sh's copies into its job dir
-    if agent.posttrainbench.solve and not agent.command:  # agents/<agent>/solve.sh, where run_task.sh puts it
-        return replace(agent, command=["bash", f"{h.home}/{ptb_agent.SOLVE_NAME}"])
-    return agent
-
-
-def _solving(ctx: AttemptContext) -> bool:
-    """The agent runs the checkout's solve.sh (a checkout cell without a command of its own)."""
-    return bool(ctx.agent.posttrainbench and ctx.agent.posttrainbench.solve) and not ctx.agent.command
-
-
 def _environment(
     ctx: AttemptContext, h: AgentHome, agent: AgentCliSpec, prompt: str, hf_in: str | None
 ) -> tuple[dict, dict]:
     """The job's environment and the agent's: the job's less the secrets the agent may not see, the CLI's home
-    settings, its temp dir, the task's variables, solve.sh's (run_task.sh's), the evaluation's caches, the HF view."""
-    checkout = bool(agent.posttrainbench)
+    settings, its temp dir, the task's variables (a checkout's solve.sh: run_task.sh's), the evaluation's caches,
+    the HF view."""
+    task = ctx.agent_cell.task
     root = os.geteuid() == 0  # the CLI runs as the job's user in every runtime ptflow builds (docs: agent cells)
     job_env = dict(ctx.agent_cell.env or os.environ)
     if not h.container:  # the job's python first (a venv site's interpreter need not be on the job's PATH)
@@ -287,18 +258,15 @@ def _environment(
     (h.host / "tmp").mkdir(exist_ok=True)  # the agent's own temp dir (the CLIs leave error reports there)
     if not h.container:
         keep_path_in_login_shells(h.host, job_env["PATH"])
-    # the variables run_task.sh gives solve.sh
-    solve_env = ptb_agent.solve_environment(agent, prompt, h.home, job_env["PATH"]) if _solving(ctx) else {}
     child_env = {
         **cell_environment(agent, job_env),
         **cli_env,
         "TMPDIR": f"{h.home}/tmp",
-        # ptflow's own cells are offline; a checkout's agents are not (run_task.sh's prompt: internet unrestricted)
-        **({} if checkout else {"HF_HUB_OFFLINE": "1"}),
+        **task.hub_env(),  # ptflow's own cells are offline; a checkout's agents are not
         "PTFLOW_TASK_DIR": h.task_in,
-        "PTFLOW_CELL_DIR": str(own_dir(ctx.task_dir, agent)),  # ptflow's own files (the scripted agent's task.json)
+        "PTFLOW_CELL_DIR": str(task.own_dir(ctx.task_dir)),  # ptflow's own files (the scripted agent's task.json)
         "PTFLOW_AGENT_KEYS": ",".join(agent.keys),  # names only: the values are in the env already
-        **solve_env,
+        **task.agent_env(ctx.agent, prompt, h.home, job_env["PATH"]),  # (the agent as configured, not installed)
     }
     if ctx.agent_cell.threads:
         # The agent's torch (its training, its evaluate.py) as many threads as the job has CPUs, as ptflow's own

@@ -3,8 +3,8 @@ node-local tmp (prompt, evaluation kit, train data, deadline file, timer; an ear
 first), and the copies that leave it: the workspace synced to scratch as the agent works (``sync_workspace``), the
 final model to the checkpoint dir (``copy_final_model``) and the workspace kept for the judge (``keep_workspace``).
 
-A PostTrainBench checkout cell's task dir is run_task.sh's, in the agent's home, with ptflow's own files beside that
-home (``own_dir``; the checkout's parts in ``ptflow.stages.posttrainbench.agent``).
+The task is the cell's (``ptflow.stages.agent_task.AgentTask``: ptflow's own, or a PostTrainBench checkout's as
+its adapter makes it): where the task dir and ptflow's own files are, how the task dir is filled, the prompt.
 """
 
 from __future__ import annotations
@@ -14,76 +14,30 @@ import os
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from ptflow import templates
-from ptflow.config import tasks
 from ptflow.files import staged_dir
-from ptflow.specs import AgentCliSpec, CellRef
-from ptflow.stages.checkpoint import has_weights
-from ptflow.stages.evaluate.run import AGENT_KIT_NAMES, with_toy_data, write_agent_kit
-from ptflow.stages.posttrainbench import agent as ptb_agent
-
-# Files of the task dir that ptflow writes for each attempt, fresh over a restored workspace (which keeps the
-# agent's own files only), the evaluation kit included.
-OWN_FILES = ("prompt.md", "deadline", "timer.sh", "task.json", "data", "eval_data", *AGENT_KIT_NAMES)
-
-
-def _hours_text(hours: float) -> str:
-    minutes = hours * 60
-    return f"{hours:g} hours" if hours >= 1 else f"{minutes:g} minutes"
-
-
-def own_dir(task_dir: Path, agent: AgentCliSpec) -> Path:
-    """Where ptflow's own files of a cell are (prompt.md, task.json, deadline): beside a checkout cell's home, which
-    holds its task dir (``ptflow.stages.posttrainbench.agent``), else in the task dir."""
-    return task_dir.parent.parent if agent.posttrainbench else task_dir
-
-
-@dataclass(frozen=True)
-class TaskSetup:
-    """What an attempt's task dir is made of: the agent and cell, the base model as the agent sees it (in its HF
-    view), the train split, when the attempt started, the budget that remains (None: all of it), an earlier
-    session's ``workspace`` to restore first and its description for the prompt (``earlier``), and a PostTrainBench
-    cell's checkout."""
-
-    agent: AgentCliSpec
-    cell: CellRef
-    base_model: str
-    train_parquet: str | None
-    started: float
-    hours_left: float | None = None
-    workspace: Path | None = None
-    earlier: str | None = None
-    checkout: Path | None = None
-
-    @property
-    def hours(self) -> float:
-        return self.agent.hours if self.hours_left is None else self.hours_left
-
-    @property
-    def deadline(self) -> float:
-        return self.started + self.hours * 3600
+from ptflow.stages.agent_task import AgentTask, TaskSetup
+from ptflow.stages.train.agent.context import agent_task
 
 
 def make_task_dir(root: str | None, setup: TaskSetup) -> Path:
     """The agent's private task dir under ``root``: prompt, evaluation kit (``evaluate.py``: the final evaluation's
     call), train data, deadline file and timer; an earlier session's files restored first (ptflow's own files are
-    then written fresh over them). A PostTrainBench checkout cell's task dir holds run_task.sh's files only, in the
-    agent's home, with ptflow's files beside that home (:func:`own_dir`)."""
+    then written fresh over them). Where the task dir and ptflow's own files are in the cell's dir, what fills the
+    task dir and the prompt are the cell's task's (``agent_task``: a checkout cell's task dir holds run_task.sh's
+    files only, in the agent's home, with ptflow's files beside that home)."""
     agent = setup.agent
-    checkout = bool(agent.posttrainbench)
+    task = agent_task(agent, setup.checkout)
     cell_dir = Path(tempfile.mkdtemp(prefix=f"ptflow-agent-{agent.id}-", dir=root))
-    task_dir = cell_dir / ptb_agent.HOME_NAME / ptb_agent.TASK_NAME if checkout else cell_dir
+    task_dir = task.task_dir(cell_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
-    _restore_workspace(task_dir, setup)
-    own = own_dir(task_dir, agent)
-    train_data = _copy_train_data(own, setup)
-    _fill_task_dir(task_dir, setup)
+    _restore_workspace(task_dir, setup, task)
+    own = task.own_dir(task_dir)
+    train_data = _copy_train_data(own, setup, task)
+    task.fill(task_dir, setup)
     (own / "deadline").write_text(f"{int(setup.deadline)}\n")
-    (own / "prompt.md").write_text(_prompt(task_dir, setup, train_data))
+    (own / "prompt.md").write_text(task.prompt(task_dir, setup, train_data))
     (own / "task.json").write_text(
         json.dumps(
             {
@@ -97,71 +51,26 @@ def make_task_dir(root: str | None, setup: TaskSetup) -> Path:
     return task_dir
 
 
-def _restore_workspace(task_dir: Path, setup: TaskSetup) -> None:
+def _restore_workspace(task_dir: Path, setup: TaskSetup, task: AgentTask) -> None:
     """An earlier session's files into the task dir, less ptflow's own (written fresh for this attempt)."""
     if setup.workspace is None or not setup.workspace.is_dir():
         return
     shutil.copytree(setup.workspace, task_dir, symlinks=True, dirs_exist_ok=True)
-    for name in () if setup.agent.posttrainbench else OWN_FILES:  # (a checkout cell's own files are elsewhere)
+    for name in task.task_files:
         target = task_dir / name
         shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
 
 
-def _copy_train_data(own: Path, setup: TaskSetup) -> Path | None:
-    """The train split as ``data/train.parquet`` among ptflow's own files (an empty ``data/`` without one)."""
-    if not setup.agent.posttrainbench or setup.train_parquet:
+def _copy_train_data(own: Path, setup: TaskSetup, task: AgentTask) -> Path | None:
+    """The train split as ``data/train.parquet`` among ptflow's own files (an empty ``data/`` without one, where the
+    task has it)."""
+    if task.empty_data_dir or setup.train_parquet:
         (own / "data").mkdir()
     if not setup.train_parquet:
         return None
     train_data = own / "data" / "train.parquet"
     shutil.copyfile(setup.train_parquet, train_data)
     return train_data
-
-
-def _fill_task_dir(task_dir: Path, setup: TaskSetup) -> None:
-    """A checkout cell: run_task.sh's copies and timer. ptflow's task: the evaluation kit and ptflow's timer."""
-    agent = setup.agent
-    if agent.posttrainbench:  # PostTrainBench's task dir from its checkout (run_task.sh's copies and timer)
-        ptb_agent.fill_task_dir(task_dir, agent, setup.checkout, setup.hours, setup.deadline)
-        return
-    call = agent.eval_call
-    if call:
-        if call.task == tasks.TOY_TASK:
-            # The toy task's data is the workflow's test parquet (PostTrainBench's evals read theirs from the
-            # caches): the agent measures on it, as the final evaluation does, and must not train on it.
-            (task_dir / "eval_data").mkdir()
-            shutil.copyfile(agent.eval_test_parquet, task_dir / "eval_data" / "test.parquet")
-            call = with_toy_data(call, task_dir / "eval_data" / "test.parquet")
-        write_agent_kit(task_dir, call)
-    shutil.copyfile(templates.path("agent_timer.sh"), task_dir / "timer.sh")
-    (task_dir / "timer.sh").chmod(0o755)
-
-
-def _prompt(task_dir: Path, setup: TaskSetup, train_data: Path | None) -> str:
-    """The agent's prompt: a checkout's own (its get_prompt.py), else ptflow's template."""
-    agent, cell, hours = setup.agent, setup.cell, setup.hours
-    if agent.posttrainbench:
-        prompt = ptb_agent.prompt(agent, setup.checkout, cell.model, hours)
-        if setup.earlier:  # (PostTrainBench restarts nothing: ptflow's note for a cell that continues a workspace)
-            prompt += (
-                f"\nNote: {setup.earlier} worked in this directory before; its files are here. "
-                f"{_hours_text(hours)} remain.\n"
-            )
-        return prompt
-    return templates.render(
-        "agent_prompt.md.j2",
-        model_id=cell.model,
-        eval_id=cell.eval,
-        eval_task=agent.eval_task or cell.eval,
-        max_new_tokens=agent.max_new_tokens if agent.max_new_tokens is not None else "?",
-        hours_text=_hours_text(hours),
-        deadline_iso=datetime.fromtimestamp(setup.deadline, UTC).isoformat(timespec="seconds"),
-        task_dir=str(task_dir),
-        base_model=setup.base_model,
-        train_data=str(train_data) if train_data else "(none: bring your own data)",
-        earlier=setup.earlier or "",
-        has_final_model=has_weights(task_dir / "final_model"),
-    )
 
 
 def sync_workspace(task_dir: Path, workspace: Path) -> dict[str, int]:
