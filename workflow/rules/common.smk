@@ -160,8 +160,8 @@ def get_env_build_input(wildcards):
 
 @_workflow_error
 def get_train_params(wildcards):
-    """Rule train's one params value (Jobs.train_params): the spec, compared to decide a rerun, and beside it
-    the evaluation in the cell's allocation and its spend settings, which rerun no training."""
+    """Rule train's one params value (Jobs.train_params): the spec, compared to decide a
+    rerun; beside it, what reruns no training (the evaluation handoff, the spend)."""
     w = wildcards
     checkout = "checkout" in INPUTS.train(w.model, w.eval, w.agent)
     return JOBS.train_params(w.model, w.eval, w.agent, _ptb_objects, checkout)
