@@ -57,13 +57,17 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 # Unit modules whose module-scoped fixture is worth keeping on one worker: the contract module's tiny Snakemake runs
 # and the plan module's `ptflow plan` runs, read by several tests each, and the golden params module's warm-up (one
-# plan before its 49 forked plans). Spread one test per scope, each worker that drew one of their tests built the
-# fixture again. Modules that run real evaluations, trainings or workflow jobs are not unit tests (they would keep
-# `make check` past its two minutes): they live in tests/integration, one scope each.
+# plan before its 49 forked plans), the one-verdict matrix (196 cells scored, reported, exported and read by status,
+# 10 s alone; built on two workers in a five-worker `make test`) and the report site's matrix. Spread one test per
+# scope, each worker that drew one of their tests built the fixture again. Modules that run real evaluations, trainings
+# or workflow jobs are not unit tests (they would keep `make check` past its two minutes): they live in
+# tests/integration, one scope each.
 UNIT_MODULE_SCOPES = (  # the longest first (LONG_FIRST)
     "tests/unit/test_job_params.py",
     "tests/unit/test_plan.py",
     "tests/unit/test_snakemake_contract.py",
+    "tests/unit/test_one_verdict.py",
+    "tests/unit/test_report_site.py",
 )
 
 
