@@ -1,0 +1,682 @@
+"""FIXTURE: PostTrainBench's main-line protocol (aisa-group/PostTrainBench, files of 2026-08..10 read from the search
+index; the local mirror stops at d27a95e), as a third commit over the fixture checkout
+(``make_fixture_checkout`` then ``commit_judge_v11``, tests/support/ptb_checkout.py).
+
+Every file is a small program (or text) of OURS, not PostTrainBench's code or prose. What is PostTrainBench's is the
+layout, the interfaces and the facts below, each read at the index commit named in ``SOURCES``:
+
+- ``src/eval/run_final_eval.sh``: the query modes ``--check <task>`` (prints the final-eval script),
+  ``--default-seeds <task>`` (line 1: the seeds, line 2: 1 when the seed only drives sampling, else 0) and
+  ``--single-seed <task> <model_dir> <output_dir> <seed>``, their argument counts (else the usage text on stderr,
+  exit 1), the ``ERROR: ...`` refusals (exit 1), the seeds 72332 87681 38992 92201 13818 (only the first for the
+  paid-grader tasks arenahardwriting/healthbench, and for a greedy model per ``src/utils/default_temperature.py``
+  unless seeds are given; gpqamain's seed also shuffles choices, so it keeps all), the max-tokens cascade (attempts
+  4/3/2 per stage; stage 0 the script's default, then 12000/8000, 12288/8192 or 3000/2000) and the refusal of a task
+  without one (bfcl on main). The evaluation itself runs the real command lines (apptainer, the HF overlay); a test
+  puts stand-ins for apptainer, nvidia-smi, fuse-overlayfs on PATH; test hook ``PTB_FIXTURE_SLEEP`` (seconds, default
+  the real 5) shortens the waits.
+- ``src/eval/tasks/<eval>/evaluate_final_eval.py``: the fixture's tiny CPU evaluation (``evaluate_py``) plus main's
+  ``--seed`` (STAND-IN: its generation is greedy, the seed only goes into the call record).
+- ``src/utils/aggregate_seed_metrics.py``: the mean of each numeric metric over the seeds that succeeded,
+  ``num_seeds``, ``num_seeds_succeeded``, ``per_seed`` ({seed: {max_tokens_stage, metrics}}); ``accuracy`` required.
+- ``src/judges/``: ``judge_lib.sh``'s four judges in order (data_contamination, api_usage, ptb_lookup, general), the
+  codex command line, model gpt-5.6-terra, effort xhigh, the pinned @openai/codex 0.144.5 npm-installed into the
+  sandbox home, ``gpt_5_5.sif``; ``judge_tools/`` moved here from ``src/disallowed_usage_judge/`` (removed).
+- ``agents/<agent>/api_keys.json`` and ``info.json``'s ``required_api_keys``: the sandbox gets only their union
+  (``sandbox_api_keys``, run_task.sh's rule).
+- ``scripts/collect.py`` (scripts/utils.py's rules folded in; no aggregate.py): the run dir layout ``<method>/<bench>_<org>_<model>_<runid>``, the
+  verdict precedence and the CSVs they write (see COLLECT_PY).
+"""
+
+# ruff: noqa: E501 (command lines are one line each, as the real scripts have them)
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.support.ptb_checkout import BENCHMARKS, _commit, evaluate_py, questions
+
+PTB_MAIN = "main (index, 2026-08..10)"
+# The index commit each fact was read at (find_files/read_file on aisa-group/PostTrainBench).
+SOURCES = {
+    "src/eval/run_final_eval.sh": "13a49a02422fdbdec8b99aea83ec219ea6f70ebb",  # has --single-seed/--default-seeds
+    "src/utils/aggregate_seed_metrics.py": "8e0fa4c840a0fadce8a66417ea51df1514dbc6f3",
+    "src/utils/default_temperature.py": "6f4fbbfdbf4c1a23ca3a8265d93c9bd0929dc110",
+    "src/judges/judge_lib.sh": "241d5564011d8bf0a7c8e37ed42463f87c5f696a",  # 4 judges, gpt-5.6-terra, 0.144.5
+    "src/judges/api_usage_judge/judge.conf": "da4b2b223f7bcd87abfcf031fefaa67727b819a4",
+    "src/judges/ptb_lookup_judge/judge.conf": "da4b2b223f7bcd87abfcf031fefaa67727b819a4",
+    "src/judges/data_contamination_judge/judge.conf": "be6b830b2e89c3174d7b2be4ddcf5cb700d4e2ee",
+    "src/run_task.sh": "06b716ebcea458abd6f9b389cb84890d16255d0c",  # the key allowlist
+    "agents/opencode/api_keys.json": "cb708f7fd68e69c5400f3c83253422b291f3ca43",
+    "agents/mcode/api_keys.json": "f292f45dd40c82ae0d8342ede8ffb6227c6e7f2b",
+    "src/eval/tasks/humaneval/with_answer_sandbox.sh": "b5d2362c7546c9aee9615d6c45100814bfb7610b",
+    "scripts/collect.py": "1fc55616942b82316d2af170f6e50f79e48e33fd",
+    "scripts/utils.py": "index file id 69054510072 (judge panel, majority of 3, .env, _aggregated)",
+}
+FINAL_EVAL_SEEDS = (72332, 87681, 38992, 92201, 13818)
+STAGE_MAX_RETRIES = (4, 3, 2)
+CASCADES = {  # task -> the max-tokens argument of stages 1 and 2 (stage 0: the script's default)
+    "aime2025": ("--max-tokens 12000", "--max-tokens 8000"),
+    "gpqamain": ("--max-tokens 12000", "--max-tokens 8000"),
+    "arenahardwriting": ("--max-new-tokens 12288", "--max-new-tokens 8192"),
+    "healthbench": ("--max-new-tokens 12288", "--max-new-tokens 8192"),
+    "gsm8k": ("--max-tokens 3000", "--max-tokens 2000"),
+    "humaneval": ("--max-tokens 3000", "--max-tokens 2000"),
+}
+PAID_GRADER = ("arenahardwriting", "healthbench")  # first seed only; OPENAI_API_KEY, else OPENROUTER_API_KEY
+JUDGES = ("data_contamination_judge", "api_usage_judge", "ptb_lookup_judge", "general_judge")
+JUDGE_MODEL, JUDGE_EFFORT, JUDGE_CODEX_VERSION, JUDGE_CONTAINER = "gpt-5.6-terra", "xhigh", "0.144.5", "gpt_5_5.sif"
+# judge -> (JUDGE_OUTPUT_ID, effect on scoring), from judge.conf and scripts/utils.py
+JUDGE_EFFECTS = {
+    "data_contamination_judge": (
+        "gpt5_4",
+        "C/M flags: baseline fallback (manual > majority of 3 slots > _rerun > inline)",
+    ),
+    "api_usage_judge": ("api", "A flag: baseline fallback; required on every scored run"),
+    "ptb_lookup_judge": ("ptb_lookup", "archival: collect.py raises when true; required from run id 17400000"),
+    "general_judge": ("general", "ignored by scoring (find_flagged_runs.py); judge.conf/prompt NOT in the index"),
+}
+# api_keys.json: opencode's and mcode's are in the index; the fixture agents' are STAND-INs (not in the index).
+AGENT_API_KEYS = {
+    "opencode": ["OPENCODE_API_KEY", "ZAI_API_KEY"],
+    "mcode": ["MINIMAX_API_KEY"],
+    "claude": ["ANTHROPIC_API_KEY"],  # STAND-IN
+    "codex": ["CODEX_API_KEY"],  # STAND-IN
+    "gemini": ["GEMINI_API_KEY"],  # STAND-IN
+}
+REQUIRED_API_KEYS = {t: ["OPENAI_API_KEY"] for t in PAID_GRADER}  # run_task.sh's comment: they list it
+
+RUN_FINAL_EVAL_SH = r"""#!/bin/bash
+# FIXTURE run_final_eval.sh (ptflow tests): PostTrainBench main's interface, steps, outputs and exit codes; our text.
+#   run_final_eval.sh <task> <model_dir> <output_dir> <metrics_json> [<seed>...]
+#   run_final_eval.sh --single-seed <task> <model_dir> <output_dir> <seed>
+#   run_final_eval.sh --check <task>
+#   run_final_eval.sh --default-seeds <task>
+set -euo pipefail
+
+FINAL_EVAL_SEEDS=(@SEEDS@)
+STAGE_MAX_RETRIES=(@RETRIES@)
+TMP_HF_CACHE="/tmp/hf_cache_90afd0"
+
+die() { echo "ERROR: $*" >&2; exit 1; }
+usage() {
+    echo "usage: $0 <task> <model_dir> <output_dir> <metrics_json> [<seed>...]" >&2
+    echo "       $0 --single-seed <task> <model_dir> <output_dir> <seed>" >&2
+    echo "       $0 --check <task>" >&2
+    echo "       $0 --default-seeds <task>" >&2
+    exit 1
+}
+
+task_setup() {  # EVAL_CONTAINER FINAL_EVAL_SCRIPT GRADER_API_KEY_NAME STAGE_MAX_TOKENS_ARGS DEFAULT_SEEDS SEED_ONLY_SAMPLES
+    local t="$1"
+    [ -f "src/eval/run_final_eval.sh" ] || die "run $0 from the repo root"
+    [ -d "src/eval/tasks/${t}" ] || die "unknown task '${t}': src/eval/tasks/${t} not found"
+    [ -n "${POST_TRAIN_BENCH_CONTAINERS_DIR:-}" ] || die "POST_TRAIN_BENCH_CONTAINERS_DIR is not set"
+    [ -n "${HF_HOME:-}" ] || die "HF_HOME is not set"
+    EVAL_CONTAINER="${POST_TRAIN_BENCH_CONTAINERS_DIR}/vllm_debug.sif"
+    [ -f "${EVAL_CONTAINER}" ] || die "container ${EVAL_CONTAINER} not found"
+    FINAL_EVAL_SCRIPT="evaluate_final_eval.py"; GRADER_API_KEY_NAME=""
+    if [ "$t" = arenahardwriting ] || [ "$t" = healthbench ]; then
+        if [ -z "${OPENAI_API_KEY:-}" ] && [ -n "${OPENROUTER_API_KEY:-}" ]; then
+            FINAL_EVAL_SCRIPT="evaluate_openrouter_final_eval.py"; GRADER_API_KEY_NAME="OPENROUTER_API_KEY"
+        else
+            [ -n "${OPENAI_API_KEY:-}" ] || die "${t} is graded through the API, but neither OPENAI_API_KEY nor OPENROUTER_API_KEY is set"
+            GRADER_API_KEY_NAME="OPENAI_API_KEY"
+        fi
+    fi
+    [ -f "src/eval/tasks/${t}/${FINAL_EVAL_SCRIPT}" ] \
+        || die "src/eval/tasks/${t}/${FINAL_EVAL_SCRIPT} not found — required for the seeded final evaluation"
+    case "$t" in
+@CASCADES@
+        *) die "no max-tokens retry cascade for task '${t}': add one to STAGE_MAX_TOKENS_ARGS in $0" ;;
+    esac
+    case "$t" in
+        arenahardwriting|healthbench) DEFAULT_SEEDS=("${FINAL_EVAL_SEEDS[0]}") ;;  # paid grader: one seed
+        *) DEFAULT_SEEDS=("${FINAL_EVAL_SEEDS[@]}") ;;
+    esac
+    SEED_ONLY_SAMPLES=1
+    [ "$t" != gpqamain ] || SEED_ONLY_SAMPLES=0  # its seed also shuffles the choices
+}
+
+if [ "$#" -ge 1 ] && [ "$1" = "--check" ]; then
+    [ "$#" -eq 2 ] || usage
+    task_setup "$2"; echo "${FINAL_EVAL_SCRIPT}"; exit 0
+fi
+if [ "$#" -ge 1 ] && [ "$1" = "--default-seeds" ]; then
+    [ "$#" -eq 2 ] || usage
+    task_setup "$2"; echo "${DEFAULT_SEEDS[*]}"; echo "${SEED_ONLY_SAMPLES}"; exit 0
+fi
+SINGLE_SEED=0
+if [ "$#" -ge 1 ] && [ "$1" = "--single-seed" ]; then
+    [ "$#" -eq 5 ] || usage
+    SINGLE_SEED=1; shift
+fi
+[ "$#" -ge 4 ] || usage
+EVALUATION_TASK="$1"
+task_setup "$EVALUATION_TASK"
+MODEL_DIR="$(realpath -ms "$2")"; OUTPUT_DIR="$(realpath -ms "$3")"
+if [ "$SINGLE_SEED" = 1 ]; then
+    SEEDS_GIVEN=1; EVAL_SEEDS=("$4"); shift 4
+else
+    METRICS_JSON="$(realpath -ms "$4")"; shift 4
+    if [ "$#" -gt 0 ]; then SEEDS_GIVEN=1; EVAL_SEEDS=("$@"); else SEEDS_GIVEN=0; EVAL_SEEDS=("${DEFAULT_SEEDS[@]}"); fi
+fi
+for s in "${EVAL_SEEDS[@]}"; do
+    [[ "$s" =~ ^(0|[1-9][0-9]*)$ ]] || die "seed '${s}' is not a non-negative integer without leading zeros"
+done
+DUPS="$(printf '%s\n' "${EVAL_SEEDS[@]}" | sort | uniq -d)"
+[ -z "$DUPS" ] || die "seeds given more than once: ${DUPS//$'\n'/ }"
+if [ "$SINGLE_SEED" = 1 ]; then
+    [ -d "$OUTPUT_DIR" ] || die "${OUTPUT_DIR} not found"
+    if compgen -G "${OUTPUT_DIR}/*_seed${EVAL_SEEDS[0]}[._]*" > /dev/null; then
+        die "${OUTPUT_DIR} already has files of seed ${EVAL_SEEDS[0]}; move them away before evaluating"
+    fi
+else
+    [ ! -e "$OUTPUT_DIR" ] || die "${OUTPUT_DIR} already exists; move it away before evaluating"
+    [ ! -e "$METRICS_JSON" ] || die "${METRICS_JSON} already exists; move it away before evaluating"
+    [ -d "$(dirname "$OUTPUT_DIR")" ] || die "parent directory of ${OUTPUT_DIR} not found"
+    [ -d "$(dirname "$METRICS_JSON")" ] || die "parent directory of ${METRICS_JSON} not found"
+    mkdir "$OUTPUT_DIR"
+fi
+
+REPO_ROOT="$(pwd)"
+TMP_SUBDIR="$(mktemp -d /tmp/ptb_final_eval.XXXXXX)"
+HF_MERGED="${TMP_SUBDIR}/merged_huggingface"
+export EVALUATION_TASK MODEL_DIR OUTPUT_DIR EVAL_CONTAINER FINAL_EVAL_SCRIPT GRADER_API_KEY_NAME TMP_HF_CACHE HF_HOME REPO_ROOT TMP_SUBDIR HF_MERGED
+[ -z "$GRADER_API_KEY_NAME" ] || export "${GRADER_API_KEY_NAME}"
+trap 'if mountpoint -q "$HF_MERGED"; then fusermount -u "$HF_MERGED"; fi; rm -rf "$TMP_SUBDIR"' EXIT
+
+# A greedy model (default temperature 0, src/utils/default_temperature.py) needs only the first default seed.
+if [ "$SEEDS_GIVEN" = 0 ] && [ "$SEED_ONLY_SAMPLES" = 1 ] && [ "${#EVAL_SEEDS[@]}" -gt 1 ] && [ -d "$MODEL_DIR" ]; then
+    if apptainer exec --env PYTHONNOUSERSITE="1" --bind "${REPO_ROOT}:${REPO_ROOT}" --pwd "${REPO_ROOT}" "${EVAL_CONTAINER}" python src/utils/default_temperature.py "${MODEL_DIR}" --output-file "${OUTPUT_DIR}/default_temperature.txt" > "${OUTPUT_DIR}/default_temperature_log.txt" 2>&1; then
+        read -r DECODING DEFAULT_TEMPERATURE < "${OUTPUT_DIR}/default_temperature.txt"
+        echo "vLLM's default temperature for this model: ${DEFAULT_TEMPERATURE} (${DECODING})"
+        case "$DECODING" in
+            greedy) EVAL_SEEDS=("${EVAL_SEEDS[0]}") ;;
+            sampling) ;;
+            *) die "unexpected output of default_temperature.py: '${DECODING} ${DEFAULT_TEMPERATURE}'" ;;
+        esac
+    else
+        echo "WARNING: could not read vLLM's default temperature for ${MODEL_DIR} (see ${OUTPUT_DIR}/default_temperature_log.txt); evaluating with all seeds" >&2
+    fi
+fi
+echo "Final evaluation of ${MODEL_DIR} on ${EVALUATION_TASK} with ${FINAL_EVAL_SCRIPT}, seeds: ${EVAL_SEEDS[*]}"
+
+with_huggingface_overlay() {
+    mkdir -p "$TMP_SUBDIR/merged_huggingface" "$TMP_SUBDIR/upper_huggingface" "$TMP_SUBDIR/fuse_workdir"
+    fuse-overlayfs -o "lowerdir=$HF_HOME,upperdir=$TMP_SUBDIR/upper_huggingface,workdir=$TMP_SUBDIR/fuse_workdir" "$TMP_SUBDIR/merged_huggingface"
+    "$@"; local rc=$?
+    fusermount -u "$TMP_SUBDIR/merged_huggingface"
+    rm -r "$TMP_SUBDIR/merged_huggingface" "$TMP_SUBDIR/upper_huggingface" "$TMP_SUBDIR/fuse_workdir"
+    return $rc
+}
+one_attempt() {  # <max_tokens_arg> <seed> <attempt number>
+    local sandbox=() key_env=()
+    [ "$EVALUATION_TASK" != humaneval ] || sandbox=(bash src/eval/tasks/humaneval/with_answer_sandbox.sh "${EVAL_CONTAINER}")
+    [ -z "$GRADER_API_KEY_NAME" ] || key_env=(--env "${GRADER_API_KEY_NAME}=${!GRADER_API_KEY_NAME}")
+    nvidia-smi --query-compute-apps=pid --format=csv,noheader | xargs -r kill -9
+    sleep "${PTB_FIXTURE_SLEEP:-5}"
+    with_huggingface_overlay ${sandbox[@]+"${sandbox[@]}"} apptainer exec --nv --env "HF_HOME=${TMP_HF_CACHE}" ${key_env[@]+"${key_env[@]}"} --env VLLM_API_KEY="inspectai" --env PYTHONNOUSERSITE="1" --writable-tmpfs --bind "${REPO_ROOT}:${REPO_ROOT}" --bind "${HF_MERGED}:${TMP_HF_CACHE}" --pwd "${REPO_ROOT}/src/eval/tasks/${EVALUATION_TASK}" "${EVAL_CONTAINER}" python "${FINAL_EVAL_SCRIPT}" --model-path "${MODEL_DIR}" --templates-dir ../../../../src/eval/templates --limit -1 --seed "$2" $1 --json-output-file "${OUTPUT_DIR}/metrics_seed$2.json" > "${OUTPUT_DIR}/final_eval_seed$2_$3.txt"
+}
+stage_attempts() {  # <attempts> <max_tokens_arg> <seed>: 0 once metrics_seed<S>.json exists
+    local metrics="${OUTPUT_DIR}/metrics_seed$3.json" i rc
+    for ((i = 1; i <= $1; i++)); do
+        sleep "${PTB_FIXTURE_SLEEP:-5}"
+        [ ! -f "$metrics" ] || return 0
+        EVAL_COUNTER=$((EVAL_COUNTER + 1))
+        echo "Seed $3: evaluation attempt $EVAL_COUNTER (phase attempt $i of $1)"
+        rc=0
+        timeout --signal=TERM --kill-after=60s 28800s bash -c "$(declare -f one_attempt with_huggingface_overlay); one_attempt \"$2\" \"$3\" \"$EVAL_COUNTER\"" || rc=$?
+        [ ! -f "$metrics" ] || return 0
+        echo "Seed $3: attempt $EVAL_COUNTER wrote no metrics (exit status ${rc})"
+    done
+    return 1
+}
+cascade() {  # <seed> <first stage>: sets SEED_STAGE
+    local st
+    for ((st = $2; st < ${#STAGE_MAX_RETRIES[@]}; st++)); do
+        if stage_attempts "${STAGE_MAX_RETRIES[$st]}" "${STAGE_MAX_TOKENS_ARGS[$st]}" "$1"; then SEED_STAGE=$st; return 0; fi
+    done
+    return 1
+}
+
+if [ "$SINGLE_SEED" = 1 ]; then
+    seed="${EVAL_SEEDS[0]}"; EVAL_COUNTER=0
+    echo "=== Seed ${seed}: evaluating from stage 0 (single-seed mode) ==="
+    if cascade "$seed" 0; then
+        echo "Seed ${seed}: succeeded at stage ${SEED_STAGE}"; echo "stage ${SEED_STAGE}" > "${OUTPUT_DIR}/result_seed${seed}.txt"
+    else
+        echo "Seed ${seed}: failed at every stage"; echo "failed" > "${OUTPUT_DIR}/result_seed${seed}.txt"
+    fi
+    echo $(cat "${OUTPUT_DIR}/final_eval_seed${seed}_${EVAL_COUNTER}.txt")
+    exit 0
+fi
+RESULTS=(); START_STAGE=0
+for seed in "${EVAL_SEEDS[@]}"; do
+    EVAL_COUNTER=0
+    echo "=== Seed ${seed}: evaluating from stage ${START_STAGE} ==="
+    if cascade "$seed" "$START_STAGE"; then
+        echo "Seed ${seed}: succeeded at stage ${SEED_STAGE}"
+        RESULTS+=(--seed-result "$seed" "$SEED_STAGE" "${OUTPUT_DIR}/metrics_seed${seed}.json")
+        [ "$seed" != "${EVAL_SEEDS[0]}" ] || START_STAGE=$SEED_STAGE
+        echo $(cat "${OUTPUT_DIR}/final_eval_seed${seed}_${EVAL_COUNTER}.txt")
+    elif [ "$seed" = "${EVAL_SEEDS[0]}" ]; then
+        echo "Seed ${seed}: failed at every stage; skipping the remaining seeds"
+        echo $(cat "${OUTPUT_DIR}/final_eval_seed${seed}_${EVAL_COUNTER}.txt")
+        break
+    else
+        echo "Seed ${seed}: failed at every stage; leaving it out of the mean"
+    fi
+done
+if [ ${#RESULTS[@]} -eq 0 ]; then echo "No seed succeeded; ${METRICS_JSON} not written"; exit 0; fi
+python src/utils/aggregate_seed_metrics.py --output "${METRICS_JSON}" --num-seeds "${#EVAL_SEEDS[@]}" "${RESULTS[@]}" || die "failed to aggregate the per-seed metrics"
+cat "${METRICS_JSON}"
+"""
+
+AGGREGATE_SEED_METRICS_PY = r'''#!/usr/bin/env python3
+"""FIXTURE aggregate_seed_metrics.py (ptflow tests): main's interface and output; our code.
+--output F --num-seeds N --seed-result SEED STAGE METRICS_JSON (repeated, the seeds that succeeded)."""
+
+import argparse
+import json
+
+RESERVED = ("num_seeds", "num_seeds_succeeded", "per_seed")
+
+
+def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--output", required=True)
+    p.add_argument("--num-seeds", type=int, required=True)
+    p.add_argument("--seed-result", nargs=3, action="append", required=True, metavar=("SEED", "STAGE", "METRICS"))
+    a = p.parse_args()
+    per_seed = {}
+    for seed, stage, path in a.seed_result:
+        if seed in per_seed:
+            raise ValueError(f"seed {seed} given more than once")
+        metrics = json.load(open(path))
+        if not isinstance(metrics, dict):
+            raise TypeError(f"{path}: not a JSON object")
+        per_seed[seed] = {"max_tokens_stage": int(stage), "metrics": metrics}
+    if len(per_seed) > a.num_seeds:
+        raise ValueError(f"{len(per_seed)} seed results, --num-seeds {a.num_seeds}")
+    runs = [r["metrics"] for r in per_seed.values()]
+    keys = list(runs[0])
+    if any(set(m) != set(keys) for m in runs):
+        raise ValueError("the seeds' metric keys differ")
+    out = {}
+    for k in keys:
+        if k in RESERVED:
+            raise ValueError(f"metric key {k!r} collides with an aggregation field")
+        vals = [m[k] for m in runs]
+        if all(map(number, vals)):
+            out[k] = sum(vals) / len(vals)
+        elif any(map(number, vals)):
+            raise TypeError(f"metric {k!r} numeric for some seeds only")
+    if "accuracy" not in out:
+        raise KeyError("no numeric 'accuracy' metric")
+    out.update(num_seeds=a.num_seeds, num_seeds_succeeded=len(per_seed), per_seed=per_seed)
+    with open(a.output, "w") as f:
+        json.dump(out, f, indent=2)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+DEFAULT_TEMPERATURE_PY = r'''#!/usr/bin/env python3
+"""FIXTURE default_temperature.py (ptflow tests): main's interface (<model_dir> --output-file F; writes
+"greedy <t>" or "sampling <t>"). STAND-IN for vLLM: reads temperature from generation_config.json, else config.json,
+else 1.0 (vLLM's default), greedy below 1e-5 (vLLM's _SAMPLING_EPS); the real one asks vLLM itself."""
+
+import argparse
+import json
+from pathlib import Path
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("model_dir")
+    p.add_argument("--output-file", required=True)
+    a = p.parse_args()
+    temperature = None
+    for name in ("generation_config.json", "config.json"):
+        f = Path(a.model_dir) / name
+        if f.is_file():
+            temperature = json.loads(f.read_text()).get("temperature")
+            break
+    temperature = 1.0 if temperature is None else temperature
+    Path(a.output_file).write_text(f"{'greedy' if temperature < 1e-5 else 'sampling'} {temperature}\n")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+JUDGE_LIB_SH = r"""#!/bin/bash
+# FIXTURE judge_lib.sh (ptflow tests): PostTrainBench main's judge set, defaults, pins and codex command line; our text.
+JUDGES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+JUDGES_REPO_ROOT="$(cd "$JUDGES_DIR/../.." && pwd)"
+ALL_JUDGES=(@JUDGES@)
+JUDGE_DEFAULT_MODEL="@MODEL@"
+JUDGE_DEFAULT_REASONING_EFFORT="@EFFORT@"
+JUDGE_DEFAULT_CODEX_VERSION="@CODEX@"
+JUDGE_CONTAINER="@CONTAINER@"
+
+load_judge_conf() {  # <judge>: JUDGE_LABEL JUDGE_OUTPUT_ID JUDGE_PROMPT_FILE (+ overridable model/effort/codex pin)
+    local conf="$JUDGES_DIR/$1/judge.conf"
+    [ -f "$conf" ] || { echo "ERROR: unknown judge '$1' (no $conf)" >&2; return 1; }
+    JUDGE_LABEL=""; JUDGE_OUTPUT_ID=""; JUDGE_PROMPT_FILE=""
+    JUDGE_MODEL="$JUDGE_DEFAULT_MODEL"; JUDGE_REASONING_EFFORT="$JUDGE_DEFAULT_REASONING_EFFORT"; JUDGE_CODEX_VERSION="$JUDGE_DEFAULT_CODEX_VERSION"
+    source "$conf"
+    [ -n "$JUDGE_LABEL" ] && [ -n "$JUDGE_OUTPUT_ID" ] && [ -n "$JUDGE_PROMPT_FILE" ] \
+        || { echo "ERROR: $conf must set JUDGE_LABEL, JUDGE_OUTPUT_ID and JUDGE_PROMPT_FILE" >&2; return 1; }
+}
+
+prepare_judge_sandbox() {  # <job_dir> <benchmark_id> <final_model_config_src>
+    cp "$JUDGES_DIR/judge_tools/contamination_check.py" "$JUDGES_DIR/judge_tools/model_identity_check.py" "$1/"
+    cp -r "$JUDGES_DIR/judge_tools/reference_configs" "$1/reference_configs"
+    [ ! -f "$3" ] || cp "$3" "$1/final_model_config.json"
+    [ ! -f "$JUDGES_REPO_ROOT/src/eval/tasks/$2/test_data.json" ] || cp "$JUDGES_REPO_ROOT/src/eval/tasks/$2/test_data.json" "$1/test_data.json"
+}
+
+setup_judge_codex_auth() {  # <job_dir>: the subscription auth.json is bind-mounted, so rotated tokens persist
+    JUDGE_CODEX_AUTH_SRC="$JUDGES_REPO_ROOT/agents/codex_non_api/auth.json"
+    [ -f "$JUDGE_CODEX_AUTH_SRC" ] || { echo "ERROR: agents/codex_non_api/auth.json not found — the judges need subscription auth" >&2; return 1; }
+    cp -r "$JUDGES_REPO_ROOT/containers/other_home_data/.codex" "$1/"
+    : > "$1/.codex/auth.json"
+    grep -q "forced_login_method" "$1/.codex/config.toml" 2>/dev/null || printf '\nforced_login_method = "chatgpt"\n' >> "$1/.codex/config.toml"
+}
+
+build_judge_prompt() {  # <judge> <benchmark_id> <model_hf> <agent> <agent_config>
+    local args=(--judge "$1" --benchmark-id "$2" --model "$3")
+    [ -z "$4" ] || args+=(--agent "$4")
+    [ -z "$5" ] || args+=(--agent-config "$5")
+    python "$JUDGES_DIR/get_judge_prompt.py" "${args[@]}"
+}
+
+run_judge_exec() {  # <job_dir> <job_tmp> <output_json> <prompt>
+    local codex_bin="codex"
+    if [ -n "$JUDGE_CODEX_VERSION" ]; then
+        local pin=".codex-cli-${JUDGE_CODEX_VERSION}"
+        if [ ! -x "$1/$pin/bin/codex" ]; then
+            echo "  installing pinned codex CLI @openai/codex@${JUDGE_CODEX_VERSION} for ${JUDGE_LABEL} ..."
+            apptainer exec --containall --env PATH="/root/.local/bin:/home/ben/.local/bin:$PATH" --bind "$2:/tmp" --home "$1:/home/ben" --writable-tmpfs "${POST_TRAIN_BENCH_CONTAINERS_DIR}/${JUDGE_CONTAINER}" npm install -g --prefix "/home/ben/${pin}" --no-fund --no-audit "@openai/codex@${JUDGE_CODEX_VERSION}"
+        fi
+        [ -x "$1/$pin/bin/codex" ] || { echo "ERROR: install of pinned @openai/codex@${JUDGE_CODEX_VERSION} failed (no ${pin}/bin/codex in the sandbox home) — ${JUDGE_LABEL} cannot run" >&2; return 1; }
+        codex_bin="/home/ben/${pin}/bin/codex"
+    fi
+    apptainer exec --containall ${JUDGE_EXTRA_APPTAINER_ARGS[@]+"${JUDGE_EXTRA_APPTAINER_ARGS[@]}"} --env PATH="/root/.local/bin:/home/ben/.local/bin:$PATH" --env CODEX_API_KEY="" --env OPENAI_API_KEY="" --env PYTHONNOUSERSITE="1" --bind "$2:/tmp" --bind "${JUDGE_CODEX_AUTH_SRC}:/home/ben/.codex/auth.json" --home "$1:/home/ben" --pwd "/home/ben/task" --writable-tmpfs "${POST_TRAIN_BENCH_CONTAINERS_DIR}/${JUDGE_CONTAINER}" "$codex_bin" --search -a never exec --json -c model_reasoning_summary=detailed -c model_reasoning_effort="${JUDGE_REASONING_EFFORT}" --skip-git-repo-check --yolo --model "${JUDGE_MODEL}" "$4" 2>&1 | tee "$3"
+}
+
+collect_judge_output() {  # <job_dir> <out_dir> <suffix> <missing_fatal>: judgement_<id><suffix>.json
+    local base="judge_output_${JUDGE_OUTPUT_ID}$3" verdict="$2/judgement_${JUDGE_OUTPUT_ID}$3.json"
+    python "$JUDGES_REPO_ROOT/src/trace_parsing/parse_trace.py" --agent codex "$2/${base}.json" -o "$2/${base}.txt"
+    if [ -f "$1/task/judgement.json" ]; then cp "$1/task/judgement.json" "$verdict"; echo "  ${JUDGE_LABEL} judgement: $(cat "$verdict")"
+    elif [ "$4" = 1 ]; then echo "ERROR: judgement.json not created by ${JUDGE_LABEL} (see $2/${base}.txt)" >&2; return 1
+    else echo "WARNING: judgement.json not created by ${JUDGE_LABEL} (see $2/${base}.txt); continuing — a missing inline verdict never aborts the task run" >&2; fi
+}
+"""
+
+GET_JUDGE_PROMPT_PY = r'''#!/usr/bin/env python3
+"""FIXTURE get_judge_prompt.py (ptflow tests): main's arguments (--judge --benchmark-id --model [--agent]
+[--agent-config]); the prompt file is judge.conf's JUDGE_PROMPT_FILE, {model} and {benchmark} filled from info.json."""
+
+import argparse
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for name in ("--judge", "--benchmark-id", "--model"):
+        p.add_argument(name, required=True)
+    p.add_argument("--agent", default="")
+    p.add_argument("--agent-config", default="")
+    a = p.parse_args()
+    conf = dict(line.split("=", 1) for line in (HERE / a.judge / "judge.conf").read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+    info = json.loads((HERE.parent / "eval/tasks" / a.benchmark_id / "info.json").read_text())
+    text = (HERE / a.judge / conf["JUDGE_PROMPT_FILE"].strip('"')).read_text()
+    print(text.replace("{model}", a.model).replace("{benchmark}", info["benchmark"]).replace("{agent}", a.agent))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+JUDGE_CONF = """# FIXTURE judge.conf (ptflow tests){note}
+JUDGE_LABEL="{label}"
+JUDGE_OUTPUT_ID="{output_id}"
+JUDGE_PROMPT_FILE="prompt.md"
+"""
+JUDGE_PROMPT = """FIXTURE {judge} prompt (ptflow tests), not PostTrainBench's. Read ../solve_parsed.txt and the task directory of
+the agent that post-trained {model} for {benchmark}; write your verdict to judgement.json ({fields}).
+"""
+JUDGE_FIELDS = {
+    "data_contamination_judge": "contamination, disallowed_model, justification_contamination, justification_disallowed_model",
+    "api_usage_judge": "disallowed_api_usage, justification_disallowed_api_usage",
+    "ptb_lookup_judge": "disallowed_ptb_lookup, justification_disallowed_ptb_lookup",
+    "general_judge": "STAND-IN: the general judge's schema is not in the index",
+}
+
+COLLECT_PY = r'''#!/usr/bin/env python3
+"""FIXTURE collect.py (ptflow tests): main's inputs and outputs; our code. Reads <results>/<method>/
+<bench>_<org>_<model>_<runid>/ (latest run id per bench and model): metrics.json's accuracy, time_taken.txt (H:M:S),
+the contamination verdict (judgement_gpt5_4_manual.json > majority of 3 slots > judgement_gpt5_4_rerun.json >
+judgement_gpt5_4.json), judgement_api[_rerun].json, judgement_ptb_lookup[_rerun].json (true: an error). Writes
+final_<method>.csv (baseline fallback for a missing/broken run or a flagged cell: M, C, A),
+contamination_<method>.csv and time_overview.csv into --output-dir (default <results>/_aggregated); the results dir
+comes from .env's POST_TRAIN_BENCH_RESULTS_DIR unless --data-dir."""
+
+import argparse
+import csv
+import glob
+import json
+import os
+import re
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def dotenv():
+    env = {}
+    for line in open(os.path.join(HERE, "..", ".env")):
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, v = line.strip().split("=", 1)
+            env[k.strip()] = v.strip().strip("'\"")
+    return env
+
+
+def latest_runs(method_dir):
+    runs = {}
+    for entry in os.listdir(method_dir):
+        if os.path.isdir(os.path.join(method_dir, entry)):
+            bench, _, model, run_id = entry.split("_")
+            if (bench, model) not in runs or int(run_id) > runs[bench, model][0]:
+                runs[bench, model] = (int(run_id), os.path.join(method_dir, entry))
+    return runs
+
+
+def verdict(run_dir, output_id, field):
+    for name in (f"judgement_{output_id}_rerun.json", f"judgement_{output_id}.json"):
+        path = os.path.join(run_dir, name)
+        if os.path.exists(path):
+            value = json.load(open(path))[field]
+            if not isinstance(value, bool):
+                raise TypeError(f"{path}: {field} is not a bool")
+            return value
+    return None
+
+
+def contamination(run_dir):
+    manual = os.path.join(run_dir, "judgement_gpt5_4_manual.json")
+    if os.path.exists(manual):
+        return json.load(open(manual))
+    slot1 = next((p for p in (os.path.join(run_dir, f"judgement_gpt5_4{s}.json") for s in ("_rerun", ""))
+                  if os.path.exists(p)), None)
+    others = [os.path.join(run_dir, "judgement_multi_runs", f"judgement_gpt5_4_run{n}.json") for n in (2, 3)]
+    if slot1 and all(map(os.path.exists, others)):
+        slots = [json.load(open(p)) for p in [slot1, *others]]
+        return {f: sum(s[f] for s in slots) >= 2 for f in ("contamination", "disallowed_model")}
+    if slot1:
+        return json.load(open(slot1))
+    raise FileNotFoundError(f"no contamination judgement in {run_dir}")
+
+
+def seconds(run_dir):
+    m = re.match(r"^(\d+):(\d{1,2}):(\d{1,2})$", open(os.path.join(run_dir, "time_taken.txt")).read().strip())
+    if not m:
+        raise ValueError(f"{run_dir}/time_taken.txt is not H:M:S")
+    h, mi, s = map(int, m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data-dir")
+    p.add_argument("--output-dir")
+    a = p.parse_args()
+    data_dir = a.data_dir or dotenv()["POST_TRAIN_BENCH_RESULTS_DIR"]
+    out_dir = a.output_dir or os.path.join(data_dir, "_aggregated")
+    os.makedirs(out_dir, exist_ok=True)
+    baselines = json.load(open(os.path.join(HERE, "baselines.json")))["zeroshot"]
+    times = {}
+    for method in sorted(os.listdir(data_dir)):
+        mdir = os.path.join(data_dir, method)
+        if not os.path.isdir(mdir) or method.startswith("_") or method in ("baseline", "baseline_zeroshot"):
+            continue
+        runs = latest_runs(mdir)
+        benches, models = sorted({b for b, _ in runs}), sorted({m for _, m in runs})
+        score, flags, total, n = {}, {}, 0, 0
+        for key, (_, run_dir) in sorted(runs.items()):
+            if verdict(run_dir, "ptb_lookup", "disallowed_ptb_lookup"):
+                raise RuntimeError(f"{run_dir}: the PTB-lookup judge fired")
+            try:
+                acc = json.load(open(os.path.join(run_dir, "metrics.json")))["accuracy"]
+                if isinstance(acc, bool) or not isinstance(acc, (int, float)):
+                    raise TypeError(f"accuracy {acc!r}")
+                j = contamination(run_dir)
+                api = verdict(run_dir, "api", "disallowed_api_usage")
+                flags[key] = "M" * j["disallowed_model"] + "C" * j["contamination"] + "A" * bool(api)
+                score[key] = str(acc)
+                total, n = total + seconds(run_dir), n + 1
+            except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
+                if not glob.glob(os.path.join(run_dir, "*final_eval_9.txt")):
+                    print(f"WARNING: skipping broken run {run_dir}: {e}")
+                score[key], flags[key] = "", ""
+        for name, cell in (("contamination", lambda k: flags.get(k, "")),
+                           ("final", lambda k: str(baselines[k[1]][k[0]]) if flags.get(k) or not score.get(k) else score[k])):
+            with open(os.path.join(out_dir, f"{name}_{method}.csv"), "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["model", *benches])
+                w.writerows([m, *(cell((b, m)) for b in benches)] for m in models)
+        times[method] = (total, n)
+    with open(os.path.join(out_dir, "time_overview.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["method", "average_time", "percentage"])
+        for method, (total, n) in sorted(times.items()):
+            avg = total // n if n else None
+            w.writerow([method, f"{avg // 3600}:{avg % 3600 // 60:02d}:{avg % 60:02d}" if n else "N/A",
+                        f"{avg / 36000 * 100:.1f}%" if n else "N/A"])
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def final_eval_py(eval_id: str) -> str:
+    """The fixture's evaluate.py with main's ``--seed`` (STAND-IN: recorded, not used: the generation is greedy)."""
+    anchor = '    parser.add_argument("--json-output-file", default=None)\n'
+    text = evaluate_py(eval_id)
+    assert anchor in text
+    seed = '    parser.add_argument("--seed", type=int, default=None)  # STAND-IN: greedy generation ignores it\n'
+    return text.replace(anchor, anchor + seed).replace("FIXTURE evaluate.py", "FIXTURE evaluate_final_eval.py", 1)
+
+
+def main_files(evals, agents) -> dict[str, str]:
+    """Path -> text of main's protocol files over the fixture checkout."""
+    cases = "\n".join(f'        {t}) STAGE_MAX_TOKENS_ARGS=("" "{a}" "{b}") ;;' for t, (a, b) in CASCADES.items())
+    files = {
+        "src/eval/run_final_eval.sh": RUN_FINAL_EVAL_SH.replace("@SEEDS@", " ".join(map(str, FINAL_EVAL_SEEDS)))
+        .replace("@RETRIES@", " ".join(map(str, STAGE_MAX_RETRIES)))
+        .replace("@CASCADES@", cases),
+        "src/utils/aggregate_seed_metrics.py": AGGREGATE_SEED_METRICS_PY,
+        "src/utils/default_temperature.py": DEFAULT_TEMPERATURE_PY,
+        "src/judges/judge_lib.sh": JUDGE_LIB_SH.replace("@JUDGES@", " ".join(JUDGES))
+        .replace("@MODEL@", JUDGE_MODEL)
+        .replace("@EFFORT@", JUDGE_EFFORT)
+        .replace("@CODEX@", JUDGE_CODEX_VERSION)
+        .replace("@CONTAINER@", JUDGE_CONTAINER),
+        "src/judges/get_judge_prompt.py": GET_JUDGE_PROMPT_PY,
+        "scripts/collect.py": COLLECT_PY,
+        "scripts/baselines.json": json.dumps(  # STAND-IN values (the real file holds the published baselines)
+            {
+                "zeroshot": {
+                    m: {e: 0.0 for e in evals}
+                    for m in ("Qwen3-1.7B-Base", "Qwen3-4B-Base", "SmolLM3-3B-Base", "gemma-3-4b-pt")
+                },
+                "fewshot": {},
+            },
+            indent=2,
+        )
+        + "\n",
+    }
+    for judge in JUDGES:
+        output_id, effect = JUDGE_EFFECTS[judge]
+        note = "\n# STAND-IN: general_judge's judge.conf is not in the index" if judge == "general_judge" else ""
+        label = f"{JUDGE_MODEL} {judge.removesuffix('_judge').replace('_', ' ')} judge"
+        files[f"src/judges/{judge}/judge.conf"] = JUDGE_CONF.format(note=note, label=label, output_id=output_id)
+        files[f"src/judges/{judge}/prompt.md"] = JUDGE_PROMPT.format(
+            judge=judge, model="{model}", benchmark="{benchmark}", fields=JUDGE_FIELDS[judge]
+        )
+    for eval_id in evals:
+        task = f"src/eval/tasks/{eval_id}"
+        files[f"{task}/evaluate_final_eval.py"] = final_eval_py(eval_id)
+        if eval_id in PAID_GRADER:
+            files[f"{task}/evaluate_openrouter_final_eval.py"] = final_eval_py(eval_id)
+        info = {"benchmark": BENCHMARKS[eval_id], "disallowed_data_examples": [], "allowed_data_examples": []}
+        if eval_id in REQUIRED_API_KEYS:
+            info["required_api_keys"] = REQUIRED_API_KEYS[eval_id]
+        files[f"{task}/info.json"] = json.dumps(info, indent=2) + "\n"
+        files[f"{task}/test_data.json"] = json.dumps(questions(eval_id)) + "\n"  # STAND-IN test set
+    for agent in agents:
+        keys = AGENT_API_KEYS.get(agent, [])
+        files[f"agents/{agent}/api_keys.json"] = json.dumps({"allowed_api_keys": keys}, indent=2) + "\n"
+    return files
+
+
+def sandbox_api_keys(checkout: Path, agent: str, task: str, judge_backend: str = "openai") -> list[str]:
+    """The keys run_task.sh passes into the agent sandbox (--cleanenv): the agent's allowed_api_keys, then the task's
+    required_api_keys, first occurrence kept; OPENROUTER_API_KEY added under the OpenRouter judge backend."""
+    agent_keys = json.loads((Path(checkout) / "agents" / agent / "api_keys.json").read_text())["allowed_api_keys"]
+    info = json.loads((Path(checkout) / "src/eval/tasks" / task / "info.json").read_text())
+    keys = list(dict.fromkeys([*agent_keys, *info.get("required_api_keys", [])]))
+    return keys + ["OPENROUTER_API_KEY"] if judge_backend == "openrouter" else keys
+
+
+def commit_main(dest: Path, evals=("gsm8k", "humaneval"), agents=("claude", "codex", "gemini")) -> str:
+    """Commit main's protocol files over the fixture checkout at ``dest`` (after ``commit_judge_v11``): the judge
+    tools move to src/judges/judge_tools/, src/disallowed_usage_judge/ goes; returns the new commit."""
+    dest = Path(dest)
+    old = dest / "src/disallowed_usage_judge"
+    if not old.is_dir():
+        raise FileNotFoundError(f"{old}: commit_main goes over commit_judge_v11's checkout")
+    (dest / "src/judges").mkdir(parents=True, exist_ok=True)
+    shutil.move(old / "judge_tools", dest / "src/judges/judge_tools")
+    shutil.rmtree(old)
+    for rel, text in main_files(evals, agents).items():
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if rel.endswith(".sh"):
+            path.chmod(0o755)
+    return _commit(dest, f"FIXTURE protocol of aisa-group/PostTrainBench {PTB_MAIN} (ptflow tests)")
