@@ -97,6 +97,9 @@ def _repo(path: Path) -> str:
     (path / "src/eval/tasks/gsm8k/evaluate.py").write_text("print('fixture')\n")
     (path / "src/eval/templates").mkdir(parents=True)
     (path / "src/eval/templates/qwen3.jinja").write_text("{{ messages }}\n")
+    (path / "scripts").mkdir()  # the results part of 9082063 and d27a95e: a checkout is recognised part by part
+    for name in ("aggregate_methods", "aggregate_contamination", "aggregate_final"):
+        (path / f"scripts/{name}.py").write_text("print('fixture')\n")
     for argv in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "fixture"]):
         subprocess.run(["git", "-C", str(path), *argv], check=True, env=env)
     return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()

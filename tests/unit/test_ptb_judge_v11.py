@@ -151,9 +151,11 @@ def test_a_judge_ptflow_does_not_know_is_refused_at_planning_in_one_line(tmp_pat
         ptb.judge_protocol(str(root), changed)
     message = str(caught.value)
     assert "\n" not in message and f"at {changed[:12]} has a judge ptflow does not know" in message
-    assert f"run_judge.sh {blob[:12]}" in message and "nearest d27a95e (v1.1): run_judge.sh lacks" in message
-    assert message.endswith("ptflow knows 9082063 (v1.0) and d27a95e (v1.1): pin a commit with one of them, or "
-                            "turn the judge off (judge: {enabled: false})")  # fmt: skip
+    assert f"src/disallowed_usage_judge/run_judge.sh {blob[:12]}" in message
+    assert "nearest d27a95e's judge v1.1: src/disallowed_usage_judge/run_judge.sh lacks" in message
+    # every other part of the checkout runs as it is: turning the judge off is a way out (only here)
+    assert message.endswith("ptflow knows 9082063's judge v1.0 and d27a95e's judge v1.1: pin one of those commits, "
+                            "or turn the judge off (judge: {enabled: false})")  # fmt: skip
     # at planning: the config with this checkout and a judge is refused when it is loaded (ptflow plan, snakemake)
     default_raw["posttrainbench"] = {"commit": changed, "path": str(root)}
     default_raw["evals"] = [{"id": "gsm8k", "task": "posttrainbench/gsm8k"}]

@@ -84,7 +84,7 @@ def resolve(raw: dict, workflow: Path, workdir: Path | None = None) -> Loaded:
     finally:
         os.chdir(old)
     layout = Layout.from_config(raw, site.paths)
-    _check_judge_protocol(cfg, layout)
+    _check_checkout_protocol(cfg, layout)
     from ptflow.config.spend import spend_settings
 
     spend_settings(cfg, workflow)  # a cap that cannot work (no price, a subscription, a CLI that prints its spend
@@ -92,14 +92,16 @@ def resolve(raw: dict, workflow: Path, workdir: Path | None = None) -> Loaded:
     return Loaded(cfg, site, layout)
 
 
-def _check_judge_protocol(cfg: Config, layout: Layout) -> None:
-    """A checkout whose judge ptflow does not know is refused here, at planning, in one line, where the checkout is
-    already on this filesystem at its commit and its cells are judged; a checkout the rule posttrainbench_checkout
-    has yet to clone is checked by that rule (``ptflow.stages.posttrainbench.checkout``), before any cell."""
+def _check_checkout_protocol(cfg: Config, layout: Layout) -> None:
+    """A run whose evals come from a checkout ptflow does not run part by part (evaluation, sandbox keys, results,
+    and the judges where its cells are judged: ``posttrainbench.checkout_protocol``) is refused here, at planning, in
+    one line naming the part, where the checkout is already on this filesystem at its commit. Turning the judge off
+    skips the judges part only. A checkout the rule posttrainbench_checkout has yet to clone is checked by that rule
+    (``ptflow.stages.posttrainbench.checkout``), before any cell."""
     from ptflow.config import posttrainbench as ptb
 
     checkout = cfg.posttrainbench
-    if checkout is None or not cfg.judge or not any(cfg.evals[c.eval].from_checkout for c in cfg.cells):
+    if checkout is None or not any(cfg.evals[c.eval].from_checkout for c in cfg.cells):
         return
     where = Path(checkout.location(layout.scratch))
     if not (where / ".git").exists():
@@ -109,7 +111,7 @@ def _check_judge_protocol(cfg: Config, layout: Layout) -> None:
     except ptb.CheckoutError:
         return  # not at this commit (yet): the checkout rule clones or refuses it in its own line
     try:
-        ptb.judge_protocol(str(where), checkout.commit)
+        ptb.checkout_protocol(str(where), checkout.commit).check(judged=bool(cfg.judge))
     except ptb.CheckoutError as exc:
         raise ConfigError(f"config error at posttrainbench: {exc}") from None
 

@@ -13,6 +13,7 @@ The paths below are facts about PostTrainBench's layout, read at commit 9082063 
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
 import subprocess
@@ -174,93 +175,184 @@ def object_ids(checkout: str | Path, commit: str, paths: list[str]) -> dict[str,
     return dict(zip(paths, out.splitlines(), strict=True))
 
 
-# ---- the judge protocols ptflow knows ----------------------------------------------------------------------------
-# Which judge a checkout has is read from the checkout itself, not from its commit id alone (a fork or a rebased
-# branch keeps the protocol under another id): the files of its judge directory, and in them the command-line
-# facts ptflow reproduces (the models, the CLIs' flags, the verdict file names). A fact ptflow does not reproduce
-# may change freely; one it does may not, or ptflow would judge as a protocol the checkout no longer has.
+# ---- the protocol of a checkout, part by part ----------------------------------------------------------------------
+# A checkout's protocol is recognised part by part (PARTS) from facts in its own files, not from its commit id (a fork
+# or a rebased branch keeps a protocol under another id): paths it has, paths it lacks, and texts its files hold (the
+# command lines and query modes ptflow reproduces or that tell one variant from another). A fact ptflow does not
+# reproduce may change freely; one it does may not, or ptflow would run as a protocol the checkout no longer has.
+# Every variant ptflow runs was read at 9082063 and/or d27a95e (aisa-group/PostTrainBench); PostTrainBench's main
+# line (read 2026-08..10, at the commits named) is recognised, and refused by name: ptflow does not run it yet. No
+# option lets one part run under an older part's protocol: the judge off skips the judges part, and nothing else.
+
+PARTS = ("evaluation", "judges", "sandbox keys", "results")
+_NOUNS = {"evaluation": "an evaluation", "judges": "a judge", "sandbox keys": "sandbox keys",
+          "results": "a results layout"}  # fmt: skip
+_V10, _V11 = "9082063a62e1", "d27a95e9ffd8"  # the two commits ptflow runs (12 hex digits)
 
 
 @dataclass(frozen=True)
-class PtbJudgeProtocol:
-    """A PostTrainBench judge protocol: the commit it was read at, and the facts a checkout must show to have it."""
+class ProtocolPart:
+    """One variant of one part of PostTrainBench's protocol: the commits it was read at and the facts a checkout
+    must show to have it. Paths are relative to the checkout and may be fnmatch patterns (``*``): ``present``, at
+    least one file matches; ``absent``, none does; ``says``, every matching file holds the text (where there is one:
+    the fixture checkouts carry no ``src/run_task.sh``, whose behaviour ptflow reproduces rather than runs)."""
 
-    version: str  # PostTrainBench's name for it (v1.0, v1.1)
-    commit: str  # the commit of aisa-group/PostTrainBench whose judge this is (12 hex digits)
-    present: tuple[str, ...]  # paths under JUDGE_DIR that must be there
-    absent: tuple[str, ...]  # paths under JUDGE_DIR that must not
-    says: tuple[tuple[str, str], ...]  # (path under JUDGE_DIR, text the file holds)
+    part: str  # one of PARTS
+    version: str  # the name the marker records (judges: PostTrainBench's own, v1.0 and v1.1)
+    name: str  # what it is, in a few words
+    commits: tuple[str, ...]  # commits of aisa-group/PostTrainBench it was read at (12 hex digits)
+    present: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+    says: tuple[tuple[str, str], ...] = ()
+    runs: bool = True  # ptflow runs it; False: recognised (PostTrainBench's main line) and refused by name
+
+    @property
+    def commit(self) -> str:
+        return self.commits[0]
 
     @property
     def label(self) -> str:
-        return f"{self.commit[:7]} ({self.version})"
+        if not self.runs:
+            return f"PostTrainBench main's {self.name}, read at {self.commit[:7]}"
+        return f"{' and '.join(c[:7] + chr(39) + 's' for c in self.commits)} {self.name}"
 
-    def unmet(self, listed: set[str], texts: dict[str, str]) -> list[str]:
-        """The facts the checkout does not show, each as a few words (empty: it has this protocol)."""
-        out = [f"no {p}" for p in self.present if p not in listed]
-        out += [f"has {p}" for p in self.absent if p in listed]
-        out += [f"{p} lacks {text!r}" for p, text in self.says if p in listed and text not in texts.get(p, "")]
+    def unmet(self, listed: set[str], texts: dict[str, str]) -> list[tuple[str | None, str]]:
+        """The facts the checkout does not show: (the file concerned or None, a few words). Empty: it has this."""
+        out: list[tuple[str | None, str]] = [(None, f"no {p}") for p in self.present if not _matching(p, listed)]
+        out += [(q, f"has {q}") for p in self.absent for q in _matching(p, listed)]
+        out += [(q, f"{q} lacks {text!r}") for p, text in self.says for q in _matching(p, listed)
+                if text not in texts.get(q, "")]  # fmt: skip
         return out
 
+    def files(self, listed: set[str]) -> list[str]:
+        """The files its ``present`` and ``says`` facts point at in the checkout."""
+        return [q for p in (*self.present, *(p for p, _ in self.says)) for q in _matching(p, listed)]
 
-JUDGE_V10 = PtbJudgeProtocol(
-    "v1.0",
-    "9082063a62e1",
-    present=("get_judge_prompt.py", "prompt.txt"),
-    absent=("run_judge.sh", "aggregate_judgement.py", "prompt_api_judge.md"),
+
+def _matching(pattern: str, listed: set[str]) -> list[str]:
+    if not any(c in pattern for c in "*?["):
+        return [pattern] if pattern in listed else []
+    return sorted(fnmatch.filter(listed, pattern))
+
+
+_RUN_TASK = "src/run_task.sh"
+EVAL_ONE_SHOT = ProtocolPart(
+    "evaluation", "one-shot", "one-shot evaluate.py", (_V10, _V11),
+    present=("src/eval/tasks/*/evaluate.py",),
+    absent=("src/eval/run_final_eval.sh", "src/eval/tasks/*/evaluate_final_eval.py",
+            "src/utils/aggregate_seed_metrics.py"),
+    # run_task.sh runs the task's own evaluate.py once per try (4, then lower budgets), into the run dir's metrics.json
+    says=((_RUN_TASK, 'python "evaluate.py"'), (_RUN_TASK, '--json-output-file "${EVAL_DIR}/metrics.json"'),
+          (_RUN_TASK, 'run_evaluation_with_retry 4 ""')),
+)  # fmt: skip
+EVAL_FINAL = ProtocolPart(
+    "evaluation", "seeded-final", "seeded final evaluation (src/eval/run_final_eval.sh)", ("13a49a02422f",),
+    present=("src/eval/run_final_eval.sh",),
+    says=(("src/eval/run_final_eval.sh", "--default-seeds"), ("src/eval/run_final_eval.sh", "--check")),
+    runs=False,
+)  # fmt: skip
+_NOT_MAIN_JUDGES = ("src/judges/judge_lib.sh", "src/judges/run_judges.sh")
+JUDGE_V10 = ProtocolPart(
+    "judges", "v1.0", "judge v1.0", (_V10,),
+    present=(JUDGE_SCRIPT, f"{JUDGE_DIR}/prompt.txt"),
+    absent=(f"{JUDGE_DIR}/run_judge.sh", f"{JUDGE_DIR}/aggregate_judgement.py", f"{JUDGE_DIR}/prompt_api_judge.md",
+            *_NOT_MAIN_JUDGES),
     says=(
-        ("get_judge_prompt.py", '"--benchmark"'),  # the benchmark's name (benchmark.txt), not its id
-        ("prompt.txt", "contamination_judgement.txt"),
-        ("prompt.txt", "disallowed_model_judgement.txt"),
+        (JUDGE_SCRIPT, '"--benchmark"'),  # the benchmark's name (benchmark.txt), not its id
+        (f"{JUDGE_DIR}/prompt.txt", "contamination_judgement.txt"),
+        (f"{JUDGE_DIR}/prompt.txt", "disallowed_model_judgement.txt"),
     ),
-)
-JUDGE_V11 = PtbJudgeProtocol(
-    "v1.1",
-    "d27a95e9ffd8",
-    present=(
-        "run_judge.sh",
-        "get_judge_prompt.py",
-        "prompt.txt",
-        "prompt_api_judge.md",
-        "aggregate_judgement.py",
-        "judge_tools/contamination_check.py",
-        "judge_tools/model_identity_check.py",
-    ),
-    absent=(),
+)  # fmt: skip
+_RUN_JUDGE = f"{JUDGE_DIR}/run_judge.sh"
+JUDGE_V11 = ProtocolPart(
+    "judges", "v1.1", "judge v1.1", (_V11,),
+    present=tuple(f"{JUDGE_DIR}/{p}" for p in (
+        "run_judge.sh", "get_judge_prompt.py", "prompt.txt", "prompt_api_judge.md", "aggregate_judgement.py",
+        "judge_tools/contamination_check.py", "judge_tools/model_identity_check.py")),
+    absent=_NOT_MAIN_JUDGES,
     says=(
-        ("get_judge_prompt.py", '"--benchmark-id"'),
-        ("get_judge_prompt.py", '"--kind"'),
-        ("get_judge_prompt.py", '"api"'),
-        ("prompt.txt", "judgement.json"),
-        ("prompt_api_judge.md", "disallowed_api_usage"),
-        ("aggregate_judgement.py", 'API_JUDGE_NAME = "api"'),
+        (JUDGE_SCRIPT, '"--benchmark-id"'),
+        (JUDGE_SCRIPT, '"--kind"'),
+        (JUDGE_SCRIPT, '"api"'),
+        (f"{JUDGE_DIR}/prompt.txt", "judgement.json"),
+        (f"{JUDGE_DIR}/prompt_api_judge.md", "disallowed_api_usage"),
+        (f"{JUDGE_DIR}/aggregate_judgement.py", 'API_JUDGE_NAME = "api"'),
         # the command lines, sign-ins and file names ptflow.stages.posttrainbench.judge_v11 reproduces
-        (
-            "run_judge.sh",
-            "codex --search -a never exec --json -c model_reasoning_summary=detailed -c "
-            'model_reasoning_effort=xhigh --skip-git-repo-check --yolo --model "gpt-5.4"',
-        ),
-        ("run_judge.sh", 'opencode run --model "opencode/kimi-k2.6" --format json'),
-        ("run_judge.sh", 'CODEX_AUTH_SRC="$REPO_ROOT/agents/codex_non_api/auth.json"'),
-        ("run_judge.sh", '--bind "${CODEX_AUTH_SRC}:/home/ben/.codex/auth.json"'),
-        ("run_judge.sh", 'forced_login_method = "chatgpt"'),
-        ("run_judge.sh", '--env CODEX_API_KEY=""'),
-        ("run_judge.sh", '--env OPENAI_API_KEY=""'),
-        ("run_judge.sh", "OPENCODE_API_KEY"),
-        ("run_judge.sh", "--kind api"),
-        ("run_judge.sh", "judge_tools/reference_configs"),
-        ("run_judge.sh", "judgement_gpt5_4_rerun.json"),
-        ("run_judge.sh", "judgement_kimi_rerun.json"),
-        ("run_judge.sh", "judgement_api_rerun.json"),
-        ("run_judge.sh", "judge_result_rerun.json"),
+        (_RUN_JUDGE, "codex --search -a never exec --json -c model_reasoning_summary=detailed -c "
+                     'model_reasoning_effort=xhigh --skip-git-repo-check --yolo --model "gpt-5.4"'),
+        (_RUN_JUDGE, 'opencode run --model "opencode/kimi-k2.6" --format json'),
+        (_RUN_JUDGE, 'CODEX_AUTH_SRC="$REPO_ROOT/agents/codex_non_api/auth.json"'),
+        (_RUN_JUDGE, '--bind "${CODEX_AUTH_SRC}:/home/ben/.codex/auth.json"'),
+        (_RUN_JUDGE, 'forced_login_method = "chatgpt"'),
+        (_RUN_JUDGE, '--env CODEX_API_KEY=""'),
+        (_RUN_JUDGE, '--env OPENAI_API_KEY=""'),
+        (_RUN_JUDGE, "OPENCODE_API_KEY"),
+        (_RUN_JUDGE, "--kind api"),
+        (_RUN_JUDGE, "judge_tools/reference_configs"),
+        (_RUN_JUDGE, "judgement_gpt5_4_rerun.json"),
+        (_RUN_JUDGE, "judgement_kimi_rerun.json"),
+        (_RUN_JUDGE, "judgement_api_rerun.json"),
+        (_RUN_JUDGE, "judge_result_rerun.json"),
     ),
-)
+)  # fmt: skip
+JUDGES_MAIN = ProtocolPart(
+    "judges", "src/judges", "judges of src/judges/ (judge_lib.sh)", ("24b9f622d253",),
+    present=("src/judges/judge_lib.sh",), says=(("src/judges/judge_lib.sh", "ALL_JUDGES=("),), runs=False,
+)  # fmt: skip
+KEYS_FIXED = ProtocolPart(
+    "sandbox keys", "fixed", "fixed key list of src/run_task.sh", (_V10, _V11),
+    absent=("agents/*/api_keys.json",),
+    # the agent's container gets the same provider keys whatever the agent or task; OPENAI_API_KEY goes in as
+    # CODEX_API_KEY (and as itself for arenahardwriting and healthbench, their graders' key)
+    says=((_RUN_TASK, 'export CODEX_API_KEY="${OPENAI_API_KEY}"'),
+          (_RUN_TASK, '--env ANTHROPIC_API_KEY="${ANTHROPIC_API_KEY}"'),
+          (_RUN_TASK, '--env GEMINI_API_KEY="${GEMINI_API_KEY}"'),
+          (_RUN_TASK, '--env OPENCODE_API_KEY="${OPENCODE_API_KEY}"')),
+)  # fmt: skip
+KEYS_UNION = ProtocolPart(
+    "sandbox keys", "allowlist", "key allowlist (agents/<agent>/api_keys.json with the task's required_api_keys)",
+    ("06b716ebcea4",), present=("agents/*/api_keys.json",),
+    says=((_RUN_TASK, "api_keys.json"), (_RUN_TASK, "required_api_keys")), runs=False,
+)  # fmt: skip
+RESULTS_AGGREGATE = ProtocolPart(
+    "results", "aggregate", "run dirs read by scripts/aggregate_*.py", (_V10, _V11),
+    present=("scripts/aggregate_methods.py", "scripts/aggregate_contamination.py", "scripts/aggregate_final.py"),
+    absent=("scripts/collect.py",),
+)  # fmt: skip
+RESULTS_COLLECT = ProtocolPart(
+    "results", "collect", "run dirs read by scripts/collect.py", ("2d6f1d5ffc00",),
+    present=("scripts/collect.py",), says=(("scripts/collect.py", "metrics.json"),), runs=False,
+)  # fmt: skip
+VARIANTS = (EVAL_ONE_SHOT, EVAL_FINAL, JUDGE_V10, JUDGE_V11, JUDGES_MAIN, KEYS_FIXED, KEYS_UNION,
+            RESULTS_AGGREGATE, RESULTS_COLLECT)  # fmt: skip
 JUDGE_PROTOCOLS = (JUDGE_V10, JUDGE_V11)
 
 
-def _judge_texts(checkout: str | Path, commit: str, paths: list[str]) -> dict[str, str]:
-    """The text of each path under JUDGE_DIR at ``commit``, in one ``git cat-file --batch``."""
-    request = "".join(f"{commit}:{JUDGE_DIR}/{p}\n" for p in paths).encode()
+@dataclass(frozen=True)
+class CheckoutProtocol:
+    """A checkout's protocol: per part, the variant ptflow runs, or the one line that refuses the part."""
+
+    commit: str
+    parts: tuple[tuple[str, ProtocolPart], ...]  # the parts ptflow runs
+    refusals: tuple[tuple[str, str], ...]  # (part, its one-line refusal)
+
+    def part(self, name: str) -> ProtocolPart | None:
+        return dict(self.parts).get(name)
+
+    def versions(self) -> dict[str, str]:
+        """What the checkout marker records: each part's version, for the parts ptflow runs."""
+        return {name: variant.version for name, variant in self.parts}
+
+    def check(self, judged: bool) -> None:
+        """CheckoutError with the first refused part's line (in PARTS order); the judges part only where ``judged``."""
+        for part, line in self.refusals:
+            if judged or part != "judges":
+                raise CheckoutError(line)
+
+
+def _texts(checkout: str | Path, commit: str, paths: list[str]) -> dict[str, str]:
+    """The text of each path at ``commit``, in one ``git cat-file --batch``."""
+    request = "".join(f"{commit}:{p}\n" for p in paths).encode()
     proc = subprocess.run(
         ["git", "-C", str(checkout), "cat-file", "--batch"], input=request, capture_output=True,
         timeout=_GIT_TIMEOUT_S, check=True,
@@ -276,32 +368,57 @@ def _judge_texts(checkout: str | Path, commit: str, paths: list[str]) -> dict[st
     return out
 
 
+def _refusal(checkout: str, commit: str, part: str, unmet: dict[ProtocolPart, list], listed: set[str]) -> str:
+    """The one line refusing ``part``: what the checkout has instead (its files, with their object ids) and the
+    variants ptflow runs."""
+    variants = [v for v in VARIANTS if v.part == part]
+    ours = [v for v in variants if v.runs]
+    known = " and ".join(v.label for v in ours)
+    nearest = min(ours, key=lambda v: len(unmet[v]))
+    other = next((v for v in variants if not v.runs and not unmet[v]), None)
+    files = [f for f, _ in unmet[nearest] if f] + (other.files(listed) if other else [])
+    files = list(dict.fromkeys(files))
+    ids = object_ids(checkout, commit, files[:4]) if files else {}
+    found = ", ".join(f"{p} {ids[p][:12]}" for p in files[:4]) + (" …" if len(files) > 4 else "")
+    head = f"the PostTrainBench checkout at {commit[:12]} has {_NOUNS[part]}"
+    if other is not None:
+        return f"{head} ptflow does not run ({found}: {other.label}); ptflow runs {known}: pin one of those commits"
+    why = (f"{found}; " if found else "") + f"nearest {nearest.label}: "
+    why += "; ".join(words for _, words in unmet[nearest][:2])
+    return f"{head} ptflow does not know ({why}); ptflow knows {known}: pin one of those commits"
+
+
 @functools.cache
-def judge_protocol(checkout: str, commit: str) -> PtbJudgeProtocol:
-    """The judge protocol of the checkout at ``commit`` (read with git, cached: a commit's files never change);
-    CheckoutError (one line saying what was found) for a judge ptflow does not know."""
-    listing = git(checkout, "ls-tree", "-r", "--name-only", commit, "--", JUDGE_DIR)
-    listed = {line[len(JUDGE_DIR) + 1 :] for line in listing.splitlines()}
-    wanted = sorted({p for proto in JUDGE_PROTOCOLS for p, _ in proto.says if p in listed})
+def checkout_protocol(checkout: str, commit: str) -> CheckoutProtocol:
+    """The protocol of the checkout at ``commit``, part by part (read with git, cached: a commit's files never
+    change). A part with no variant ptflow runs gets its refusal line (:meth:`CheckoutProtocol.check` raises it)."""
+    listed = set(git(checkout, "ls-tree", "-r", "--name-only", commit).splitlines())
+    wanted = sorted({q for v in VARIANTS for p, _ in v.says for q in _matching(p, listed)})
     try:
-        texts = _judge_texts(checkout, commit, wanted)
+        texts = _texts(checkout, commit, wanted)
     except (subprocess.SubprocessError, OSError) as exc:
         raise CheckoutError(f"git cat-file in {checkout} failed: {exc}") from None
-    unmet = {proto: proto.unmet(listed, texts) for proto in JUDGE_PROTOCOLS}
-    for proto, missing in unmet.items():
-        if not missing:
-            return proto
-    nearest = min(JUDGE_PROTOCOLS, key=lambda proto: len(unmet[proto]))
-    ids = object_ids(
-        checkout, commit, [f"{JUDGE_DIR}/{p}" for p in ("run_judge.sh", "get_judge_prompt.py") if p in listed]
-    )
-    found = ", ".join(f"{p} {oid[:12]}" for p, oid in ids.items()) or f"no files under {JUDGE_DIR}"
-    known = " and ".join(proto.label for proto in JUDGE_PROTOCOLS)
-    raise CheckoutError(
-        f"the PostTrainBench checkout at {commit[:12]} has a judge ptflow does not know ({found}; nearest "
-        f"{nearest.label}: {'; '.join(unmet[nearest][:2])}); ptflow knows {known}: pin a commit with one of them, "
-        "or turn the judge off (judge: {enabled: false})"
-    )
+    unmet = {v: v.unmet(listed, texts) for v in VARIANTS}
+    parts, refused = [], []
+    for part in PARTS:
+        have = next((v for v in VARIANTS if v.part == part and v.runs and not unmet[v]), None)
+        if have is not None:
+            parts.append((part, have))
+        else:
+            refused.append((part, _refusal(checkout, commit, part, unmet, listed)))
+    if refused and refused[0][0] == "judges" and len(refused) == 1:  # every other part runs as it is: a way out
+        refused[0] = ("judges", refused[0][1] + ", or turn the judge off (judge: {enabled: false})")
+    return CheckoutProtocol(commit, tuple(parts), tuple(refused))
+
+
+def judge_protocol(checkout: str, commit: str) -> ProtocolPart:
+    """The judges part of the checkout at ``commit`` (:func:`checkout_protocol`); CheckoutError (one line) where
+    ptflow runs no judge of it."""
+    protocol = checkout_protocol(checkout, commit)
+    found = protocol.part("judges")
+    if found is None:
+        raise CheckoutError(dict(protocol.refusals)["judges"])
+    return found
 
 
 def _missing(checkout, commit: str, path: str) -> bool:

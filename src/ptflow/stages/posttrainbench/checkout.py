@@ -3,8 +3,9 @@
 A given ``path`` is verified (at the commit, tracked files unchanged: the cells read the work tree); a ``repo`` is
 cloned at the commit into scratch (a CPU job where the network is reachable), into a staging dir renamed into place,
 so a half-made clone is never taken for a checkout. The marker (written last, atomically) records the commit, where
-the checkout is, and the git object id of each used path (``ptflow.config.posttrainbench.object_ids``); where the
-run judges checkout cells, the checkout's judge protocol (``judge_protocol``: a judge ptflow does not know is refused).
+the checkout is, the git object id of each used path (``ptflow.config.posttrainbench.object_ids``), and the
+checkout's protocol part by part (``checkout_protocol``: a part ptflow does not run is refused in one line; the judges
+part only where the run judges checkout cells, whose version it also records as ``judge_protocol``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ptflow.config.posttrainbench import EVAL_DIR, JUDGE_DIR, CheckoutError, git, judge_protocol, object_ids
+from ptflow.config.posttrainbench import EVAL_DIR, JUDGE_DIR, CheckoutError, checkout_protocol, git, object_ids
 from ptflow.files import write_json_atomic
 
 
@@ -86,9 +87,12 @@ def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
             clone(spec["repo"], commit, location, log)
     verify(location, commit)
     objects = object_ids(location, commit, spec["paths"])
-    # a judged checkout cell needs a judge ptflow knows (refused at planning where the checkout was here already)
+    # every part ptflow runs, the judges where checkout cells are judged (refused at planning where the checkout was
+    # here already)
     judged = JUDGE_DIR in spec["paths"]
-    protocol = judge_protocol(str(Path(location).resolve()), commit) if judged else None
+    parts = checkout_protocol(str(Path(location).resolve()), commit)
+    parts.check(judged)
+    protocol = parts.part("judges") if judged else None
     if protocol is not None and protocol.version == "v1.1":  # its panel's votes key on what each judge reads
         objects = object_ids(location, commit, sorted({*spec["paths"], *_v11_paths(spec["paths"])}))
     data = {
@@ -96,6 +100,7 @@ def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
         "path": str(Path(location).resolve()),
         "repo": spec.get("repo"),
         "objects": objects,
+        "protocol": {part: version for part, version in parts.versions().items() if judged or part != "judges"},
         **({"judge_protocol": protocol.version} if protocol else {}),
         "checked_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

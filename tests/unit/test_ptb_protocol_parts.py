@@ -1,0 +1,168 @@
+"""A PostTrainBench checkout's protocol, recognised part by part (evaluation, judges, sandbox keys, results) from
+facts in its files (``ptflow.config.posttrainbench.checkout_protocol``): the fixture checkouts of 9082063 and d27a95e
+are recognised with their versions; a checkout changed in one part is refused in one line naming that part, the
+files found and the variants ptflow runs; no option (the judge off included) lets a known part run under an older
+part's protocol; PostTrainBench main's checkout (tests/support/ptb_main.py) is refused on every part."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ptflow.config import posttrainbench as ptb
+from ptflow.config.load import resolve
+from ptflow.config.validate import ConfigError
+from ptflow.stages.posttrainbench.checkout import make_checkout
+from tests.conftest import REPO
+from tests.support.ptb_checkout import commit_change, make_fixture_checkout
+
+RUNS = {
+    "evaluation": "ptflow runs 9082063's and d27a95e's one-shot evaluate.py: pin one of those commits",
+    "judges": "ptflow runs 9082063's judge v1.0 and d27a95e's judge v1.1: pin one of those commits",
+    "sandbox keys": "ptflow runs 9082063's and d27a95e's fixed key list of src/run_task.sh: pin one of those commits",
+    "results": "ptflow runs 9082063's and d27a95e's run dirs read by scripts/aggregate_*.py: pin one of those commits",
+}
+KNOWS = {part: line.replace("ptflow runs", "ptflow knows") for part, line in RUNS.items()}
+HEADS = {"evaluation": "has an evaluation", "judges": "has a judge", "sandbox keys": "has sandbox keys",
+         "results": "has a results layout"}  # fmt: skip
+# One part changed at a time, with texts of OURS (the facts are PostTrainBench's: paths, query modes, key files):
+# (part, path, text, "run": main's variant, recognised and refused by name | "know": a variant ptflow does not know)
+MAIN_FINAL_EVAL = 'case "$1" in --check) echo evaluate_final_eval.py ;; --default-seeds) echo 72332 ;; esac\n'
+# a run_task.sh passing 9082063's keys (the facts of the sandbox keys part) but evaluating with another script
+RUN_TASK_OTHER_EVAL = "\n".join(
+    [
+        'export CODEX_API_KEY="${OPENAI_API_KEY}"',
+        *(f'--env {k}="${{{k}}}"' for k in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENCODE_API_KEY")),
+        'python "evaluate_v2.py" --json-output-file "${EVAL_DIR}/metrics.json"',
+        'run_evaluation_with_retry 4 ""',
+        "",
+    ]
+)
+CHANGES = [
+    ("evaluation", "src/eval/run_final_eval.sh", MAIN_FINAL_EVAL, "run"),
+    ("evaluation", "src/eval/tasks/gsm8k/evaluate_final_eval.py", "print('seeded')\n", "know"),
+    ("evaluation", "src/run_task.sh", RUN_TASK_OTHER_EVAL, "know"),
+    ("judges", "src/judges/judge_lib.sh", "ALL_JUDGES=(data_contamination_judge api_usage_judge)\n", "run"),
+    ("sandbox keys", "agents/codex/api_keys.json", '{"allowed_api_keys": ["CODEX_API_KEY"]}\n', "run"),
+    ("results", "scripts/collect.py", "# reads metrics.json and the judgements of each run dir\n", "run"),
+]
+
+
+@pytest.fixture(scope="module")
+def v11_checkout(tmp_path_factory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("ptb") / "PostTrainBench"
+    return root, make_fixture_checkout(root, evals=("gsm8k",), agents=("codex",), judge="v1.1")
+
+
+def _copy(v11_checkout, tmp_path: Path) -> Path:
+    root = tmp_path / "PostTrainBench"
+    shutil.copytree(v11_checkout[0], root, symlinks=True)
+    return root
+
+
+def _config(default_raw: dict, root: Path, commit: str, judged: bool = True) -> dict:
+    default_raw["posttrainbench"] = {"commit": commit, "path": str(root)}
+    default_raw["evals"] = [{"id": "gsm8k", "task": "posttrainbench/gsm8k"}]
+    default_raw["agents"] = [{"id": "codex", "kind": "cli-agent", "cli": "codex", "model": "gpt-5.1-codex-max",
+                              "hours": 1, "keys": ["OPENAI_API_KEY"]}]  # fmt: skip
+    if judged:
+        default_raw["judge"] = {"agent": "codex", "model": "gpt-5.1-codex", "keys": ["OPENAI_API_KEY"]}
+    else:
+        default_raw.pop("judge", None)
+    default_raw.pop("scoring", None)
+    return default_raw
+
+
+def test_the_fixture_checkouts_of_9082063_and_d27a95e_are_recognised_part_by_part(tmp_path, v11_checkout):
+    v10 = make_fixture_checkout(tmp_path / "v10", evals=("gsm8k",), agents=("codex",))
+    found = ptb.checkout_protocol(str(tmp_path / "v10"), v10)
+    assert found.versions() == {"evaluation": "one-shot", "judges": "v1.0", "sandbox keys": "fixed",
+                                "results": "aggregate"}  # fmt: skip
+    assert found.refusals == () and found.part("judges") is ptb.JUDGE_V10
+    found.check(judged=True)
+    root, commit = v11_checkout
+    found = ptb.checkout_protocol(str(root), commit)
+    assert found.versions()["judges"] == "v1.1" and found.part("evaluation") is ptb.EVAL_ONE_SHOT
+    assert found.part("sandbox keys") is ptb.KEYS_FIXED and found.part("results") is ptb.RESULTS_AGGREGATE
+    # the checkout rule records every part's version (the judges' also as judge_protocol, read by the jobs)
+    spec = {"commit": commit, "location": str(root), "repo": None, "paths": [ptb.JUDGE_DIR]}
+    marker = make_checkout(spec, tmp_path / "m.json", log=lambda _: None)
+    assert marker["protocol"] == found.versions() and marker["judge_protocol"] == "v1.1"
+    unjudged = make_checkout({**spec, "paths": ["src/eval/tasks/gsm8k"]}, tmp_path / "n.json", log=lambda _: None)
+    assert "judges" not in unjudged["protocol"] and "judge_protocol" not in unjudged
+
+
+@pytest.mark.parametrize(("part", "path", "text", "verb"), CHANGES, ids=[f"{c[0]}:{c[1]}" for c in CHANGES])
+def test_a_checkout_changed_in_one_part_is_refused_in_one_line_naming_it(tmp_path, v11_checkout, part, path, text,
+                                                                        verb):  # fmt: skip
+    root = _copy(v11_checkout, tmp_path)
+    changed = commit_change(root, path, text, f"one part changed: {part}")
+    blob = ptb.git(root, "rev-parse", f"{changed}:{path}")
+    found = ptb.checkout_protocol(str(root), changed)
+    assert [p for p, _ in found.refusals] == [part]  # the other parts are as they were
+    line = dict(found.refusals)[part]
+    assert "\n" not in line and line.startswith(f"the PostTrainBench checkout at {changed[:12]} {HEADS[part]}")
+    assert f"ptflow does not {verb} (" in line and f"{path} {blob[:12]}" in line
+    # every other part runs as it is: only a refused judge may point at the judge off as a way out
+    way_out = ", or turn the judge off (judge: {enabled: false})" if part == "judges" else ""
+    assert line.endswith((RUNS if verb == "run" else KNOWS)[part] + way_out)
+    with pytest.raises(ptb.CheckoutError) as caught:
+        found.check(judged=True)
+    assert str(caught.value) == line
+    if part == "judges":  # the judge off skips the judges part, and only it
+        found.check(judged=False)
+        return
+    with pytest.raises(ptb.CheckoutError, match=HEADS[part]):
+        found.check(judged=False)
+
+
+def test_the_judge_off_does_not_let_main_s_evaluation_run_as_the_one_shot_one(tmp_path, v11_checkout, default_raw):
+    root = _copy(v11_checkout, tmp_path)
+    changed = commit_change(root, "src/eval/run_final_eval.sh", MAIN_FINAL_EVAL, "main's final evaluation")
+    for judged in (True, False):
+        with pytest.raises(ConfigError, match=r"^config error at posttrainbench: the PostTrainBench checkout at "
+                           rf"{changed[:12]} has an evaluation ptflow does not run") as err:  # fmt: skip
+            resolve(_config(default_raw, root, changed, judged), REPO, workdir=tmp_path)
+        assert "\n" not in str(err.value) and "turn the judge off" not in str(err.value)
+    # a checkout the rule clones is refused by the rule, before any cell, judged or not
+    for paths in ([ptb.JUDGE_DIR, "src/eval/tasks/gsm8k"], ["src/eval/tasks/gsm8k"]):
+        spec = {"commit": changed, "location": str(root), "repo": None, "paths": paths}
+        with pytest.raises(ptb.CheckoutError, match="has an evaluation ptflow does not run"):
+            make_checkout(spec, tmp_path / "checkout.json", log=lambda _: None)
+    assert not (tmp_path / "checkout.json").exists()
+
+
+def test_a_mixed_checkout_is_refused_on_its_evaluation(tmp_path, v11_checkout):
+    """main's final evaluation beside d27a95e's judge dir: never d27a95e's panel with the one-shot evaluation."""
+    root = _copy(v11_checkout, tmp_path)
+    commit_change(root, "src/eval/tasks/gsm8k/evaluate_final_eval.py", "print('seeded')\n", "main's eval script")
+    mixed = commit_change(root, "src/eval/run_final_eval.sh", MAIN_FINAL_EVAL, "main's final evaluation")
+    found = ptb.checkout_protocol(str(root), mixed)
+    assert found.versions()["judges"] == "v1.1" and [p for p, _ in found.refusals] == ["evaluation"]
+    line = dict(found.refusals)["evaluation"]
+    assert "src/eval/run_final_eval.sh" in line and "src/eval/tasks/gsm8k/evaluate_final_eval.py" in line
+    for judged in (True, False):
+        with pytest.raises(ptb.CheckoutError, match="has an evaluation ptflow does not run"):
+            found.check(judged)
+
+
+def test_main_s_checkout_is_refused_part_by_part(tmp_path):
+    from tests.support.ptb_main import commit_main
+
+    root = tmp_path / "PostTrainBench"
+    make_fixture_checkout(root, evals=("gsm8k",), agents=("codex",), judge="v1.1")
+    main = commit_main(root, evals=("gsm8k",), agents=("codex",))
+    found = ptb.checkout_protocol(str(root), main)
+    assert found.parts == () and [p for p, _ in found.refusals] == list(ptb.PARTS)
+    named = {"evaluation": "src/eval/run_final_eval.sh", "judges": "src/judges/judge_lib.sh",
+             "sandbox keys": "agents/codex/api_keys.json", "results": "scripts/collect.py"}  # fmt: skip
+    for part, line in found.refusals:
+        blob = ptb.git(root, "rev-parse", f"{main}:{named[part]}")
+        assert "\n" not in line and f"{HEADS[part]} ptflow does not run (" in line, line
+        assert f"{named[part]} {blob[:12]}" in line and "PostTrainBench main's" in line, line
+        assert line.endswith(RUNS[part]) and "turn the judge off" not in line, line
+    for judged in (True, False):  # refused on its evaluation, first, whatever the judge
+        with pytest.raises(ptb.CheckoutError, match="has an evaluation ptflow does not run"):
+            found.check(judged)
