@@ -44,7 +44,9 @@ probe: the loads in the form the real scripts make them, gsm8k's by ``data_dir``
 then loads its dataset offline from it. The second run's site says its compute nodes reach the hub
 (``evaluation.hub: online``): the evaluation it makes runs online, as run_task.sh's. A checkout whose list lacks one
 eval's dataset is refused at preflight, nothing submitted; a hub without the revision the evaluation asks for fails
-the cache job with its line, and no evaluation or agent job is submitted.
+the cache job with its line, and no evaluation or agent job is submitted. A checkout of PostTrainBench's main line
+(tests/support/ptb_main.py: its seeded final evaluation, src/judges/, the key allowlist, collect.py) is refused at
+planning on its evaluation part, judge off or not, and sbatch is never called.
 """
 
 from __future__ import annotations
@@ -673,3 +675,42 @@ def test_a_cache_missing_the_form_an_evaluation_asks_fails_the_cache_job_and_sub
         assert (logs / "rule_posttrainbench_cache").is_dir()  # it ran as a Slurm job of its own
         submitted = sorted(p.name for p in logs.iterdir())
         assert not [r for r in submitted if r.startswith(("rule_evaluate", "rule_train", "rule_judge"))], submitted
+
+
+def test_a_main_like_checkout_is_refused_at_planning_with_the_judge_off_and_no_sbatch(slurm_cluster):
+    """A checkout of PostTrainBench's main line (tests/support/ptb_main.py over the d27a95e fixture), the judge off:
+    the run is refused when the workflow is parsed, in one line naming the evaluation part, its files and the
+    evaluations ptflow runs. Nothing plans the one-shot evaluate.py in its stead; sbatch (counted by a shim before
+    the real one on PATH) is called zero times."""
+    from tests.support.ptb_main import commit_main
+
+    with _work_dir("ptb-main") as work:
+        checkout = work / "PostTrainBench"
+        make_fixture_checkout(checkout, evals=EVALS, agents=("codex",), judge="v1.1")
+        commit = commit_main(checkout, evals=EVALS, agents=("codex",))
+        env = {**slurm_cluster.env, **KEY}
+        calls, shims = work / "sbatch.calls", work / "shims"
+        shims.mkdir()
+        real = shutil.which("sbatch", path=env.get("PATH", os.environ["PATH"]))
+        assert real, "no sbatch on PATH"
+        (shims / "sbatch").write_text(f'#!/bin/bash\necho "$@" >> {calls}\nexec {real} "$@"\n')
+        (shims / "sbatch").chmod(0o755)
+        env["PATH"] = f"{shims}:{env.get('PATH', os.environ['PATH'])}"
+        config = _config(checkout, commit, "http://127.0.0.1:9/v1")
+        config.pop("judge")  # the judge off: it skips the judges part, and no other
+        (work / "overlay.yaml").write_text(yaml.safe_dump(config))
+        proc = snakemake(
+            work, "--configfile", str(work / "overlay.yaml"), "--config", f"site={SITE}",
+            env=env, profile="profiles/slurm", check=False,
+        )  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out[-3000:]
+        head = f"config error at posttrainbench: the PostTrainBench checkout at {commit[:12]} has an evaluation"
+        line = next((ln for ln in out.splitlines() if head in ln), None)
+        assert line is not None, out[-3000:]
+        assert "ptflow does not run (src/eval/run_final_eval.sh " in line, line
+        assert line.endswith("ptflow runs 9082063's and d27a95e's one-shot evaluate.py: pin one of those commits")
+        assert "turn the judge off" not in out
+        assert not calls.exists(), calls.read_text()
+        assert "has been submitted with SLURM jobid" not in out
+        assert not (work / ".snakemake" / "slurm_logs").exists()
