@@ -51,7 +51,7 @@ onsuccess:
 
 
 onerror:
-    on_driver_end()
+    on_driver_error(log)
 
 
 rule all:

@@ -11,6 +11,7 @@ capped, so the suite's other modules run beside this one.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -95,11 +96,26 @@ def args(work: Path) -> list[str]:
     return ["--configfile", str(work / "matrix.yaml"), "--config", f"site={work / 'site.yaml'}"]
 
 
-def start_driver(cluster, work: Path, targets: tuple[str, ...] = ()) -> subprocess.Popen:
+def start_driver(cluster, work: Path, targets: tuple[str, ...] = (), env: dict | None = None) -> subprocess.Popen:
     # targets before the options: --configfile and --config take every word after them
     cmd = command(work, *targets, *args(work), profile="profiles/slurm")
     log = open(work / "driver.log", "w")  # noqa: SIM115 - the child's
-    return subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, env=job_env(cluster.env))
+    return subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, env=job_env(env or cluster.env))
+
+
+def slow_status_query(cluster, work: Path) -> tuple[dict, Path]:
+    """The driver's environment with a squeue whose answer to the Slurm plugin's status query (``--format=%i|%T``)
+    comes 8 s late, as from a busy slurmctld, and the file that marks such a query in flight. A stand-in delay in
+    front of the real squeue; every other squeue call (ptflow's own) goes straight through."""
+    path = os.environ["PATH"]
+    real = shutil.which("squeue", path=path)
+    bindir, mark = work / "slow-squeue", work / "status-query-in-flight"
+    bindir.mkdir()
+    (bindir / "squeue").write_text(
+        f'#!/bin/bash\ncase " $* " in *"%i|%T"*) touch {mark}; sleep 8; rm -f {mark};; esac\nexec {real} "$@"\n'
+    )
+    (bindir / "squeue").chmod(0o755)
+    return {**cluster.env, "PATH": f"{bindir}:{path}"}, mark
 
 
 class Sampler:
@@ -241,18 +257,28 @@ def test_site_limit_above_sacctmgr_is_refused_in_one_line(capped):
 
 def test_sigterm_stops_the_driver_as_ctrl_c_does(capped):
     """Snakemake alone marks a graceful stop on SIGTERM and waits for every running job (hours of training); the
-    driver stops at once instead, and its jobs are cancelled, as on Ctrl-C."""
+    driver stops at once instead, and its jobs are cancelled, as on Ctrl-C. The stop comes while the plugin's status
+    query is in flight: the executor interface has emptied its list of active jobs then, so Snakemake's own cancel
+    scancels nothing (CI, 2026-12-07: job left running); the driver's onerror cancels them by the run's UUID."""
     work = make_work("sigterm", ["add"])
-    driver = start_driver(capped, work)
+    env, in_flight = slow_status_query(capped, work)
+    driver = start_driver(capped, work, env=env)
     log_path = work / "driver.log"
     deadline = time.monotonic() + 600
-    run_id = None
+    run_id = running_since = None
     while True:
         assert driver.poll() is None, log_path.read_text()[-4000:]
         assert time.monotonic() < deadline, "no job of the run started"
         m = re.search(r"SLURM run ID: (\S+)", log_path.read_text())
         run_id = m.group(1) if m else None
-        if run_id and "RUNNING" in capped.run(["squeue", "-h", "-n", run_id, "-o", "%T"]).stdout.split():
+        if running_since is None and run_id:
+            running = capped.run(["squeue", "-h", "-n", run_id, "-t", "RUNNING", "-o", "%i"]).stdout.split()
+            if running:
+                # held live (a job here ends in seconds), as hours of training would be
+                capped.run(["scontrol", "suspend", ",".join(running)], timeout=30)
+                running_since = time.time()
+        # a status query begun after a job ran: that job was in the list the executor emptied for it
+        elif running_since is not None and in_flight.exists() and in_flight.stat().st_mtime > running_since:
             break
         time.sleep(0.5)
     driver.send_signal(signal.SIGTERM)
@@ -260,6 +286,8 @@ def test_sigterm_stops_the_driver_as_ctrl_c_does(capped):
     text = log_path.read_text()
     assert rc != 0, text[-3000:]
     assert "ptflow: SIGTERM: stopping as on Ctrl-C" in text
-    left = capped.run(["squeue", "-h", "-n", run_id, "-t", "PENDING,RUNNING", "-o", "%i"]).stdout.split()
+    said = r"ptflow: the run stopped with \d+ of its Slurm job\(s\) still live; scancel \d+"
+    assert re.search(said, text), text[-3000:]
+    left = capped.run(["squeue", "-h", "-n", run_id, "-t", "PENDING,RUNNING,SUSPENDED", "-o", "%i"]).stdout.split()
     assert left == [], f"jobs of the stopped run still queued or running: {left}"
     shutil.rmtree(work, ignore_errors=True)

@@ -174,3 +174,51 @@ def test_remote_run_wait_passes_a_preflight_refusal_on(monkeypatch, capsys):
         monkeypatch.setattr(remote, "remote_from_args", lambda ns, rc=rc: Stub(rc))
         assert remote.main(ns) == expected
     assert "the preflight refused the run" in capsys.readouterr().out
+
+
+def test_a_stopped_runs_jobs_left_live_are_cancelled_by_its_run_uuid(tmp_path):
+    """Snakemake's cancel misses the jobs whose status check is in flight (the executor interface empties its
+    ``active_jobs`` while it asks Slurm): onerror scancels what squeue still lists under this run's UUID."""
+    run_log = tmp_path / "2026-12-07T230000.000000.snakemake.log"
+    run_log.write_text(
+        "SLURM run ID: 0f1e2d3c-run\n"
+        "Job 3 has been submitted with SLURM jobid 101 (log: /w/.snakemake/slurm_logs/rule_add/m_e/101.log).\n"
+        "Terminating processes on user request, this might take some time.\n"
+    )
+    asked, cancelled, said = [], [], []
+
+    def query(names, since, accounting=None):
+        asked.append((names, accounting))
+        return {
+            "101": slurm.JobRecord("101", "0f1e2d3c-run", "RUNNING"),
+            "102": slurm.JobRecord("102", "0f1e2d3c-run", "PENDING"),
+            "100": slurm.JobRecord("100", "0f1e2d3c-run", "CANCELLED"),
+        }
+
+    left = driver.cancel_left(run_log, query=query, cancel=cancelled.append, log=said.append)
+    assert left == ["101", "102"] and cancelled == [["101", "102"]]
+    assert asked == [(["0f1e2d3c-run"], False)]  # squeue alone: a live job is in slurmctld's queue
+    assert said == ["ptflow: the run stopped with 2 of its Slurm job(s) still live; scancel 101 102"]
+    # nothing live, no log, a log without a run UUID (a local run): nothing cancelled, nothing said
+    cancelled.clear(), said.clear()
+    assert driver.cancel_left(run_log, query=lambda *a, **k: {}, cancel=cancelled.append, log=said.append) == []
+    assert driver.cancel_left(None, query=query, cancel=cancelled.append, log=said.append) == []
+    (tmp_path / "local.log").write_text("Building DAG of jobs...\n")
+    assert driver.cancel_left(tmp_path / "local.log", query=query, cancel=cancelled.append, log=said.append) == []
+    assert cancelled == [] and said == []
+
+
+def test_a_failed_scancel_of_the_left_jobs_says_what_to_do(tmp_path):
+    run_log = tmp_path / "run.snakemake.log"
+    run_log.write_text("SLURM run ID: r1\n")
+
+    def cancel(ids):
+        raise slurm.SlurmUnavailable("scancel 7 failed and jobs 7 are still live: slurmctld down")
+
+    said = []
+    query = lambda names, since, accounting=None: {"7": slurm.JobRecord("7", "r1", "RUNNING")}  # noqa: E731
+    assert driver.cancel_left(run_log, query=query, cancel=cancel, log=said.append) == []
+    assert said[-1] == (
+        "ptflow: could not cancel the stopped run's jobs left live (scancel 7 failed and jobs 7 are still live: "
+        "slurmctld down): `ptflow cancel` them"
+    )

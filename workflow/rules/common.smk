@@ -85,6 +85,10 @@ def on_driver_end():
     HOOKS.on_end()
 
 
+def on_driver_error(log):
+    HOOKS.on_error(log)
+
+
 # ---- threads and resources: from the site file, per job kind (and per agent for train) ----
 
 

@@ -328,6 +328,33 @@ def on_start(workflow, *, scheduler: str, earlier_jobs: str = "wait", log=print,
         os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
+def cancel_left(run_log: Path | None, *, query=slurm.run_jobs, cancel=slurm.cancel, log=print) -> list[str]:
+    """``onerror`` on a Slurm site: scancel the jobs of this run (named after its run UUID) still live, and name them.
+
+    Snakemake's cancel on Ctrl-C (and on SIGTERM, :func:`stop_on_sigterm`) scancels the executor's ``active_jobs``
+    only, and the executor interface empties that list while its status check asks Slurm
+    (``RemoteExecutor._wait_for_jobs``, snakemake-interface-executor-plugins): a stop in that window cancelled
+    nothing and left the run's jobs running with no driver (seen on CI: a busy cluster's squeue takes seconds). After
+    a failure Snakemake waits for the running jobs, so there this finds none."""
+    from ptflow.ops.status import read_run_log
+
+    if run_log is None or not Path(run_log).is_file():
+        return []
+    run_id = read_run_log(Path(run_log)).run_id
+    if not run_id:
+        return []
+    try:
+        live = live_jobs([run_id], lambda names, since: query(names, since, accounting=False))
+        ids = sorted(j.id for j in live)
+        if ids:
+            log(f"ptflow: the run stopped with {len(ids)} of its Slurm job(s) still live; scancel {' '.join(ids)}")
+            cancel(ids)
+    except slurm.SlurmUnavailable as exc:
+        log(f"ptflow: could not cancel the stopped run's jobs left live ({exc}): `ptflow cancel` them")
+        return []
+    return ids
+
+
 def on_end() -> None:
     """``onsuccess``/``onerror``: give the directory back."""
     if WATCH is not None:

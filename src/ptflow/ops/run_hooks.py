@@ -141,6 +141,21 @@ class RunHooks:
             ],
         )
 
+    def on_error(self, logs: list[str] | str | None) -> None:
+        """``onerror`` (``logs``: Snakemake's log files of this run): the run's Slurm jobs still live are cancelled
+        (ptflow.ops.driver.cancel_left), then as :meth:`on_end`."""
+        from snakemake.logging import logger
+
+        from ptflow.ops import driver
+
+        paths = [logs] if isinstance(logs, str) else list(logs or [])
+        run_log = next((Path(p) for p in paths if str(p).endswith(".snakemake.log")), None)
+        try:
+            if self.site.scheduler == "slurm":
+                driver.cancel_left(run_log, log=logger.warning)
+        finally:
+            self.on_end()
+
     def on_end(self) -> None:
         from ptflow import warmstart
         from ptflow.ops import driver

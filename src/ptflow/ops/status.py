@@ -96,19 +96,21 @@ def retries_of(command: list[str]) -> int:
 
 def read_run_logs(workdir: Path) -> list[RunLog]:
     """Every run's log, oldest first."""
-    runs = []
-    for path in sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log")):
-        text = path.read_text(errors="replace")
-        m = _RUN_ID.search(text)
-        cmd = _COMMAND.search(text)
-        run = RunLog(path, m.group(1) if m else None, cmd.group(1).split() if cmd else [])
-        for jid, log in _SUBMITTED.findall(text):
-            lm = _SLURM_LOG.search(log)
-            if lm:
-                run.jobs[jid] = (lm.group(1), lm.group(2), log)
-        _check_read(path, text, run)
-        runs.append(run)
-    return runs
+    return [read_run_log(path) for path in sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))]
+
+
+def read_run_log(path: Path) -> RunLog:
+    """One run's log: its run UUID, its command line, the Slurm jobs it submitted."""
+    text = path.read_text(errors="replace")
+    m = _RUN_ID.search(text)
+    cmd = _COMMAND.search(text)
+    run = RunLog(path, m.group(1) if m else None, cmd.group(1).split() if cmd else [])
+    for jid, log in _SUBMITTED.findall(text):
+        lm = _SLURM_LOG.search(log)
+        if lm:
+            run.jobs[jid] = (lm.group(1), lm.group(2), log)
+    _check_read(path, text, run)
+    return run
 
 
 def _check_read(path: Path, text: str, run: RunLog) -> None:
