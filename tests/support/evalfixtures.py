@@ -330,7 +330,11 @@ def bfcl_git_remote(root: Path) -> tuple[str, str]:
             _write(data / config.ground_truth_filename, _jsonl(BFCL_ANSWERS.get(name, [])))
     for keep in ("multi_turn_func_doc", "unused_datasets/question", "unused_datasets/possible_answer"):
         _write(data / keep / "README.fixture", b"fixture\n")
-    _write(repo / catalog.BFCL_FUNC_SOURCE_PATH / "math_api.py", b"class MathAPI:\n    pass\n")
+    # one module per backend class inspect_evals loads (a multi-turn task, bfcl's default, imports them all)
+    from inspect_evals.bfcl.backends.loader import CLASS_FILE_MAPPING
+
+    for module, cls in CLASS_FILE_MAPPING.values():
+        _write(repo / catalog.BFCL_FUNC_SOURCE_PATH / f"{module}.py", f"class {cls}:\n    pass\n".encode())
 
     def git(*args: str) -> str:
         out = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
@@ -340,6 +344,30 @@ def bfcl_git_remote(root: Path) -> tuple[str, str]:
     git("add", "-A")
     git("-c", "user.name=fixture", "-c", "user.email=fixture@example.invalid", "commit", "-qm", "fixture")
     return str(repo), git("rev-parse", "HEAD")
+
+
+def bfcl_github_standin(root: Path, reachable: bool = True) -> dict[str, str]:
+    """STAND-IN for GitHub's gorilla repository under its real URL and inspect_evals' pinned commit, for code that
+    clones it by those names (inspect_evals' bfcl task): the environment that redirects git there, no network.
+
+    The URL: a git config (``GIT_CONFIG_GLOBAL``) whose ``url.<stand-in>.insteadOf`` is the real URL. The commit: a
+    replace ref (git's object replacement, its refs looked up under ``GIT_REPLACE_REF_BASE``, here a tag namespace
+    so that a clone copies it) from the pinned commit id to the fixture's commit, so ``git checkout <pinned id>``
+    checks out the fixture. ``reachable=False``: the URL is redirected to a repository that does not exist (a site
+    whose cache job cannot reach GitHub), and the clone fails as such a site's does."""
+    import subprocess
+
+    base = "refs/tags/ptflow-standin-replace/"
+    env = {"GIT_CONFIG_GLOBAL": str(root / "gitconfig-github-standin"), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_REPLACE_REF_BASE": base}  # fmt: skip
+    config = Path(env["GIT_CONFIG_GLOBAL"])
+    if config.is_file():  # made already in this root
+        return env
+    repo, commit = bfcl_git_remote(root)
+    subprocess.run(["git", "update-ref", f"{base}{catalog.BFCL_COMMIT}", commit], cwd=repo, check=True)
+    target = Path(repo).resolve().as_uri() if reachable else (root / "unreachable" / "gorilla.git").resolve().as_uri()
+    config.write_text(f'[url "{target}"]\n\tinsteadOf = {catalog.BFCL_REPO}\n[advice]\n\tdetachedHead = false\n')
+    return env
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,9 @@ the output files and their formats, the benchmark names and the published weight
   arguments (``HUB_DATA``: gsm8k by ``data_dir`` at inspect_evals' pinned revision, its few-shot train split first;
   served by the hub STAND-IN from ``hub_repos`` under those revisions, so an empty cache fails offline as on a
   cluster, and a cache filled in another form does too), or from
-  ``evaluation_code/questions.json`` for arenahardwriting and healthbench, which read files of the checkout;
+  ``evaluation_code/questions.json`` for arenahardwriting and healthbench, which read files of the checkout, and
+  for bfcl, which first builds inspect_evals' bfcl task as the real one does (``INSPECT_TASKS``: BFCL's data
+  git-cloned from GitHub into INSPECT_EVALS_CACHE_DIR; ``bfcl_github_standin`` serves it under the real URL/commit);
   asked the way ptflow's toy task asks them (the question plus verl's GSM8K instruction, as one user turn) and
   scored with verl's strict ``#### <n>`` rule, so
   ptflow's tiny test model scores above 0 once trained and about 0 untrained. It picks and requires the chat
@@ -109,8 +111,8 @@ def _pinned(repo: str) -> str:
 # own ``hf_dataset`` call for gpqamain), in its order (GSM8K's few-shot train split first); ``questions``: the load
 # whose rows are asked; the columns holding the question and the answer in the real dataset's format.
 # tests/integration/test_posttrainbench_cache.py holds these loads against the real tasks' (the data probe's record).
-# bfcl: the pinned checkout's inspect_evals loads this hub dataset; the installed one clones BFCL's GitHub data
-# (the cache job's probe fetches it where GitHub is reachable).
+# bfcl is not here: ptflow's inspect_evals clones BFCL's data from GitHub (INSPECT_TASKS), as the real evaluate.py
+# asks it to through inspect_evals.bfcl.bfcl().
 HUB_DATA = {
     "gsm8k": {"repo": "openai/gsm8k", "config": "main", "questions": 1, "question": "question", "answer": "answer",
               "loads": [{"path": "openai/gsm8k", "data_dir": "main", "split": s, "revision": _pinned("openai/gsm8k")}
@@ -124,11 +126,12 @@ HUB_DATA = {
     "gpqamain": {"repo": "Idavidrein/gpqa", "config": "gpqa_main", "questions": 0, "question": "Question",
                  "answer": "Correct Answer",
                  "loads": [{"path": "Idavidrein/gpqa", "name": "gpqa_main", "split": "train"}]},
-    "bfcl": {"repo": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "config": "exec_simple", "questions": 0,
-             "question": "question", "answer": "ground_truth",
-             "loads": [{"path": "gorilla-llm/Berkeley-Function-Calling-Leaderboard", "name": "exec_simple",
-                        "split": "train"}]},
 }  # fmt: skip
+# The inspect_evals task a real evaluate.py builds whose data comes by other means than the hub: bfcl's
+# ``inspect_evals.bfcl.bfcl()`` (default categories) git-clones BFCL's data from GitHub into the inspect_evals cache
+# (INSPECT_EVALS_CACHE_DIR), or reads it there. The fixture builds it the same way (offline with an empty cache it
+# fails, as the real one does), then scores its own questions.json.
+INSPECT_TASKS = {"bfcl": "inspect_evals.bfcl.bfcl"}
 # resources.json: PostTrainBench's four base models, and each eval's dataset as the real list gives it (gsm8k's
 # "default" config included, which datasets 5 cannot load from a repo of two configs: a flaw of the real list).
 RESOURCE_MODELS = (
@@ -178,6 +181,7 @@ from pathlib import Path
 EVAL = @EVAL@
 CLI = @CLI@
 HUB = @HUB@  # the dataset it loads through the hub API (None: evaluation_code/questions.json, a file of the checkout)
+INSPECT_TASK = @INSPECT_TASK@  # an inspect_evals task the real evaluate.py builds (its data: a git clone), or None
 INSTRUCTION = @INSTRUCTION@
 MAX_NEW_TOKENS_CAP = 24  # the fixture's answers ("12 + 34 = 46\n#### 46") are about 20 tokens
 ANSWER = re.compile(r"#### (\-?[0-9\.\,]+)")
@@ -227,7 +231,13 @@ def load_questions():
     """The questions, loaded as the real evaluations load theirs: datasets.load_dataset with the real loads'
     arguments (data_dir, name, split, revision), which honours HF_HOME, HF_ENDPOINT and HF_HUB_OFFLINE (offline
     with an empty cache it fails: OfflineModeIsEnabled or "Couldn't reach"). An answer column may hold a worked
-    answer ending in "#### <n>" (GSM8K's format)."""
+    answer ending in "#### <n>" (GSM8K's format). An eval whose real task gets its data by other means (bfcl's git
+    clone) builds that task first, as the real evaluate.py does."""
+    if INSPECT_TASK is not None:
+        import importlib
+
+        module, name = INSPECT_TASK.rsplit(".", 1)
+        getattr(importlib.import_module(module), name)()
     if HUB is None:
         return json.loads((HERE / "evaluation_code" / "questions.json").read_text())
     import datasets
@@ -697,6 +707,7 @@ def evaluate_py(eval_id: str) -> str:
         .replace("@CLI@", "{\n" + cli + "}")
         .replace("@INSTRUCTION@", repr(INSTRUCTION))
         .replace("@HUB@", repr(HUB_DATA.get(eval_id)))
+        .replace("@INSPECT_TASK@", repr(INSPECT_TASKS.get(eval_id)))
     )
 
 

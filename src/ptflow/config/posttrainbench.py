@@ -61,14 +61,19 @@ class HubData:
 # are API calls). None of these loads names a revision in resources.json, so the cache holds the default branch.
 # This table is for planning (what resources.json must list, which datasets are gated): the exact form of each load
 # (data_dir or config name, split, revision) is recorded from the evaluate.py itself by the cache job's data probe
-# (ptflow.stages.posttrainbench.data_probe), with the inspect_evals that runs it (ptflow's 0.26 clones bfcl's data
-# from GitHub instead of this hub dataset).
+# (ptflow.stages.posttrainbench.data_probe), with the inspect_evals that runs it.
+# bfcl loads nothing from the hub with ptflow's inspect_evals (0.26): its task git-clones BFCL's data from GitHub
+# (ShishirPatil/gorilla at inspect_evals' pinned commit, ptflow.config.tasks.BFCL_REPO/BFCL_COMMIT) into the
+# inspect_evals cache (INSPECT_EVALS_CACHE_DIR/BFCL). The pinned checkout's own inspect_evals pin loads the hub
+# dataset gorilla-llm/Berkeley-Function-Calling-Leaderboard instead (its resources.json lists it; it is fetched as
+# listed). The probe records the clone from the evaluation, warms it with ptflow's git fetch and proves it there
+# offline; a cache job that cannot reach GitHub fails in one line naming what the site must allow.
 EVAL_HUB_DATA: dict[str, tuple[HubData, ...]] = {
     "gsm8k": (HubData("openai/gsm8k", "main", ("test", "train")),),
     "aime2025": (HubData("math-ai/aime25", None, ("test",)),),
     "humaneval": (HubData("openai/openai_humaneval", "openai_humaneval", ("test",)),),
     "gpqamain": (HubData("Idavidrein/gpqa", "gpqa_main", ("train",), gated=True),),
-    "bfcl": (HubData("gorilla-llm/Berkeley-Function-Calling-Leaderboard", "exec_simple", ("train",)),),
+    "bfcl": (),  # git data (above), not the hub
     "arenahardwriting": (),
     "healthbench": (),
 }

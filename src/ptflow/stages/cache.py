@@ -223,35 +223,62 @@ def warm_checkout_evals(root: Path, evals: list[str], hf_home, evals_cache, env=
         return {e: list(check[e].loads) for e in sorted(dirs)}
     warm = probe(dirs, templates, "warm", probe_env(env, hf_home, evals_cache, offline=False))
     check = probe(dirs, templates, "check", offline_env)
-    problems = []
+    problems, git_problems = [], []
     for e in sorted(dirs):
         online, offline = warm[e], check[e]
         log(f"evals {e}: evaluate.py loads {len(online.loads)} dataset(s) online ({online.stopped}); offline: "
             f"{sum(ld.ok for ld in offline.loads)} loaded ({offline.stopped})")  # fmt: skip
         unfetched = [ld.args for ld in online.failed()]
-        problems += [f"evals {e}: {ld.describe()} could not be fetched ({ld.error})" for ld in online.failed()]
+        git_problems += [_git_unfetched(e, ld, evals_cache) for ld in online.failed() if ld.kind == "git"]
+        problems += [f"evals {e}: {ld.describe()} could not be fetched ({ld.error})"
+                     for ld in online.failed() if ld.kind != "git"]  # fmt: skip
         problems += [
-            f"evals {e}: {ld.describe()} does not load offline ({ld.error}); the cache holds "
-            f"{', '.join(ld.cache_holds) if ld.cache_holds else 'nothing of it'}"
+            f"evals {e}: {ld.describe()} does not load offline ({ld.error})"
+            + ("" if ld.kind == "git" else
+               f"; the cache holds {', '.join(ld.cache_holds) if ld.cache_holds else 'nothing of it'}")
             for ld in offline.failed()
             if ld.args not in unfetched  # said once: why it is not there
-        ]
+        ]  # fmt: skip
         if ptb.hub_data(e) and not online.loads:
             problems.append(f"evals {e}: its evaluate.py stopped before it loaded any dataset ({online.stopped}); "
                             "its data cannot be warmed from here")  # fmt: skip
         elif not offline.failed() and online.stopped != offline.stopped:
             problems.append(f"evals {e}: its evaluate.py gets further online than offline (offline: "
                             f"{offline.stopped}); data it reads by other means than the hub is missing")  # fmt: skip
+    if git_problems and not problems:
+        # one line: what the site must allow (a clone inspect_evals makes is not the hub's, evaluation.hub aside)
+        raise MissingReposError(" | ".join(git_problems))
     if problems and _evaluations_online(env):
         log(f"{len(problems)} of the evaluations' loads do not load offline; the site's compute nodes reach the hub "
             f"(evaluation.hub: online), so its evaluations fetch them: " + " | ".join(problems))  # fmt: skip
     elif problems:
         raise MissingReposError(
-            f"the evaluations' data does not load offline from {hf_home}: " + " | ".join(problems)
+            f"the evaluations' data does not load offline from {hf_home}: " + " | ".join(git_problems + problems)
             + "; check the hub (HF_ENDPOINT) and HF_TOKEN for gated datasets, or, where the compute nodes reach "
             "the hub, say so in the site file (evaluation.hub: online)"
         )  # fmt: skip
+    if git_problems:
+        raise MissingReposError(" | ".join(git_problems))
     return {e: list(check[e].loads) for e in sorted(dirs)}
+
+
+def _git_unfetched(eval_dir: str, load, evals_cache) -> str:
+    """One line for a git clone an evaluation makes (inspect_evals' BFCL data) that failed from the cache job:
+    what the site must allow (the host, the repository, the commit), or what to copy in instead."""
+    from urllib.parse import urlparse
+
+    from ptflow.stages.evaluate.sources import FIX_HINT
+
+    src = load.git_data()
+    url = urlparse(src.repo_url)
+    repo = url.path.strip("/").removesuffix(".git")
+    why = (load.error or "").replace(f"; {FIX_HINT}", "").replace(f"DataFetchError: {src.describe()}: ", "")
+    return (
+        f"evals {eval_dir}: its evaluate.py clones {src.describe()} and the clone failed from the cache job ({why}); "
+        f"the site must let the cache job reach {url.hostname or src.repo_url} ({url.scheme or 'git'}) for {repo} "
+        f"at commit {src.commit}, or {Path(evals_cache).resolve() / src.cache_dir} must be copied in from where it "
+        "can (the evaluations run offline)"
+    )
 
 
 def _evaluations_online(env=None) -> bool:

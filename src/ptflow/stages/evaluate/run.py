@@ -40,7 +40,7 @@ from ptflow.jobenv import thread_env
 from ptflow.keys import Masker
 from ptflow.specs import CheckoutCall, EvalCall, EvaluateSpec
 from ptflow.stages.evaluate.kit import evaluate as kit
-from ptflow.stages.evaluate.sources import data_env, missing_sources
+from ptflow.stages.evaluate.sources import EvalCaches, data_env, missing_sources
 
 EVAL_SCHEMA = SCHEMA_DIR / "eval.schema.json"
 EVAL_JSON_VERSION = 2
@@ -86,15 +86,6 @@ class EvalOutcome:
     attempts: list[dict] = field(default_factory=list)
     call: EvalCall | None = None
     seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class EvalCaches:
-    """The two caches an evaluation reads its data from, offline: the shared HF cache (models, Hub datasets) and
-    inspect_evals' own cache (``ptflow.stages.evaluate.sources``: what each task's data needs from each)."""
-
-    hf_home: str | Path
-    evals_cache: str | Path
 
 
 @dataclass(frozen=True)
@@ -489,7 +480,7 @@ def evaluate_checkout_cell(
             ptb_eval.CheckoutEval.from_call(call),
             model.path,
             out_dir,
-            hf_home=job.hf_home,
+            caches=EvalCaches(job.hf_home, job.evals_cache),
             carry=ptb_eval.LadderCarry(inputs.progress, identity, inputs.deadline),
             log=log,
         )

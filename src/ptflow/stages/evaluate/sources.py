@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptflow.config.tasks import GitData, HFDataset, HFModel, Source, URLFile
@@ -26,6 +27,15 @@ from ptflow.files import sha256_file
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 FIX_HINT = "run the cache stage where the network is reachable (snakemake ... hf_cache), or copy the caches from there"
+
+
+@dataclass(frozen=True)
+class EvalCaches:
+    """The two caches an evaluation reads its data from, offline: the shared HF cache (models, Hub datasets) and
+    inspect_evals' own cache (what each task's data needs from each: this module)."""
+
+    hf_home: str | Path
+    evals_cache: str | Path
 
 
 class DataFetchError(RuntimeError):
@@ -151,11 +161,14 @@ def fetch_url(src: URLFile, evals_cache: Path, timeout: float = 60) -> Path:
     return dest
 
 
-def fetch_git(src: GitData, evals_cache: Path) -> Path:
+def fetch_git(src: GitData, evals_cache: Path, force: bool = False) -> Path:
     """BFCL's data through inspect_evals' own downloaders (git sparse checkout at the pinned commit), into a
-    temp dir renamed into place, so a failed clone leaves nothing that looks complete."""
+    temp dir renamed into place, so a failed clone leaves nothing that looks complete. ``force``: fetch even where
+    ``src.required`` is there (the caller knows something is missing: an evaluation asked for the clone); what is
+    there is kept."""
+    evals_cache = Path(evals_cache)
     dest = evals_cache / src.cache_dir
-    if not missing_git(src, evals_cache) and dest.exists():
+    if not force and not missing_git(src, evals_cache) and dest.exists():
         return dest
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=_mkdir(dest.parent)))
     try:
@@ -177,10 +190,20 @@ def fetch_git(src: GitData, evals_cache: Path) -> Path:
         else:
             os.replace(tmp, dest)
     except Exception as exc:
-        raise DataFetchError(f"{src.describe()}: fetch failed ({type(exc).__name__}: {exc}); {FIX_HINT}") from exc
+        raise DataFetchError(f"{src.describe()}: fetch failed ({_why(exc)}); {FIX_HINT}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def _why(exc: Exception) -> str:
+    """An exception in one line; a failed git command with the last line it wrote (git's own reason)."""
+    if isinstance(exc, subprocess.CalledProcessError):
+        said = [ln.strip() for ln in (exc.stderr or "").splitlines() if ln.strip()]
+        said = [ln for ln in said if ln.startswith(("fatal:", "error:"))][:1] or said[-1:]  # git's reason first
+        cmd = exc.cmd if isinstance(exc.cmd, str) else " ".join(str(c) for c in exc.cmd[:2])
+        return f"`{cmd}` exited {exc.returncode}" + (f": {said[0]}" if said else "")
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _mkdir(path: Path) -> Path:

@@ -36,7 +36,7 @@ from ptflow.config.sites import EVAL_HUB_ENV
 from ptflow.files import write_json_atomic, write_text_atomic
 from ptflow.keys import DRAIN_SECONDS, Masker, Pump, looks_like_secret
 from ptflow.specs import CheckoutCall
-from ptflow.stages.evaluate.sources import OFFLINE_ENV
+from ptflow.stages.evaluate.sources import OFFLINE_ENV, EvalCaches
 
 ATTEMPT_TIMEOUT_S = 28800  # run_task.sh: timeout --signal=TERM --kill-after=60s 28800s per attempt
 KILL_AFTER_S = 60
@@ -201,14 +201,15 @@ def evaluate(
     model_path: str | Path,
     out_dir: str | Path,
     *,
-    hf_home: str | None = None,
+    caches: EvalCaches | None = None,
     env: dict | None = None,
     carry: LadderCarry = LadderCarry(),
     log=print,
 ) -> dict:
     """Run the ladder (``task.once``: run_baseline.sh's single try); returns ``{"ok", "metrics", "metrics_file",
     "argv", "attempts"}`` (ok False: every try failed). Raises CheckoutEvalError when it cannot start at all (no
-    evaluate.py, no model, a missing key). ``carry``: the file that carries the ladder's tries from job to job for
+    evaluate.py, no model, a missing key). ``caches``: the HF cache and inspect_evals' cache its evaluate.py reads
+    (HF_HOME, INSPECT_EVALS_CACHE_DIR). ``carry``: the file that carries the ladder's tries from job to job for
     its identity (the model and call), and the job's usable end, at which a try is stopped and OutOfJobTime raised
     with the progress kept."""
     checkout = Path(checkout)
@@ -223,8 +224,12 @@ def evaluate(
     if missing:
         raise CheckoutEvalError(f"{task.eval_dir}: its evaluate.py needs {', '.join(missing)} in the environment")
     environ = eval_environment(environ, task.keys)
-    if hf_home:  # absolute: evaluate.py runs in its eval dir, where a relative paths.hf_home names nothing
-        environ["HF_HOME"] = str(Path(hf_home).resolve())
+    # absolute: evaluate.py runs in its eval dir, where a relative paths.hf_home names nothing; inspect_evals' cache
+    # holds bfcl's git data (the cache job warmed it there)
+    if caches is not None and caches.hf_home:
+        environ["HF_HOME"] = str(Path(caches.hf_home).resolve())
+    if caches is not None and caches.evals_cache:
+        environ["INSPECT_EVALS_CACHE_DIR"] = str(Path(caches.evals_cache).resolve())
     out = Path(out_dir).resolve()
     run = _Ladder(checkout, task, cwd, environ, Path(model_path).resolve(), out, log)
     if task.once:

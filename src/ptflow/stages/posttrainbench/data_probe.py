@@ -13,6 +13,12 @@ would start its model:
 - ``datasets.load_dataset`` is wrapped: each call's arguments and outcome are recorded (``warm``: after an online
   load with ``data_dir`` and no config name, the offline name of that prepared cache is linked to it, the one quirk
   of ``datasets`` 5 that a load with the same arguments cannot fix by itself).
+- inspect_evals' git downloaders (``inspect_evals.bfcl``'s ``download_github_directory`` and
+  ``download_func_source``: ptflow's inspect_evals clones BFCL's data from GitHub, no hub dataset) are wrapped the same
+  way: each call's repository, commit, path and target dir are recorded (``kind`` ``git``). ``warm`` fetches it with
+  ptflow's own git fetch (:func:`ptflow.stages.evaluate.sources.fetch_git`: the same downloader, into a temp dir
+  renamed into place in the inspect_evals cache); ``check`` never clones: the evaluation asks for the clone only
+  where the cache lacks it, so the call is a miss.
 - ``--model-path`` names no model (a path holding the family name, so the scripts pick their template as usual):
   a script that loads its data by other means stops when it reaches for the model.
 
@@ -40,6 +46,12 @@ PROBE_MODEL = "/nonexistent/ptflow-data-probe/qwen3-probe"
 STOPPED_AT_EVAL = "stopped at inspect_ai.eval (its tasks built)"
 PROBE_TIMEOUT_S = 3600  # warm mode downloads: the cache job's runtime is the real bound
 LOAD_ARGS = ("path", "name", "data_dir", "data_files", "split", "revision")
+GIT_ARGS = ("repo_url", "commit", "sparse_path", "cache_dir", "fetcher")
+# inspect_evals' git downloaders: (module, function, the GitData kind ptflow's fetch_git runs, its target argument)
+GIT_DOWNLOADERS = (
+    ("inspect_evals.bfcl.data", "download_github_directory", "bfcl-data", "local_dir"),
+    ("inspect_evals.bfcl.backends.downloader", "download_func_source", "bfcl-func-source", "dest_dir"),
+)
 
 
 class ProbeStop(BaseException):  # noqa: N818 - a control-flow signal, not an error; BaseException so no script catches it
@@ -60,8 +72,18 @@ class Load:
     ok: bool
     error: str | None = None
     cache_holds: tuple[str, ...] = ()
+    kind: str = "dataset"  # "dataset": datasets.load_dataset; "git": an inspect_evals git download (GIT_ARGS)
+
+    def git_data(self):
+        """The :class:`ptflow.config.tasks.GitData` of a ``git`` load."""
+        from ptflow.config.tasks import GitData
+
+        a = self.args
+        return GitData(a["repo_url"], a["commit"], a["sparse_path"], a["cache_dir"], (), a["fetcher"])
 
     def describe(self) -> str:
+        if self.kind == "git":
+            return self.git_data().describe()
         shown = ", ".join(f"{k}={v!r}" for k, v in self.args.items() if v is not None and k != "path")
         return f"dataset {self.args.get('path')} ({shown or 'no arguments'})"
 
@@ -124,7 +146,7 @@ def probe(evals: dict[str, Path], templates: Path, mode: str, env: dict) -> dict
         raw = json.loads(result.read_text())
     results = {}
     for e, r in raw.items():
-        loads = tuple(Load(e, **{**ld, "cache_holds": tuple(ld["cache_holds"])}) for ld in r["loads"])
+        loads = tuple(Load(e, **{**ld, "cache_holds": tuple(ld.get("cache_holds", ()))}) for ld in r["loads"])
         results[e] = ProbeResult(e, loads, r["stopped"])
     return results
 
@@ -187,6 +209,61 @@ class _Recorder:
 
         return recorded
 
+    def wrap_git(self, download, fetcher: str, target: str):
+        """An inspect_evals git downloader, recorded: ``warm`` fetches through ptflow's fetch_git into the same
+        place (the inspect_evals cache root is INSPECT_EVALS_CACHE_DIR), ``check`` records a miss and stops."""
+        import inspect
+
+        signature = inspect.signature(download)
+        busy = []  # fetch_git calls the downloader (this wrapper, once installed): that call is the real one
+
+        def recorded(*args, **kwargs):
+            if busy:
+                return download(*args, **kwargs)
+            bound = signature.bind_partial(*args, **kwargs).arguments
+            dest = Path(bound[target]).resolve()
+            root = Path(os.environ.get("INSPECT_EVALS_CACHE_DIR") or dest.parent).resolve()
+            cache_dir = str(dest.relative_to(root)) if dest.is_relative_to(root) else str(dest)
+            call = {"repo_url": bound.get("repo_url"), "commit": bound.get("commit"),
+                    "sparse_path": bound.get("sparse_path"), "cache_dir": cache_dir, "fetcher": fetcher}  # fmt: skip
+            entry = {"args": call, "ok": False, "error": None, "kind": "git"}
+            self.loads.append(entry)
+            if self.mode == "check":
+                entry["error"] = f"not in {dest} (offline: the evaluation would clone it)"
+                raise ProbeMiss(entry["error"])
+            from ptflow.stages.evaluate.sources import fetch_git
+
+            busy.append(True)
+            try:
+                fetch_git(Load("", call, False, kind="git").git_data(), root, force=True)
+            except Exception as exc:
+                entry["error"] = _first_line(exc)
+                raise
+            finally:
+                busy.clear()
+            entry["ok"] = True
+
+        return recorded
+
+
+def _wrap_git_downloaders(recorder: _Recorder) -> None:
+    """Each of inspect_evals' git downloaders wrapped where it is defined and wherever it was imported by name (its
+    task modules bind it at import): every module of inspect_evals holding the original gets the wrapper."""
+    import importlib
+
+    for module_name, name, fetcher, target in GIT_DOWNLOADERS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        original = getattr(module, name, None)
+        if original is None:
+            continue
+        wrapped = recorder.wrap_git(original, fetcher, target)
+        for other in [m for n, m in sys.modules.items() if n == "inspect_evals" or n.startswith("inspect_evals.")]:
+            if getattr(other, name, None) is original:
+                setattr(other, name, wrapped)
+
 
 def _stop_at_eval(tasks=None, *args, **kwargs):
     """inspect_ai.eval's stand-in for the probe: build the tasks (their datasets load), then stop."""
@@ -208,6 +285,7 @@ def _install_hooks(recorder: _Recorder) -> None:
         datasets = None
     if datasets is not None:
         datasets.load_dataset = recorder.wrap(datasets.load_dataset)
+    _wrap_git_downloaders(recorder)
     try:
         import inspect_ai
     except ImportError:
