@@ -121,3 +121,24 @@ def test_a_checkout_evaluation_reads_the_inspect_evals_cache_it_is_given(checkou
     assert out["ok"], out["attempts"]
     assert json.loads(Path(out["metrics_file"]).read_text())["accuracy"] >= 0
     assert not run("not-given", "")["ok"]
+
+
+def test_the_fixture_bfcl_evaluate_py_clones_as_the_real_one_does(checkout, tmp_path):
+    """The fixture's bfcl evaluate.py makes the clones a script making the real one's call (inspect_evals.bfcl.bfcl()
+    with its defaults, then inspect_ai.eval) makes: same repository, commit, paths, target dirs, order."""
+    real = tmp_path / "real-call" / "bfcl"
+    real.mkdir(parents=True)
+    (real / "evaluate.py").write_text(
+        "import inspect_evals.bfcl\nfrom inspect_ai import eval as inspect_eval\n"
+        "inspect_eval(inspect_evals.bfcl.bfcl(), model='vllm/final_model')\n"
+    )
+    env = _env(tmp_path, reachable=True)
+    fixture = _probe(checkout, "warm", env, tmp_path / "hf", tmp_path / "fixture-cache")
+    online = probe_env(env, tmp_path / "hf", tmp_path / "reference-cache", False)
+    reference = probe({"bfcl": real}, checkout / ptb.TEMPLATES_DIR, "warm", online)
+    assert (
+        [(ld.kind, ld.args, ld.ok) for ld in fixture.loads]
+        == [(ld.kind, ld.args, ld.ok) for ld in reference["bfcl"].loads]
+        == [("git", c, True) for c in CLONES]
+    )
+    assert reference["bfcl"].stopped == "stopped at inspect_ai.eval (its tasks built)"
