@@ -58,3 +58,7 @@ rule all:
     default_target: True
     input:
         final_outputs(),
+
+
+# Every object of the imports and the parse, out of the garbage collector's later walks (ptflow.snakemake_once).
+snakemake_once.freeze_parsed_objects()

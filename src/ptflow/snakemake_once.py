@@ -18,12 +18,28 @@ in the newest Snakemake (9.27.1) and smart_open (9.0.2). Neither changes what Sn
   the same ``(*args, **kwargs)`` that ``inspect.signature`` returns.
 
 Where a later Snakemake no longer has one of these, that one is left alone and Snakemake behaves as shipped.
+
+One more thing every Snakemake command of the workflow repeats, measured with bench/job_start.py (bench/RESULTS.md):
+
+- **The garbage collector's walks over what the imports and the parse made.** Snakemake's imports (SQLAlchemy,
+  pydantic, pandas through the Slurm plugin, boto3 through smart_open) and the Snakefile's parse leave ~156,000
+  objects the collector tracks (26 of them garbage when a job's parse ends), and every full collection walks them all
+  again, the interpreter's at exit included: ~0.45 of a job's ~1.9 CPU-s Snakemake start, twice per Slurm job (the
+  batch step's Snakemake and the srun'd one) and once per driver. :func:`freeze_parsed_objects`, at the end of the
+  Snakefile, moves them into the collector's permanent generation (``gc.freeze``), so later collections walk only
+  what the run makes after the parse. Cycles among the frozen objects (those 26, and any that become garbage later)
+  are freed at the process's end only. It acts in Snakemake's own command only (``snakemake ...``, ``python -m
+  snakemake ...``: the driver, a job's two, ``ptflow plan``'s dry-run), not in a process that runs the workflow
+  through Snakemake's API for something else (a test, ``ptflow`` itself).
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
+import sys
+from pathlib import Path
 
 _MARK = "_ptflow_once_per_rule"
 
@@ -75,4 +91,14 @@ def sign_resource_evaluate_once() -> bool:
     # what inspect.signature gives for the bound method: the function's parameters without `self`
     bound = list(inspect.signature(evaluate).parameters.values())[1:]
     overwrite_function_params(evaluate, inspect.Signature(bound).parameters)
+    return True
+
+
+def freeze_parsed_objects(argv0: str | None = None) -> bool:
+    """In Snakemake's own command (``argv0``: ``sys.argv[0]`` unless given), leave every object made so far out of the
+    garbage collector's later passes (``gc.freeze``); False, and nothing done, in any other process."""
+    path = Path(sys.argv[0] if argv0 is None else argv0)
+    if not (path.name == "snakemake" or (path.name == "__main__.py" and path.parent.name == "snakemake")):
+        return False
+    gc.freeze()
     return True

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ptflow import snakemake_once
 from tests.conftest import REPO
 
 JOBS = 12
@@ -129,3 +130,47 @@ def test_callable_resources_evaluate_without_reading_the_signature_and_reach_the
     assert rc == 0, output
     assert calls["signature of evaluate"] == 0
     assert (workflow / "out" / "7.txt").read_text() == "107"
+
+
+FREEZE_SNAKEFILE = f"""
+import gc, sys
+sys.path.insert(0, {str(REPO / "src")!r})
+from ptflow import snakemake_once
+
+
+rule all:
+    output:
+        "out.txt",
+    run:
+        open(output[0], "w").write(str(gc.get_freeze_count()))
+
+
+before = gc.get_freeze_count()
+snakemake_once.freeze_parsed_objects()
+print("frozen at parse:", before, gc.get_freeze_count(), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("command", [["-m", "snakemake"], ["-c", CHILD, "calls.json"]])
+def test_snakemake_s_own_command_freezes_the_parsed_objects_and_still_runs(tmp_path: Path, command: list) -> None:
+    """``python -m snakemake`` (a Slurm job's two) and ``snakemake`` (the driver: CHILD runs Snakemake's CLI as
+    ``snakemake``): what the parse left is frozen, and the rule still runs in the same process."""
+    (tmp_path / "Snakefile").write_text(FREEZE_SNAKEFILE)
+    argv = [sys.executable, *command, "--cores", "1", "--directory", str(tmp_path), "-s", str(tmp_path / "Snakefile")]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    before, after = next(line for line in proc.stderr.splitlines() if line.startswith("frozen at parse:")).split()[-2:]
+    assert int(before) == 0
+    assert int(after) > 10_000  # Snakemake's imports and the parse
+    assert int((tmp_path / "out.txt").read_text()) > 10_000  # still frozen when the rule runs (some freed since)
+
+
+@pytest.mark.parametrize("argv0", ["/venv/bin/pytest", "-c", "/venv/bin/ptflow", "/x/snakemake/cli.py"])
+def test_any_other_process_is_left_as_it_is(argv0: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    frozen = []
+    monkeypatch.setattr(snakemake_once.gc, "freeze", lambda: frozen.append(True))
+    assert snakemake_once.freeze_parsed_objects(argv0) is False
+    assert snakemake_once.freeze_parsed_objects() is False  # this process: pytest
+    assert frozen == []
+    assert snakemake_once.freeze_parsed_objects("/venv/bin/snakemake") is True
+    assert frozen == [True]

@@ -270,14 +270,16 @@ class RuleInputs:
     reached"."""
 
     def __init__(self, jobs: Jobs, accepted: Collection[str] = (), spend=None, announce: bool = False):
-        from ptflow.config.spend import agent_cells
-        from ptflow.stages.train.agent.spend import matrix_cap_reached
-
         self.jobs = jobs
         self.cfg, self.layout, self.rt = jobs.cfg, jobs.layout, jobs.rt
         self.accepted = frozenset(accepted)
         cap = spend.matrix_cap if spend is not None else None
-        self.capped = matrix_cap_reached(cap, agent_cells(self.cfg, self.layout)) if cap is not None else None
+        self.capped = None
+        if cap is not None:  # the agent cells' spend module (and its imports: 20 ms) only where a matrix cap is set
+            from ptflow.config.spend import agent_cells
+            from ptflow.stages.train.agent.spend import matrix_cap_reached
+
+            self.capped = matrix_cap_reached(cap, agent_cells(self.cfg, self.layout))
         if self.capped and announce:
             print(self.capped.line(), file=sys.stderr)
 
