@@ -208,6 +208,39 @@ def test_an_agent_that_prints_its_keys_leaves_them_in_no_file(tmp_path, monkeypa
     assert not any(cred in ln or KEY in ln for ln in lines)
 
 
+def test_a_main_checkout_agent_keeps_its_sandbox_keys_masked_and_sees_no_other(tmp_path):
+    """PostTrainBench main's key allowlist (ptflow.config.ptb_keys): the sandbox's key (CODEX_API_KEY, from
+    OPENAI_API_KEY) is masked where the agent prints it; a provider key set in the job's environment but in no file
+    of the union never reaches the agent, and where its value comes into the agent's output by another way (here
+    written into its solve.sh) it is masked too: no file the cell writes holds either value."""
+    from ptflow.stages.train.agent.cell import train_agent_cell
+    from tests.support.ptb_checkout import commit_change, make_fixture_checkout
+    from tests.support.ptb_main import commit_main
+
+    extra = "sk-ant-" + secrets.token_hex(16)
+    dest = tmp_path / "ptb" / "PostTrainBench"
+    make_fixture_checkout(dest, evals=("gsm8k",), agents=("codex",), judge="v1.1")
+    commit_main(dest, evals=("gsm8k",), agents=("codex",))
+    solve = f'#!/bin/bash\necho "codex=$CODEX_API_KEY anthropic=${{ANTHROPIC_API_KEY:-unset}}"\necho "guess={extra}"\n'
+    commit = commit_change(dest, "agents/codex/solve.sh", solve, "a solve.sh that prints keys")
+    agent = {"id": "codex", "cli": "codex", "model": "gpt-5.1-codex-max", "hours": 0.05, "grace_minutes": 0.1,
+             "keys": ["OPENAI_API_KEY"], "trace_dir": str(tmp_path / "out" / "trace"),
+             "posttrainbench": {"eval_dir": "gsm8k", "solve": "codex", "num_gpus": 1},
+             "checkout": {"path": str(dest), "commit": commit}}  # fmt: skip
+    env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": extra}  # fmt: skip
+    lines = []
+    job = agent_job("/base", None, tmp_path / "out" / "model", agent=agent, cell={"model": "m", "eval": "gsm8k"},
+                    env=env, log=lines.append)  # fmt: skip
+    result = train_agent_cell(job)
+    assert result["agent_run"]["exit_code"] == 0
+    stdout = (tmp_path / "out" / "trace" / "stdout.log").read_text()
+    assert "codex=*** anthropic=unset\nguess=***\n" in stdout
+    (tmp_path / "out" / "manifest.json").write_text(json.dumps(result))
+    assert files_holding(tmp_path / "out", KEY) == [] and files_holding(tmp_path / "out", extra) == []
+    assert not any(KEY in ln or extra in ln for ln in lines)
+
+
 def test_a_checkout_evaluation_that_prints_its_graders_key_keeps_it_masked(tmp_path):
     """posttrainbench/<eval>: the checkout's evaluate.py gets its grader's key; its output file keeps ***."""
     from ptflow.stages.posttrainbench.checkout_eval import _run

@@ -2,7 +2,8 @@
 facts in its files (``ptflow.config.posttrainbench.checkout_protocol``): the fixture checkouts of 9082063 and d27a95e
 are recognised with their versions; a checkout changed in one part is refused in one line naming that part, the
 files found and the variants ptflow runs; no option (the judge off included) lets a known part run under an older
-part's protocol; PostTrainBench main's checkout (tests/support/ptb_main.py) is refused on every part."""
+part's protocol; PostTrainBench main's checkout (tests/support/ptb_main.py) is refused on every part but its sandbox
+keys (the key allowlist, which ptflow runs)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from tests.support.ptb_checkout import commit_change, make_fixture_checkout
 RUNS = {
     "evaluation": "ptflow runs 9082063's and d27a95e's one-shot evaluate.py: pin one of those commits",
     "judges": "ptflow runs 9082063's judge v1.0 and d27a95e's judge v1.1: pin one of those commits",
-    "sandbox keys": "ptflow runs 9082063's and d27a95e's fixed key list of src/run_task.sh: pin one of those commits",
+    "sandbox keys": "ptflow runs 9082063's and d27a95e's fixed key list of src/run_task.sh and 06b716e's key "
+    "allowlist (agents/<agent>/api_keys.json with the task's required_api_keys): pin one of those commits",
     "results": "ptflow runs 9082063's and d27a95e's run dirs read by scripts/aggregate_*.py: pin one of those commits",
 }
 KNOWS = {part: line.replace("ptflow runs", "ptflow knows") for part, line in RUNS.items()}
@@ -45,7 +47,6 @@ CHANGES = [
     ("evaluation", "src/eval/tasks/gsm8k/evaluate_final_eval.py", "print('seeded')\n", "know"),
     ("evaluation", "src/run_task.sh", RUN_TASK_OTHER_EVAL, "know"),
     ("judges", "src/judges/judge_lib.sh", "ALL_JUDGES=(data_contamination_judge api_usage_judge)\n", "run"),
-    ("sandbox keys", "agents/codex/api_keys.json", '{"allowed_api_keys": ["CODEX_API_KEY"]}\n', "run"),
     ("results", "scripts/collect.py", "# reads metrics.json and the judgements of each run dir\n", "run"),
 ]
 
@@ -148,16 +149,32 @@ def test_a_mixed_checkout_is_refused_on_its_evaluation(tmp_path, v11_checkout):
             found.check(judged)
 
 
-def test_main_s_checkout_is_refused_part_by_part(tmp_path):
+def test_main_s_key_allowlist_is_recognised_and_run(tmp_path, v11_checkout):
+    """An agents/<agent>/api_keys.json over d27a95e's checkout: the sandbox keys part is main's allowlist, which
+    ptflow runs (ptflow.config.ptb_keys); every other part is as it was."""
+    root = _copy(v11_checkout, tmp_path)
+    changed = commit_change(root, "agents/codex/api_keys.json", '{"allowed_api_keys": ["CODEX_API_KEY"]}\n',
+                            "main's key allowlist")  # fmt: skip
+    found = ptb.checkout_protocol(str(root), changed)
+    assert found.refusals == () and found.part("sandbox keys") is ptb.KEYS_UNION and ptb.KEYS_UNION.runs
+    assert found.versions() == {"evaluation": "one-shot", "judges": "v1.1", "sandbox keys": "allowlist",
+                                "results": "aggregate"}  # fmt: skip
+    found.check(judged=True)
+    spec = {"commit": changed, "location": str(root), "repo": None, "paths": ["src/eval/tasks/gsm8k"]}
+    assert make_checkout(spec, tmp_path / "m.json", log=lambda _: None)["protocol"]["sandbox keys"] == "allowlist"
+
+
+def test_main_s_checkout_is_refused_part_by_part_but_its_sandbox_keys(tmp_path):
     from tests.support.ptb_main import commit_main
 
     root = tmp_path / "PostTrainBench"
     make_fixture_checkout(root, evals=("gsm8k",), agents=("codex",), judge="v1.1")
     main = commit_main(root, evals=("gsm8k",), agents=("codex",))
     found = ptb.checkout_protocol(str(root), main)
-    assert found.parts == () and [p for p, _ in found.refusals] == list(ptb.PARTS)
+    assert found.part("sandbox keys") is ptb.KEYS_UNION and found.versions()["sandbox keys"] == "allowlist"
+    assert "sandbox keys" not in dict(found.refusals)
     named = {"evaluation": "src/eval/run_final_eval.sh", "judges": "src/judges/judge_lib.sh",
-             "sandbox keys": "agents/codex/api_keys.json", "results": "scripts/collect.py"}  # fmt: skip
+             "results": "scripts/collect.py"}  # fmt: skip
     for part, line in found.refusals:
         blob = ptb.git(root, "rev-parse", f"{main}:{named[part]}")
         assert "\n" not in line and f"{HEADS[part]} ptflow does not run (" in line, line

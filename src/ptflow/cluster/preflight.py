@@ -318,6 +318,43 @@ def check_checkout_judge(cfg: Config, layout: Layout, env: dict | None = None) -
     return problems
 
 
+def check_checkout_keys(cfg: Config, layout: Layout, env: dict | None = None) -> list[str]:
+    """A checkout whose sandbox keys are main's allowlist (``ptflow.config.ptb_keys``): each checkout cell's agent
+    and task files give the union, and a key the task requires (its info.json's required_api_keys) must be set.
+    Read here where the checkout is on this filesystem (a given path, or the rule's clone from an earlier run); a
+    checkout the rule has yet to clone is checked by the cell before its agent starts."""
+    from ptflow.config import posttrainbench as ptb
+    from ptflow.config import ptb_keys
+
+    env = os.environ if env is None else env
+    checkout = cfg.posttrainbench
+    if checkout is None:
+        return []
+    where = Path(checkout.location(layout.scratch))
+    if not (where / ".git").exists():
+        return []
+    try:
+        part = ptb.checkout_protocol(str(where), checkout.commit).part("sandbox keys")
+    except ptb.CheckoutError:
+        return []  # refused at planning, or by the rule, in its own line
+    if part is not ptb.KEYS_UNION:
+        return []
+    read = ptb_keys.commit_reader(where, checkout.commit)
+    problems: dict[str, None] = {}
+    for cell in cfg.training_cells():
+        agent, task = cfg.agent_for(cell.agent), cfg.evals[cell.eval].task
+        if not agent.spec.agent_cli or not ptb.is_checkout_task(task):
+            continue
+        name = cfg.ptb_agent(agent) or agent.cli
+        try:
+            problem = ptb_keys.sandbox_keys(read, name, ptb.eval_dir_name(task), env).problem(env)
+        except ptb_keys.SandboxKeysError as exc:
+            problem = str(exc)
+        if problem:
+            problems[problem] = None
+    return list(problems)
+
+
 def check_hf_cache(cfg: Config, layout: Layout, env: dict | None = None, reachable=None) -> list[str]:
     """Every hub repo missing from the cache, in one line, when they cannot be downloaded (offline/unreachable)."""
     from ptflow.cluster import hfcache
@@ -402,7 +439,7 @@ def run_preflight(
     ``notes`` collects what is worth saying once but stops nothing."""
     notes = [] if notes is None else notes
     problems = check_paths(layout, site, notes=notes) + check_secrets(cfg) + check_hf_cache(cfg, layout)
-    problems += check_checkout_judge(cfg, layout)
+    problems += check_checkout_judge(cfg, layout) + check_checkout_keys(cfg, layout)
     problems += check_agent_budgets(cfg, site, notes) + check_site_requests(cfg, site) + check_multinode(cfg, site)
     problems += check_solve_homes(cfg, site, layout)
     if site.scheduler == "slurm":

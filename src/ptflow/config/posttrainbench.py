@@ -185,8 +185,9 @@ def object_ids(checkout: str | Path, commit: str, paths: list[str]) -> dict[str,
 # or a rebased branch keeps a protocol under another id): paths it has, paths it lacks, and texts its files hold (the
 # command lines and query modes ptflow reproduces or that tell one variant from another). A fact ptflow does not
 # reproduce may change freely; one it does may not, or ptflow would run as a protocol the checkout no longer has.
-# Every variant ptflow runs was read at 9082063 and/or d27a95e (aisa-group/PostTrainBench); PostTrainBench's main
-# line (read 2026-08..10, at the commits named) is recognised, and refused by name: ptflow does not run it yet. No
+# Every variant ptflow runs was read at 9082063 and/or d27a95e (aisa-group/PostTrainBench), but main's key allowlist
+# (06b716e); PostTrainBench's main line (read 2026-08..10, at the commits named) is recognised, and its other parts are
+# refused by name: ptflow does not run them yet. No
 # option lets one part run under an older part's protocol: the judge off skips the judges part, and nothing else.
 
 PARTS = ("evaluation", "judges", "sandbox keys", "results")
@@ -317,7 +318,12 @@ KEYS_FIXED = ProtocolPart(
 KEYS_UNION = ProtocolPart(
     "sandbox keys", "allowlist", "key allowlist (agents/<agent>/api_keys.json with the task's required_api_keys)",
     ("06b716ebcea4",), present=("agents/*/api_keys.json",),
-    says=((_RUN_TASK, "api_keys.json"), (_RUN_TASK, "required_api_keys")), runs=False,
+    # the --cleanenv sandbox gets only the union of the agent's allowed and the task's required keys, OpenRouter's
+    # under its judge backend, with the values of run_task.sh's lines before it (ptflow.config.ptb_keys reproduces
+    # them)
+    says=((_RUN_TASK, "api_keys.json"), (_RUN_TASK, "required_api_keys"), (_RUN_TASK, "--cleanenv"),
+          (_RUN_TASK, 'export CODEX_API_KEY="${OPENAI_API_KEY}"'), (_RUN_TASK, "unset OPENAI_API_KEY"),
+          (_RUN_TASK, 'ALLOWED_API_KEYS+=("OPENROUTER_API_KEY")')),
 )  # fmt: skip
 RESULTS_AGGREGATE = ProtocolPart(
     "results", "aggregate", "run dirs read by scripts/aggregate_*.py", (_V10, _V11),

@@ -105,3 +105,9 @@ class AgentTask(Protocol):
     def agent_env(self, agent: AgentCliSpec, prompt: str, home: str, path: str) -> dict[str, str]:
         """The variables the task's own command is given (``agent``: as configured, before :meth:`install`)."""
         ...
+
+    def sandbox_env(self, agent: AgentCliSpec, env: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
+        """The agent's environment ``env`` with the task's rule for API keys applied (``environ``: the job's, where
+        the values come from): ptflow's key scoping as it is, or the keys the task's sandbox holds in their place.
+        Raises (one line) where a key the task requires is not set."""
+        ...

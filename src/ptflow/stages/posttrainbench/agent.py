@@ -37,7 +37,9 @@ from pathlib import Path
 
 from ptflow.cluster.runtime import home_problem, writes_under_home  # noqa: F401 (the cell's check; tests ask here)
 from ptflow.config import posttrainbench as ptb
+from ptflow.config import ptb_keys
 from ptflow.config.agent_clis import CONTAINER_HOME
+from ptflow.keys import NOT_SECRETS, PUBLIC_VALUES, looks_like_secret
 from ptflow.specs import AgentCliSpec
 from ptflow.stages.agent_task import TaskSetup
 
@@ -182,6 +184,24 @@ def solve_environment(agent: AgentCliSpec, prompt_text: str, home: str, path: st
     }
 
 
+def sandbox_keys(agent: AgentCliSpec, checkout: Path, environ: dict[str, str]) -> ptb_keys.SandboxKeys | None:
+    """The keys the agent's sandbox holds where the checkout's are main's allowlist (``ptflow.config.ptb_keys``:
+    its ``agents/<agent>/api_keys.json``, ``<agent>`` being the solve dir, else the CLI's name as the prompt's
+    ``--agent``), checked; None for a fixed-list checkout. CheckoutAgentError (one line) where a file is missing or
+    a key the task requires is not set."""
+    if checkout is None or not ptb_keys.allowlist_checkout(checkout):
+        return None
+    spec = agent.posttrainbench
+    try:
+        keys = ptb_keys.sandbox_keys(ptb_keys.tree_reader(checkout), spec.solve or agent.cli, spec.eval_dir, environ)
+    except ptb_keys.SandboxKeysError as exc:
+        raise CheckoutAgentError(str(exc)) from None
+    problem = keys.problem(environ)
+    if problem:
+        raise CheckoutAgentError(problem)
+    return keys
+
+
 @dataclass(frozen=True)
 class CheckoutTask:
     """A PostTrainBench checkout's task (``ptflow.stages.agent_task.AgentTask``), from ``checkout``: the task dir is
@@ -252,3 +272,15 @@ class CheckoutTask:
         if agent.posttrainbench.solve and not agent.command:
             return solve_environment(agent, prompt, home, path)
         return {}
+
+    def sandbox_env(self, agent: AgentCliSpec, env: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
+        """A checkout with main's key allowlist (:func:`sandbox_keys`): ``env``'s keys are exactly the union's that
+        are set, with run_task.sh's values; every other secret-looking variable goes (ptflow's own names and
+        run_task.sh's public VLLM_API_KEY stay). A fixed-list checkout (9082063, d27a95e): ptflow's key scoping as
+        it is. CheckoutAgentError (one line) where a key the task requires is not set."""
+        keys = sandbox_keys(agent, self.checkout, environ)
+        if keys is None:
+            return env
+        kept = {k: v for k, v in env.items()
+                if not looks_like_secret(k) or k in NOT_SECRETS or PUBLIC_VALUES.get(k) == v}  # fmt: skip
+        return {**kept, **keys.values(environ)}

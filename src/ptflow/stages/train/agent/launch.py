@@ -268,6 +268,8 @@ def _environment(
         "PTFLOW_AGENT_KEYS": ",".join(agent.keys),  # names only: the values are in the env already
         **task.agent_env(ctx.agent, prompt, h.home, job_env["PATH"]),  # (the agent as configured, not installed)
     }
+    # the task's key rule: a checkout whose sandbox keys are main's allowlist holds exactly its union
+    child_env = task.sandbox_env(ctx.agent, child_env, job_env)
     if ctx.agent_cell.threads:
         # The agent's torch (its training, its evaluate.py) as many threads as the job has CPUs, as ptflow's own
         # trainings and evaluations are (bench/RESULTS.md, "the second cut"); a value the job's environment sets (in

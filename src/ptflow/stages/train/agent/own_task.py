@@ -99,5 +99,8 @@ class OwnTask:
     def agent_env(self, agent: AgentCliSpec, prompt: str, home: str, path: str) -> dict[str, str]:
         return {}
 
+    def sandbox_env(self, agent: AgentCliSpec, env: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
+        return env  # ptflow's key scoping (clis.cell_environment)
+
 
 OWN_TASK = OwnTask()
