@@ -24,8 +24,11 @@ layout, the interfaces and the facts below, each read at the index commit named 
   sandbox home, ``gpt_5_5.sif``; ``judge_tools/`` moved here from ``src/disallowed_usage_judge/`` (removed).
 - ``agents/<agent>/api_keys.json`` and ``info.json``'s ``required_api_keys``: the sandbox gets only their union
   (``sandbox_api_keys``, run_task.sh's rule).
-- ``scripts/collect.py`` (scripts/utils.py's rules folded in; no aggregate.py): the run dir layout ``<method>/<bench>_<org>_<model>_<runid>``, the
+- ``scripts/collect.py`` (scripts/utils.py's rules folded in): the run dir layout ``<method>/<bench>_<org>_<model>_<runid>``, the
   verdict precedence and the CSVs they write (see COLLECT_PY).
+- ``scripts/aggregate.py`` (scripts/utils.py's constants folded in): its command line, steps and order over collect.py's
+  final_<method>.csv, the tables it scores and the CSVs it writes (see AGGREGATE_PY); its HARDCODED_AGENT_MAP is a
+  STAND-IN (one agent of the real map; test hook ``PTB_FIXTURE_AGENT_MAP`` adds agents).
 """
 
 # ruff: noqa: E501 (command lines are one line each, as the real scripts have them)
@@ -52,6 +55,7 @@ SOURCES = {
     "agents/mcode/api_keys.json": "f292f45dd40c82ae0d8342ede8ffb6227c6e7f2b",
     "src/eval/tasks/humaneval/with_answer_sandbox.sh": "b5d2362c7546c9aee9615d6c45100814bfb7610b",
     "scripts/collect.py": "1fc55616942b82316d2af170f6e50f79e48e33fd",
+    "scripts/aggregate.py": "1691dfb6c8a5d1a02e6af1b69f2ef6fd5a74c4c7",
     "scripts/utils.py": "index file id 69054510072 (judge panel, majority of 3, .env, _aggregated)",
 }
 FINAL_EVAL_SEEDS = (72332, 87681, 38992, 92201, 13818)
@@ -593,6 +597,158 @@ if __name__ == "__main__":
 '''
 
 
+AGGREGATE_PY = r'''#!/usr/bin/env python3
+"""FIXTURE aggregate.py (ptflow tests): main's command line, steps, order and outputs; our code. Reads collect.py's
+final_<method>.csv from --data-dir (default <.env's POST_TRAIN_BENCH_RESULTS_DIR>/_aggregated), writes into
+--output-dir (default the data dir). --per-cell: aggregated_avg/std_<agent>.csv, the mean and sample sd over the runs
+HARDCODED_AGENT_MAP names (agents with a missing table skipped). --leaderboard: final_avg/std_<agent>.csv the same,
+then single_metrics.csv over EVERY final_*.csv of the output dir (but final_time_*) whose rows are exactly
+EXPECTED_MODELS and whose columns hold every eval of factors.json: the sum over factors.json's evals (sorted) of the
+mean over the models times the factor; single_metrics_aggregated.csv (agent, avg, sample std, n) for agents whose runs
+all have a metric. --time: time_aggregated.csv from time_overview.csv. --all (the default): all three. An agent of one
+run divides by zero (n - 1), as the real one does. HARDCODED_AGENT_MAP: STAND-IN, one agent of the real map; test hook
+PTB_FIXTURE_AGENT_MAP (a JSON object agent -> method names) adds to it."""
+
+import argparse
+import csv
+import json
+import math
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HARDCODED_AGENT_MAP = {  # STAND-IN: one agent of the real map
+    "Opus-4.6": ["claude_claude-opus-4-6_10h_run1_old_container", "claude_claude-opus-4-6_10h_run2",
+                 "claude_claude-opus-4-6_10h_run3"],
+}
+HARDCODED_AGENT_MAP.update(json.loads(os.environ.get("PTB_FIXTURE_AGENT_MAP", "{}")))
+HARDCODED_BENCHMARKS = ["aime2025", "arenahardwriting", "bfcl", "gpqamain", "gsm8k", "healthbench", "humaneval"]
+EXPECTED_MODELS = {"Qwen3-1.7B-Base", "Qwen3-4B-Base", "SmolLM3-3B-Base", "gemma-3-4b-pt"}
+
+
+def dotenv():
+    env = {}
+    for line in open(os.path.join(HERE, "..", ".env")):
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, v = line.strip().split("=", 1)
+            env[k.strip()] = v.strip().strip("'\"")
+    return env
+
+
+def table(path):
+    if not os.path.exists(path):
+        return {}
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return {}
+    head = rows[0][1:]
+    return {r[0]: {b: r[i + 1] if i + 1 < len(r) else "" for i, b in enumerate(head)} for r in rows[1:] if r}
+
+
+def write(path, data):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model", *HARDCODED_BENCHMARKS])
+        w.writerows([m, *(data[m].get(b, "") for b in HARDCODED_BENCHMARKS)] for m in sorted(data))
+
+
+def mean(values):
+    return sum(values) / len(values)
+
+
+def stddev(values):
+    avg = mean(values)
+    return math.sqrt(sum((x - avg) ** 2 for x in values) / (len(values) - 1))
+
+
+def over_runs(methods, data_dir):
+    runs = [table(os.path.join(data_dir, f"final_{m}.csv")) for m in methods]
+    models = sorted(runs[0])
+    avg = {m: {b: str(mean([float(r[m][b]) for r in runs])) for b in HARDCODED_BENCHMARKS} for m in models}
+    std = {m: {b: str(stddev([float(r[m][b]) for r in runs])) for b in HARDCODED_BENCHMARKS} for m in models}
+    return avg, std
+
+
+def hms(seconds):
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data-dir")
+    p.add_argument("--output-dir")
+    for flag in ("--per-cell", "--leaderboard", "--time", "--all"):
+        p.add_argument(flag, action="store_true")
+    a = p.parse_args()
+    data_dir = a.data_dir or os.path.join(dotenv()["POST_TRAIN_BENCH_RESULTS_DIR"], "_aggregated")
+    out = a.output_dir or data_dir
+    os.makedirs(out, exist_ok=True)
+    everything = a.all or not (a.per_cell or a.leaderboard or a.time)
+    complete = {k: all(os.path.exists(os.path.join(data_dir, f"final_{m}.csv")) for m in v)
+                for k, v in HARDCODED_AGENT_MAP.items()}
+    if everything or a.per_cell:
+        for agent, methods in HARDCODED_AGENT_MAP.items():
+            if not complete[agent]:
+                print(f"Skipping agent {agent}: missing final CSVs")
+                continue
+            avg, std = over_runs(methods, data_dir)
+            write(os.path.join(out, f"aggregated_avg_{agent}.csv"), avg)
+            write(os.path.join(out, f"aggregated_std_{agent}.csv"), std)
+    if everything or a.leaderboard:
+        factors = json.load(open(os.path.join(HERE, "factors.json")))
+        for agent, methods in HARDCODED_AGENT_MAP.items():
+            if complete[agent]:
+                avg, std = over_runs(methods, data_dir)
+                write(os.path.join(out, f"final_avg_{agent}.csv"), avg)
+                write(os.path.join(out, f"final_std_{agent}.csv"), std)
+        metrics = {}
+        for name in os.listdir(out):
+            if not name.startswith("final_") or not name.endswith(".csv") or name.startswith("final_time_"):
+                continue
+            data = table(os.path.join(out, name))
+            if set(data) != EXPECTED_MODELS or not set(factors) <= set(next(iter(data.values()))):
+                continue
+            total = 0.0
+            for b in sorted(factors):
+                total += sum(float(data[m][b]) for m in data) / len(data) * factors[b]
+            metrics[name[len("final_"):-len(".csv")]] = total
+        with open(os.path.join(out, "single_metrics.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["method", "metric"])
+            w.writerows([m, metrics[m]] for m in sorted(metrics))
+        with open(os.path.join(out, "single_metrics_aggregated.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["agent", "avg", "std", "n"])
+            for agent in sorted(HARDCODED_AGENT_MAP):
+                runs = HARDCODED_AGENT_MAP[agent]
+                if not all(m in metrics for m in runs):
+                    print(f"Skipping agent {agent} in leaderboard: missing metrics")
+                    continue
+                values = [metrics[m] for m in runs]
+                w.writerow([agent, mean(values), stddev(values), len(values)])
+    if everything or a.time:
+        hours = {}
+        with open(os.path.join(data_dir, "time_overview.csv"), newline="") as f:
+            for row in csv.DictReader(f):
+                if row["average_time"] and row["average_time"] != "N/A":
+                    h, m, s = map(int, row["average_time"].split(":"))
+                    hours[row["method"]] = h + m / 60 + s / 3600
+        with open(os.path.join(out, "time_aggregated.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["agent", "avg_time", "std_time", "n"])
+            for agent, methods in HARDCODED_AGENT_MAP.items():
+                if not all(m in hours for m in methods):
+                    print(f"Skipping agent {agent} in time: missing data")
+                    continue
+                values = [hours[m] for m in methods]
+                w.writerow([agent, hms(int(mean(values) * 3600)), hms(int(stddev(values) * 3600)), len(values)])
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
 def final_eval_py(eval_id: str) -> str:
     """The fixture's evaluate.py with main's ``--seed`` (STAND-IN: recorded, not used: the generation is greedy)."""
     anchor = '    parser.add_argument("--json-output-file", default=None)\n'
@@ -618,6 +774,7 @@ def main_files(evals, agents) -> dict[str, str]:
         .replace("@CONTAINER@", JUDGE_CONTAINER),
         "src/judges/get_judge_prompt.py": GET_JUDGE_PROMPT_PY,
         "scripts/collect.py": COLLECT_PY,
+        "scripts/aggregate.py": AGGREGATE_PY,
         "scripts/baselines.json": json.dumps(  # STAND-IN values (the real file holds the published baselines)
             {
                 "zeroshot": {

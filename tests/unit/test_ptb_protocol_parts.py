@@ -3,7 +3,8 @@ facts in its files (``ptflow.config.posttrainbench.checkout_protocol``): the fix
 are recognised with their versions; a checkout changed in one part is refused in one line naming that part, the
 files found and the variants ptflow runs; no option (the judge off included) lets a known part run under an older
 part's protocol; PostTrainBench main's checkout (tests/support/ptb_main.py) is refused on every part but its sandbox
-keys (the key allowlist, which ptflow runs)."""
+keys (the key allowlist, which ptflow runs) and its results (main's collect.py layout, which ptflow runs:
+tests/unit/test_ptb_export_main.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ RUNS = {
     "judges": "ptflow runs 9082063's judge v1.0 and d27a95e's judge v1.1: pin one of those commits",
     "sandbox keys": "ptflow runs 9082063's and d27a95e's fixed key list of src/run_task.sh and 06b716e's key "
     "allowlist (agents/<agent>/api_keys.json with the task's required_api_keys): pin one of those commits",
-    "results": "ptflow runs 9082063's and d27a95e's run dirs read by scripts/aggregate_*.py: pin one of those commits",
+    "results": "ptflow runs 9082063's and d27a95e's run dirs read by scripts/aggregate_*.py and 1fc5561's run dirs read "
+    "by scripts/collect.py and aggregate.py: pin one of those commits",
 }
 KNOWS = {part: line.replace("ptflow runs", "ptflow knows") for part, line in RUNS.items()}
 HEADS = {"evaluation": "has an evaluation", "judges": "has a judge", "sandbox keys": "has sandbox keys",
@@ -47,7 +49,8 @@ CHANGES = [
     ("evaluation", "src/eval/tasks/gsm8k/evaluate_final_eval.py", "print('seeded')\n", "know"),
     ("evaluation", "src/run_task.sh", RUN_TASK_OTHER_EVAL, "know"),
     ("judges", "src/judges/judge_lib.sh", "ALL_JUDGES=(data_contamination_judge api_usage_judge)\n", "run"),
-    ("results", "scripts/collect.py", "# reads metrics.json and the judgements of each run dir\n", "run"),
+    # collect.py alone (no aggregate.py, no baselines.json): not main's results part, not 9082063's
+    ("results", "scripts/collect.py", "# reads metrics.json and the judgements of each run dir\n", "know"),
 ]
 
 
@@ -171,10 +174,10 @@ def test_main_s_checkout_is_refused_part_by_part_but_its_sandbox_keys(tmp_path):
     make_fixture_checkout(root, evals=("gsm8k",), agents=("codex",), judge="v1.1")
     main = commit_main(root, evals=("gsm8k",), agents=("codex",))
     found = ptb.checkout_protocol(str(root), main)
+    assert found.part("results") is ptb.RESULTS_COLLECT and found.versions()["results"] == "collect"
     assert found.part("sandbox keys") is ptb.KEYS_UNION and found.versions()["sandbox keys"] == "allowlist"
-    assert "sandbox keys" not in dict(found.refusals)
-    named = {"evaluation": "src/eval/run_final_eval.sh", "judges": "src/judges/judge_lib.sh",
-             "results": "scripts/collect.py"}  # fmt: skip
+    assert "sandbox keys" not in dict(found.refusals) and "results" not in dict(found.refusals)
+    named = {"evaluation": "src/eval/run_final_eval.sh", "judges": "src/judges/judge_lib.sh"}
     for part, line in found.refusals:
         blob = ptb.git(root, "rev-parse", f"{main}:{named[part]}")
         assert "\n" not in line and f"{HEADS[part]} ptflow does not run (" in line, line

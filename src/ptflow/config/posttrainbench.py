@@ -330,9 +330,17 @@ RESULTS_AGGREGATE = ProtocolPart(
     present=("scripts/aggregate_methods.py", "scripts/aggregate_contamination.py", "scripts/aggregate_final.py"),
     absent=("scripts/collect.py",),
 )  # fmt: skip
+# main's results (scripts/collect.py @ 1fc55616, scripts/utils.py, scripts/aggregate.py @ 1691dfb6): ptflow writes the
+# run dirs collect.py reads (ptflow.results.ptb_export) and runs collect.py with --data-dir/--output-dir on a probe
+# (ptflow.results.ptb_protocol); aggregate.py reads only collect.py's tables, and scripts/baselines.json gives the
+# fallback values
+_COLLECT = "scripts/collect.py"
 RESULTS_COLLECT = ProtocolPart(
-    "results", "collect", "run dirs read by scripts/collect.py", ("2d6f1d5ffc00",),
-    present=("scripts/collect.py",), says=(("scripts/collect.py", "metrics.json"),), runs=False,
+    "results", "collect", "run dirs read by scripts/collect.py and aggregate.py", ("1fc55616942b",),
+    present=(_COLLECT, "scripts/aggregate.py", "scripts/baselines.json"),
+    says=((_COLLECT, "metrics.json"), (_COLLECT, "judgement_gpt5_4.json"), (_COLLECT, "--data-dir"),
+          (_COLLECT, "--output-dir"), ("scripts/utils.py", "judgement_gpt5_4_manual.json"),
+          ("scripts/utils.py", "time_taken.txt"), ("scripts/aggregate.py", "single_metrics.csv")),
 )  # fmt: skip
 VARIANTS = (EVAL_ONE_SHOT, EVAL_FINAL, JUDGE_V10, JUDGE_V11, JUDGES_MAIN, KEYS_FIXED, KEYS_UNION,
             RESULTS_AGGREGATE, RESULTS_COLLECT)  # fmt: skip

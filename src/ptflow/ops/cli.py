@@ -300,7 +300,7 @@ def cmd_export(ns) -> int:
     overrides = config_overrides(ctx.cfg, ctx.snakefile.parent)  # scoring.overrides: exported as decided
     accepted = accepted_cells(ctx.cfg, ctx.snakefile.parent)  # exported as failed runs (PostTrainBench's baseline)
     try:  # the checkout's aggregation, asked before anything is written: one ptflow cannot export to is refused
-        ptb_protocol.results_part(ctx.workdir, ctx.layout)
+        part = ptb_protocol.results_part(ctx.workdir, ctx.layout)
     except ptb_protocol.ResultsPartError as exc:
         raise SystemExit(f"ptflow export: {exc}") from None
     summary = export_posttrainbench(
@@ -311,6 +311,7 @@ def cmd_export(ns) -> int:
         site=ctx.site,
         overrides=overrides,
         accepted=accepted,
+        results=part.layout if part is not None else ptb_protocol.AGGREGATE,
     )
     for line in summary.lines():
         print(line)

@@ -117,10 +117,18 @@ from ptflow.config.layout import Layout
 from ptflow.config.matrix import Cell, Config
 from ptflow.keys import Masker
 from ptflow.results import verdict as verdicts
-from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, Metric, ScoreError, read_cell, read_metric
+from ptflow.results.cells import EVAL_FAILED, NO_MODEL, SCORED, ScoreError, read_cell
 from ptflow.results.overrides import ACCEPTED_RECORD, OVERRIDES_RECORD, Accepted, Override, by_cell
-from ptflow.results.ptb_protocol import V11_RESULT, verdict_texts
-from ptflow.stages.evaluate.seeds import SKIPPED
+from ptflow.results.ptb_protocol import (
+    AGGREGATE,
+    COLLECT,
+    MAIN_JUDGEMENT,
+    MAIN_MANUAL,
+    V11_RESULT,
+    collect_judgement_texts,
+    verdict_texts,
+)
+from ptflow.results.ptb_seeds import seed_logs, seeded_metrics
 from ptflow.stages.posttrainbench import judge_run_v11
 from ptflow.stages.posttrainbench.judge_v11 import export_from_trace
 
@@ -275,40 +283,6 @@ def _json_text(data: dict) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-def _seed_metrics(value: float, stderr: float | None) -> dict:
-    """One seed's metrics.json as its final-eval script writes it: ``{"accuracy", "stderr"}``."""
-    return {"accuracy": value, "stderr": None if stderr is None or math.isnan(stderr) else stderr}
-
-
-def seeded_metrics(metric: Metric, seeds: dict, cell_dir: Path) -> list[tuple[str, str]]:
-    """A seeded cell's metrics.json as ``aggregate_seed_metrics.py`` writes it, and ``metrics_seed<S>.json`` per seed
-    that succeeded (module docstring). ``seeds``: the cell eval.json's ``seeds`` (rule seed_mean's record)."""
-    per_seed: dict[str, dict] = {}
-    attempted = 0
-    for seed, entry in seeds["per_seed"].items():
-        if entry["status"] == SKIPPED:  # a greedy model's later seeds: run_final_eval.sh does not attempt them
-            continue
-        attempted += 1
-        if entry["status"] != SCORED:  # failed every stage: left out of the mean, and out of per_seed
-            continue
-        # the seed's own eval.json; the cell's record of it (seed_mean copied it) while that file is deleted to rerun
-        own = _read_json(cell_dir / entry["eval_json"])
-        if own is not None:
-            seed_metric = read_metric(own, str(cell_dir / entry["eval_json"]))
-            value, stderr, stage = seed_metric.value, seed_metric.stderr, own["stage"]
-        else:
-            value, stderr, stage = entry["value"], entry["stderr"], entry["stage"]
-        per_seed[str(seed)] = {"max_tokens_stage": int(stage), "metrics": _seed_metrics(value, stderr)}
-    # every top-level numeric metric averaged over the seeds that succeeded (the cell's mean): a stderr no seed
-    # reported is not a number, so aggregate_seed_metrics.py leaves it out (it stays under per_seed)
-    aggregate: dict = {"accuracy": metric.value}
-    if not math.isnan(metric.stderr):
-        aggregate["stderr"] = metric.stderr
-    aggregate |= {"num_seeds": attempted, "num_seeds_succeeded": len(per_seed), "per_seed": per_seed}
-    seed_files = [(f"metrics_seed{seed}.json", _json_text(result["metrics"])) for seed, result in per_seed.items()]
-    return [("metrics.json", _json_text(aggregate)), *seed_files]
-
-
 def copy_tree(source: Path, dest: Path, masker: Masker) -> None:
     """``source`` copied file by file through ``masker`` (symlinks kept as links), its ``final_model/`` left out
     (the run dir has its own; run_task.sh deletes the model files before it keeps the task dir)."""
@@ -334,9 +308,11 @@ def _plan_cell(
     site,
     overrides: Sequence[Override] = (),
     accepted: Accepted | None = None,
+    results: str = AGGREGATE,
 ) -> RunDir | str:
     """The run dir of one cell, or why it is skipped; ``overrides``: the cell's (scoring.overrides); ``accepted``:
-    its accepted failure, exported as a run that failed (:func:`_as_accepted`), with or without an eval.json."""
+    its accepted failure, exported as a run that failed (:func:`_as_accepted`), with or without an eval.json;
+    ``results``: the checkout's results layout (COLLECT: main's judgement files and per-seed logs)."""
     eval_json = _under(workdir, layout.eval_json(cell.model, cell.eval, cell.agent))
     if not eval_json.is_file() and accepted is None:
         return "no eval.json yet (not evaluated)"
@@ -360,7 +336,7 @@ def _plan_cell(
     if read is None:
         pass  # an accepted cell without an eval.json: a run without metrics.json (_as_accepted)
     elif read.status == SCORED and data.get("seeds"):
-        texts += seeded_metrics(read.metric, data["seeds"], cell_dir)
+        texts += seeded_metrics(read.metric, data["seeds"], cell_dir, _read_json)
     elif read.status == SCORED:
         own = cell_dir / ((data.get("posttrainbench") or {}).get("metrics_file") or "metrics.json")
         if own.is_file():  # the checkout's evaluate.py wrote it; the evaluation kept it
@@ -371,6 +347,8 @@ def _plan_cell(
             texts.append(("metrics.json", json.dumps(metrics, indent=2) + "\n"))
     elif read.status not in (NO_MODEL, EVAL_FAILED):
         raise ExportError(f"{eval_json}: status {read.status!r} is not scored, no_model or eval_failed")
+    if results == COLLECT and read is not None and data.get("seeds"):
+        texts += seed_logs(data["seeds"], cell_dir, _read_json)
     final_model = None
     if not agent.trains:
         seconds = (data.get("timings") or {}).get("eval_seconds")
@@ -402,13 +380,15 @@ def _plan_cell(
         workspace = workdir / agent_run["workspace"] if agent_run.get("workspace") else None
         if workspace is not None and workspace.is_dir():  # run_task.sh keeps the task dir (its rerun tooling needs it)
             trees.append((TASK_DIR, workspace))
-        # judged by a d27a95e checkout's panel: each judge's verdict as it wrote it (the aggregate is the verdict's)
-        first_run = partial(layout.judge_vote_json, cell.model, cell.eval, cell.agent, run=1)
-        v11 = dict(export_from_trace(trace) or judge_run_v11.export_from_votes(  # votes: kept in their dirs
-            lambda judge_id: _under(workdir, first_run(judge=judge_id))
-        ))  # fmt: skip
-        texts += [(n, t) for n, t in sorted(v11.items()) if n != V11_RESULT]
-        texts += verdict_texts(verdicts.of(judge, overrides, accepted), v11.get(V11_RESULT))
+        if results == COLLECT:  # main's judges' files (ptflow.results.ptb_protocol.collect_judgement_texts)
+            texts += collect_judgement_texts(verdicts.of(judge, overrides, accepted))
+        else:  # judged by a d27a95e checkout's panel: each judge's verdict as it wrote it (the aggregate: the verdict)
+            first_run = partial(layout.judge_vote_json, cell.model, cell.eval, cell.agent, run=1)
+            v11 = dict(export_from_trace(trace) or judge_run_v11.export_from_votes(  # votes: kept in their dirs
+                lambda judge_id: _under(workdir, first_run(judge=judge_id))
+            ))  # fmt: skip
+            texts += [(n, t) for n, t in sorted(v11.items()) if n != V11_RESULT]
+            texts += verdict_texts(verdicts.of(judge, overrides, accepted), v11.get(V11_RESULT))
     if overrides:  # the record of what a person decided, and what the judges said
         said = [f"{e.cell}: {e.text()}" for e in overrides]
         said.append(f"judges' own verdict: {verdicts.of(judge).state or 'no judge.json'} (judge.json unchanged)")
@@ -444,11 +424,12 @@ def plan_export(
     site=None,
     overrides: Sequence[Override] = (),
     accepted: Mapping[str, Accepted] | None = None,
+    results: str = AGGREGATE,
 ) -> ExportSummary:
     """Every run dir the export would write (nothing is written); raises ExportError for what cannot be exported.
     ``overrides``: the config's (``ptflow.results.overrides.config_overrides``), exported as the decided verdict;
     ``accepted``: its accepted failures by cell key (``ptflow.results.overrides.accepted_cells``), exported as runs
-    that failed."""
+    that failed; ``results``: the checkout's results layout (``ptflow.results.ptb_protocol.ResultsPart.layout``)."""
     workdir = Path(workdir or Path.cwd()).absolute()
     check_names(cfg)
     summary = ExportSummary(dest=Path())
@@ -458,7 +439,7 @@ def plan_export(
     for cell in cfg.cells:
         entries = grouped.get(cell.key, [])
         taken = (accepted or {}).get(cell.key)
-        planned = _plan_cell(cfg, layout, cell, workdir, site, entries, taken)
+        planned = _plan_cell(cfg, layout, cell, workdir, site, entries, taken, results)
         if isinstance(planned, str):
             summary.skipped.append(f"{cell.key}: {planned}")
             continue
@@ -478,7 +459,20 @@ def plan_export(
         trained = trained or cfg.agent_for(cell.agent).trains
     if site is None and trained:
         summary.notes.append("no site given: method names carry no _<g>gpu suffix")
+    if results == COLLECT:
+        unjudged = [r.rel for r in summary.runs if r.method != BASELINE_METHOD and not _has_judgement(r)]
+        if unjudged:
+            summary.notes.append(
+                f"{len(unjudged)} run dir(s) have no contamination judgement (unjudged, undecided, or a kind no judge "
+                "reads; ptflow does not run main's judges yet): main's collect.py prints 'WARNING: skipping broken "
+                f"run' for each and counts scripts/baselines.json's value, as ptflow's rule counts the base model's "
+                f"({', '.join(unjudged[:3])}{' …' if len(unjudged) > 3 else ''})"
+            )
     return summary
+
+
+def _has_judgement(run: RunDir) -> bool:
+    return any(name in (MAIN_JUDGEMENT, MAIN_MANUAL) for name, _ in run.texts)
 
 
 # ---- writing ----
@@ -553,6 +547,7 @@ def export_posttrainbench(
     site=None,
     overrides: Sequence[Override] = (),
     accepted: Mapping[str, Accepted] | None = None,
+    results: str = AGGREGATE,
 ) -> ExportSummary:
     """Write the matrix's evaluated cells into ``dest`` in PostTrainBench's results layout (module docstring).
 
@@ -561,9 +556,11 @@ def export_posttrainbench(
     train jobs have more than one GPU. Refuses (ExportError, one line) before writing anything when a model or eval
     id cannot be parsed by PostTrainBench's scripts, a file cannot be read, or two cells map to one run dir.
     ``overrides``: the config's verdict overrides (scoring.overrides), exported as the decided verdict;
-    ``accepted``: its accepted failures by cell key, exported as runs that failed (no metrics.json).
+    ``accepted``: its accepted failures by cell key, exported as runs that failed (no metrics.json). ``results``: the
+    checkout's results layout (``ptflow.results.ptb_protocol``: AGGREGATE, 9082063/d27a95e's, or COLLECT, main's).
     """
-    summary = plan_export(cfg, layout, workdir=workdir, site=site, overrides=overrides, accepted=accepted)
+    summary = plan_export(cfg, layout, workdir=workdir, site=site, overrides=overrides, accepted=accepted,
+                          results=results)  # fmt: skip
     summary.dest = Path(dest).absolute()
     summary.dest.mkdir(parents=True, exist_ok=True)
     for method in summary.methods:

@@ -11,6 +11,14 @@ d27a95e it does not: ``aggregate_contamination.py`` names its rows ``<org>_<mode
 ``<model>``, and ``aggregate_final.py`` looks the verdict up under the latter, so a flagged or undecided run keeps its
 own value. ptflow's leaderboard keeps the rule; the export prints, per agent, the number those scripts will print
 beside ptflow's (:func:`comparison_lines`). Scripts that keep no clean value or read neither encoding are refused.
+
+PostTrainBench's main line reads its results with ``scripts/collect.py`` (and ``scripts/aggregate.py`` over the
+tables collect.py writes): a checkout with ``scripts/collect.py`` is probed by running it (``--data-dir``/
+``--output-dir`` on a probe of a clean, a flagged and an unjudged run), and its judgement files are main's
+(:func:`collect_judgement_texts`). Two rules of main differ from ptflow's leaderboard, and the export says where they
+give another number (:func:`comparison_lines`): a run that falls back takes ``scripts/baselines.json``'s published
+zero-shot value, not ptflow's baseline cell (collect.py reads no ``baseline_zeroshot`` run dir), and aggregate.py
+scores only a table with every eval of factors.json (9082063's compute_single_metrics.py counts a missing one 0).
 """
 
 from __future__ import annotations
@@ -33,6 +41,16 @@ V11_RESULT = f"{AGGREGATE_FILE}.json"  # d27a95e's encoding of a run's verdict, 
 V11_API_FIELD = "disallowed_api_usage"  # judge_result.json's API-usage verdict (d27a95e: shown, counted nowhere)
 SCRIPTS = ("scripts/aggregate_methods.py", "scripts/aggregate_contamination.py", "scripts/aggregate_final.py")
 TXT, JSON = "txt", "json"  # the two encodings: 9082063's *_judgement.txt, d27a95e's judge_result.json
+AGGREGATE, COLLECT = "aggregate", "collect"  # the results layouts: 9082063/d27a95e's aggregate_*.py, main's collect.py
+# main (scripts/collect.py and scripts/utils.py, read at 1fc55616): the files a run dir's judges leave, as collect.py
+# reads them. The contamination judge's verdict (JUDGE_OUTPUT_ID gpt5_4): a person's judgement_gpt5_4_manual.json
+# outranks the judges'; both hold the booleans contamination and disallowed_model (a value that is not a boolean, or
+# no file, makes collect.py treat the run as broken: baselines.json's value). The API-usage judge's (id api):
+# judgement_api.json's disallowed_api_usage.
+COLLECT_SCRIPT, COLLECT_AGGREGATE = "scripts/collect.py", "scripts/aggregate.py"
+BASELINES_FILE = "scripts/baselines.json"
+MAIN_JUDGEMENT, MAIN_MANUAL, MAIN_API = "judgement_gpt5_4.json", "judgement_gpt5_4_manual.json", "judgement_api.json"
+MAIN_FIELDS = ("contamination", "disallowed_model")
 _PROBE_RUN = "gsm8k_Qwen_Qwen3-4B-Base_1"
 _BASELINE, _OWN = 0.25, 0.75
 _TIMEOUT_S = 120
@@ -80,6 +98,33 @@ def verdict_texts(verdict: CellVerdict, v11_result: str | None = None) -> list[t
     return [*out, (V11_RESULT, text)]
 
 
+def collect_judgement_texts(verdict: CellVerdict) -> list[tuple[str, str]]:
+    """The judgement files of a cell's one verdict as PostTrainBench main's judges (and its reviewers) leave them
+    for scripts/collect.py: the contamination judge's ``judgement_gpt5_4.json`` (``judgement_gpt5_4_manual.json``
+    where a person overrode the verdict: main's manual override, which outranks every judge) with the booleans
+    ``contamination`` and ``disallowed_model`` and their justifications, and ``judgement_api.json`` where the verdict
+    has an API-usage field. A flag outside those fields (a ``flagged: true`` override, a panel field whose effect is
+    fallback) is written as a ``contamination`` that is not a boolean: collect.py then treats the run as broken and
+    counts baselines.json's value, as it counts a flagged one. An undecided, unjudged or judge-less cell gets no file:
+    collect.py finds no contamination judgement, prints "WARNING: skipping broken run" and counts baselines.json's
+    value, the same fallback."""
+    if not verdict.decided:
+        return []
+    said = f"ptflow: {verdict.reason or verdict.state}"
+    unreadable = verdict.flagged and not any(verdict.fields.get(f) for f in MAIN_FIELDS)
+    data: dict = {}
+    for field_name in MAIN_FIELDS:
+        data[field_name] = bool(verdict.fields.get(field_name))
+        data[f"justification_{field_name}"] = said
+    if unreadable:
+        data["contamination"] = f"ptflow: flagged {verdict.fields_text()}"  # not a boolean: a broken run there
+    out = [(MAIN_MANUAL if verdict.overrides else MAIN_JUDGEMENT, json.dumps(data, indent=2) + "\n")]
+    if V11_API_FIELD in verdict.fields:
+        api = {V11_API_FIELD: bool(verdict.fields[V11_API_FIELD]), f"justification_{V11_API_FIELD}": said}
+        out.append((MAIN_API, json.dumps(api, indent=2) + "\n"))
+    return out
+
+
 @dataclass(frozen=True)
 class ResultsPart:
     """What a checkout's aggregation does with a run's verdict: the encodings it reads, whether a flag it reads
@@ -88,6 +133,7 @@ class ResultsPart:
     reads: tuple[str, ...]
     applies_verdicts: bool
     why: str = ""
+    layout: str = AGGREGATE  # COLLECT: main's scripts/collect.py (run dirs named and judged as main's)
 
 
 def _probe_dir(root: Path) -> None:
@@ -126,6 +172,8 @@ def probe(checkout: str, commit: str) -> ResultsPart:
     """The results part of the checkout at ``commit`` (its working tree), from its own scripts run on a probe
     (module docstring); cached per checkout and commit. ResultsPartError (one line) where it cannot be read."""
     root = Path(checkout)
+    if (root / COLLECT_SCRIPT).is_file():
+        return _probe_collect(root, commit)
     missing = [s for s in SCRIPTS if not (root / s).is_file()]
     if missing:
         raise ResultsPartError(f"the PostTrainBench checkout at {commit[:12]} has no {', '.join(missing)}: ptflow "
@@ -172,6 +220,63 @@ def probe(checkout: str, commit: str) -> ResultsPart:
     return ResultsPart(reads, applies, why)
 
 
+def read_baselines(checkout: str | Path) -> dict[tuple[str, str], float]:
+    """scripts/baselines.json's zero-shot values, (model row, eval) -> value: what main's collect.py puts where a run
+    falls back. ResultsPartError (one line) for a file that is not ``{"zeroshot": {model: {eval: number}}}``."""
+    path = Path(checkout) / BASELINES_FILE
+    try:
+        table = json.loads(path.read_text())["zeroshot"]
+        return {(m, e): float(v) for m, row in table.items() for e, v in row.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ResultsPartError(f"{path}: cannot read its zero-shot values ({exc!r}): main's collect.py falls back to "
+                               "them; check the checkout") from None  # fmt: skip
+
+
+def _probe_collect(root: Path, commit: str) -> ResultsPart:
+    """Main's results part: its collect.py run on a probe of one base model and eval that its baselines.json has (a
+    clean run, a flagged one, an unjudged one); a flagged or unjudged run must take baselines.json's value and a
+    clean one keep its own, else the checkout is refused."""
+    baselines = read_baselines(root)
+    if not baselines:
+        raise ResultsPartError(f"{root / BASELINES_FILE} has no zero-shot value: ptflow cannot probe collect.py")
+    row, bench = sorted(baselines)[0]
+    fallback = baselines[row, bench]
+    own = _OWN if fallback != _OWN else _BASELINE
+    runs = {"clean": {"contamination": False, "disallowed_model": False},
+            "flagged": {"contamination": True, "disallowed_model": False}, "unjudged": None}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="ptflow-ptb-probe-") as tmp:
+        results = Path(tmp)
+        for name, judgement in runs.items():
+            run = results / f"ptflowprobe_{name}_1h" / f"{bench}_ptflowprobe_{row}_1"
+            run.mkdir(parents=True)
+            (run / "metrics.json").write_text(json.dumps({"accuracy": own, "stderr": 0.0}))
+            (run / "time_taken.txt").write_text("0:10:00\n")
+            if judgement is not None:
+                justified = {f"justification_{k}": "ptflow probe" for k in judgement}
+                (run / MAIN_JUDGEMENT).write_text(json.dumps({**judgement, **justified}))
+        out = results / "_aggregated"
+        argv = [sys.executable, COLLECT_SCRIPT, "--data-dir", str(results), "--output-dir", str(out)]
+        try:
+            proc = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise ResultsPartError(f"{root / COLLECT_SCRIPT} ran over {_TIMEOUT_S} s on ptflow's probe") from None
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+            said = f"{root / COLLECT_SCRIPT} exited {proc.returncode} on ptflow's probe"
+            raise ResultsPartError(f"{said}: {tail[0][:200]}")
+        final = {m: _table(out / f"final_ptflowprobe_{m}_1h.csv").get(row, [""])[0] for m in runs}
+    try:
+        values = {m: float(v) for m, v in final.items()}
+    except ValueError:
+        values = {}
+    if values.get("clean") != own:
+        raise ResultsPartError(f"the collect.py of the checkout at {commit[:12]} does not keep a clean run's value "
+                               f"(ptflow's probe: {final}): ptflow knows main's at 1fc5561")  # fmt: skip
+    applies = values.get("flagged") == fallback and values.get("unjudged") == fallback
+    why = "" if applies else f"its collect.py keeps a flagged or unjudged run's own value (probe: {final})"
+    return ResultsPart((JSON,), applies, why, COLLECT)
+
+
 def checkout_of_run(workdir: str | Path, layout) -> dict | None:
     """The checkout marker of a run whose evals come from a PostTrainBench checkout (None for any other run)."""
     marker = Path(workdir) / layout.posttrainbench_marker()
@@ -195,7 +300,7 @@ def comparison_lines(cfg, layout, workdir: str | Path, workflow: str | Path, ove
     from ptflow.results.settings import settings_from_config
 
     part = results_part(workdir, layout)
-    if part is None or part.applies_verdicts:
+    if part is None or (part.applies_verdicts and part.layout != COLLECT):
         return []
     workdir = Path(workdir)
     checkout = checkout_of_run(workdir, layout)
@@ -212,8 +317,10 @@ def comparison_lines(cfg, layout, workdir: str | Path, workflow: str | Path, ove
     except (ScoreError, ptb_score.FactorsError) as exc:
         return [f"PostTrainBench's scripts at {commit} apply no verdict ({part.why}); not compared: {exc}"]
     ours = ptb_score.leaderboard(result.cells, factors, source, settings)
-    theirs = ptb_score.leaderboard(result.cells, factors, source, settings, verdicts=False)
     references = (settings.baseline_agent, settings.instruct_agent)
+    if part.layout == COLLECT:
+        return _collect_lines(part, checkout, commit, result.cells, ours, factors, source, settings)
+    theirs = ptb_score.leaderboard(result.cells, factors, source, settings, verdicts=False)
     lines = []
     for agent_id, board in ours.agents.items():
         if agent_id in references:
@@ -229,4 +336,47 @@ def comparison_lines(cfg, layout, workdir: str | Path, workflow: str | Path, ove
             f"leaderboard {shown(board)} (their rule): {part.why}; {len(kept)} cell(s) of this agent flagged, "
             "undecided or unjudged keep their own value there"
         )
+    return lines
+
+
+def _collect_lines(part: ResultsPart, checkout: dict, commit: str, cells, ours, factors, source, settings) -> list[str]:
+    """Main's collect.py + aggregate.py on the export: one line per agent whose number there is not ptflow's
+    leaderboard's, and why (baselines.json's fallback values, a table without every eval of factors.json)."""
+    from ptflow.results import ptb_score
+    from ptflow.results.cells import MISSING
+
+    try:
+        baselines = read_baselines(checkout["path"])
+    except ResultsPartError as exc:
+        return [f"PostTrainBench's collect.py at {commit} not compared: {exc}"]
+    theirs = ptb_score.leaderboard(cells, factors, source, settings, verdicts=part.applies_verdicts,
+                                   fallback_values=baselines, complete=True)  # fmt: skip
+    own = {(ptb_score.model_row(c.model), c.eval): ptb_score.cell_value(c)
+           for c in cells if c.agent_id == settings.baseline_agent and c.run == 1}  # fmt: skip
+    references = (settings.baseline_agent, settings.instruct_agent)
+    lines = []
+    for agent_id, board in ours.agents.items():
+        there = theirs.agents[agent_id]
+        if agent_id in references or (board.score == there.score and board.run_scores == there.run_scores):
+            continue
+        falls = [c for c in cells if c.agent_id == agent_id and c.status != MISSING
+                 and (ptb_score.cell_value(c) is None or not c.verdict.counts_for_posttrainbench)]  # fmt: skip
+        keys = {(ptb_score.model_row(c.model), c.eval) for c in falls}
+        differ = sorted(k for k in keys if baselines.get(k) != own.get(k))
+        said = []
+        if differ:
+            shown = ", ".join(f"{r}/{e} {baselines.get((r, e))} vs {own.get((r, e))}" for r, e in differ[:3])
+            said.append(f"{len(differ)} cell(s) fall back to {BASELINES_FILE}'s value, not ptflow's baseline cell's "
+                        f"({shown}{' …' if len(differ) > 3 else ''})")  # fmt: skip
+        if there.score is None:
+            said.append(there.why)
+        if not part.applies_verdicts:
+            said.append(part.why)
+
+        def shown_(b) -> str:
+            return f"{b.score:.4f}" if b.score is not None else f"none ({b.why})"
+
+        why = "; ".join(said) or "rounding"
+        lines.append(f"{agent_id}: PostTrainBench's collect.py + aggregate.py at {commit} will print "
+                     f"{shown_(there)}, ptflow's leaderboard {shown_(board)}: {why}")  # fmt: skip
     return lines

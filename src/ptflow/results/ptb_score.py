@@ -116,6 +116,9 @@ def _value(c: ScoredCell) -> float | None:
     return c.metric.value if c.status == SCORED and c.metric is not None else None
 
 
+cell_value = _value  # for the export's comparison lines (ptflow.results.ptb_protocol)
+
+
 def _sum(table: dict[str, dict[str, float]], factors: Mapping[str, float], evals: list[str]) -> float:
     # compute_single_metrics.py's order: evals as the table's columns (sorted), models as its rows (sorted)
     total = 0.0
@@ -125,10 +128,15 @@ def _sum(table: dict[str, dict[str, float]], factors: Mapping[str, float], evals
 
 
 def _method_table(
-    cells: list[ScoredCell], baseline: Mapping[tuple[str, str], float | None], fallback: bool, verdicts: bool = True
+    cells: list[ScoredCell],
+    baseline: Mapping[tuple[str, str], float | None],
+    fallback: bool,
+    verdicts: bool = True,
+    source: str = "baseline_zeroshot's value",
 ) -> tuple[dict[str, dict[str, float]] | None, list[str], str]:
     """(final table {row: {eval: value}}, its evals, why not) of one method's cells; ``verdicts``: whether a verdict
-    that is not clean replaces the value (False: as an aggregation that drops the verdicts computes it)."""
+    that is not clean replaces the value (False: as an aggregation that drops the verdicts computes it); ``source``:
+    what ``baseline`` is, in a few words."""
     exported = [c for c in cells if c.status != MISSING or c.accepted is not None]  # as ptflow export writes them
     rows = sorted({model_row(c.model) for c in exported})
     evals = sorted({c.eval for c in exported})
@@ -144,6 +152,8 @@ def _method_table(
             if fallback and (value is None or (verdicts and not _judged_clean(c))):
                 value = baseline.get((row, e))
                 if value is None:
+                    if source != "baseline_zeroshot's value":
+                        return None, evals, f"cell {row}/{e} falls back to {source}, which has none: the script stops"
                     why = f"cell {row}/{e} falls back to baseline_zeroshot's value, which has none (baseline cell"
                     return None, evals, f"{why} not scored): {SCRIPT} stops on such a table"
             elif value is None:
@@ -153,15 +163,27 @@ def _method_table(
 
 
 def leaderboard(
-    cells: list[ScoredCell], factors: Mapping[str, float], source: str, settings: Settings, verdicts: bool = True
+    cells: list[ScoredCell],
+    factors: Mapping[str, float],
+    source: str,
+    settings: Settings,
+    verdicts: bool = True,
+    fallback_values: Mapping[tuple[str, str], float] | None = None,
+    complete: bool = False,
 ) -> Leaderboard:
     """Every agent's leaderboard score from the scored matrix's cells (``Result.cells``) and the checkout's factors.
     ``verdicts=False``: the number a checkout whose aggregation drops the verdicts prints (``RESULTS_PROTOCOLS``):
-    only a value that is not a number falls back there."""
+    only a value that is not a number falls back there. ``fallback_values`` ((model row, eval) -> value) and
+    ``complete``: the number PostTrainBench main's collect.py and aggregate.py print (``ptflow.results.ptb_protocol``):
+    a run that falls back takes scripts/baselines.json's value, not ptflow's baseline cell, and a table without every
+    eval of factors.json gets no score."""
     references = (settings.baseline_agent, settings.instruct_agent)
     baseline = {
         (model_row(c.model), c.eval): _value(c) for c in cells if c.agent_id == settings.baseline_agent and c.run == 1
     }
+    named = "baseline_zeroshot's value"
+    if fallback_values is not None:
+        baseline, named = dict(fallback_values), "scripts/baselines.json's value"
     agents: dict[str, AgentBoard] = {}
     evals_seen: set[str] = set()
     for agent_id in dict.fromkeys(c.agent_id for c in cells):
@@ -172,8 +194,11 @@ def leaderboard(
         scores, why = [], ""
         for r in runs:
             mine_r = [c for c in mine if c.run == r]
-            table, evals, why = _method_table(mine_r, baseline, agent_id not in references, verdicts)
+            table, evals, why = _method_table(mine_r, baseline, agent_id not in references, verdicts, named)
             evals_seen.update(evals)
+            lacking = sorted(set(factors) - set(evals)) if complete and table is not None else []
+            if lacking:
+                table, why = None, f"its table lacks {', '.join(lacking)} of factors.json: aggregate.py scores none"
             if table is None:
                 why = f"run {r}: {why}" if len(runs) > 1 else why
                 break
