@@ -180,9 +180,17 @@ class CheckoutCall:
     retry_max_tokens: list[int] = field(default_factory=list)
     limit: int | None = None
     keys: list[str] = field(default_factory=list)
+    # PostTrainBench main's seeded final evaluation (``ptflow.stages.posttrainbench.final_eval``): the evaluation
+    # seed, and {"script", "stages"} as the checkout's run_final_eval.sh gives them (its final-eval script, each
+    # cascade stage's max-tokens arguments); only when set, so the one-shot calls keep their params
+    seed: int | None = None
+    final: Params | None = None
 
     def to_params(self) -> Params:
-        ladder = {"tries": self.tries} if self.tries else {"retry_max_tokens": list(self.retry_max_tokens)}
+        if self.final is not None:
+            ladder = {"seed": self.seed, "final": dict(self.final)}
+        else:
+            ladder = {"tries": self.tries} if self.tries else {"retry_max_tokens": list(self.retry_max_tokens)}
         return {
             "eval_id": self.eval_id,
             "task": self.task,
@@ -202,6 +210,8 @@ class CheckoutCall:
             retry_max_tokens=list(d.get("retry_max_tokens", [])),
             limit=d.get("limit"),
             keys=list(d.get("keys", [])),
+            seed=d.get("seed"),
+            final=d.get("final"),
         )
 
 

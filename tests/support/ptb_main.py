@@ -336,10 +336,12 @@ if __name__ == "__main__":
 DEFAULT_TEMPERATURE_PY = r'''#!/usr/bin/env python3
 """FIXTURE default_temperature.py (ptflow tests): main's interface (<model_dir> --output-file F; writes
 "greedy <t>" or "sampling <t>"). STAND-IN for vLLM: reads temperature from generation_config.json, else config.json,
-else 1.0 (vLLM's default), greedy below 1e-5 (vLLM's _SAMPLING_EPS); the real one asks vLLM itself."""
+else 1.0 (vLLM's default), greedy below 1e-5 (vLLM's _SAMPLING_EPS); the real one asks vLLM itself. Test hook:
+PTB_FIXTURE_GREEDY."""
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 
@@ -355,6 +357,9 @@ def main():
             temperature = json.loads(f.read_text()).get("temperature")
             break
     temperature = 1.0 if temperature is None else temperature
+    # test hook: PTB_FIXTURE_GREEDY="<text>,...": a model whose path holds one of them has temperature 0
+    if any(t and t in a.model_dir for t in os.environ.get("PTB_FIXTURE_GREEDY", "").split(",")):
+        temperature = 0.0
     Path(a.output_file).write_text(f"{'greedy' if temperature < 1e-5 else 'sampling'} {temperature}\n")
 
 
@@ -597,6 +602,15 @@ if __name__ == "__main__":
 '''
 
 
+# Test hook of evaluate_final_eval.py: PTB_FIXTURE_FAIL_SEEDS="<seed>[@<text>],..." makes every attempt of that seed
+# fail (no metrics), for every model or only for a model whose path holds <text>.
+_FAIL_SEEDS = """    fail_seeds = [s.split("@", 1) + [""] for s in os.environ.get("PTB_FIXTURE_FAIL_SEEDS", "").split(",") if s]
+    if any(int(s[0]) == args.seed and s[1] in args.model_path for s in fail_seeds):
+        print(f"fixture: seed {args.seed} fails on {args.model_path} (PTB_FIXTURE_FAIL_SEEDS)", file=sys.stderr)
+        return 1
+"""
+
+
 AGGREGATE_PY = r'''#!/usr/bin/env python3
 """FIXTURE aggregate.py (ptflow tests): main's command line, steps, order and outputs; our code. Reads collect.py's
 final_<method>.csv from --data-dir (default <.env's POST_TRAIN_BENCH_RESULTS_DIR>/_aggregated), writes into
@@ -750,12 +764,16 @@ if __name__ == "__main__":
 
 
 def final_eval_py(eval_id: str) -> str:
-    """The fixture's evaluate.py with main's ``--seed`` (STAND-IN: recorded, not used: the generation is greedy)."""
+    """The fixture's evaluate.py with main's ``--seed`` (STAND-IN: recorded, not used: the generation is greedy;
+    test hook ``PTB_FIXTURE_FAIL_SEEDS``, above)."""
     anchor = '    parser.add_argument("--json-output-file", default=None)\n'
     text = evaluate_py(eval_id)
     assert anchor in text
     seed = '    parser.add_argument("--seed", type=int, default=None)  # STAND-IN: greedy generation ignores it\n'
-    return text.replace(anchor, anchor + seed).replace("FIXTURE evaluate.py", "FIXTURE evaluate_final_eval.py", 1)
+    fail_anchor = '    fail_above = os.environ.get("PTB_FIXTURE_FAIL_ABOVE")\n'
+    assert fail_anchor in text
+    text = text.replace(anchor, anchor + seed).replace(fail_anchor, _FAIL_SEEDS + fail_anchor)
+    return text.replace("FIXTURE evaluate.py", "FIXTURE evaluate_final_eval.py", 1)
 
 
 def main_files(evals, agents) -> dict[str, str]:
@@ -809,6 +827,31 @@ def main_files(evals, agents) -> dict[str, str]:
         keys = AGENT_API_KEYS.get(agent, [])
         files[f"agents/{agent}/api_keys.json"] = json.dumps({"allowed_api_keys": keys}, indent=2) + "\n"
     return files
+
+
+EVALUATION_FILES = (
+    "src/eval/run_final_eval.sh",
+    "src/utils/aggregate_seed_metrics.py",
+    "src/utils/default_temperature.py",
+)
+
+
+def commit_main_evaluation(dest: Path, evals=("gsm8k", "humaneval")) -> str:
+    """Commit main's seeded final evaluation ALONE over the fixture checkout at ``dest`` (run_final_eval.sh,
+    aggregate_seed_metrics.py, default_temperature.py, each eval's evaluate_final_eval.py, and
+    evaluate_openrouter_final_eval.py for the paid-grader evals): a checkout whose other parts stay the older ones
+    (the judge, run_task.sh's fixed keys, the aggregate_*.py results), for tests of the evaluation part alone."""
+    files = main_files(evals, ())
+    keep = {rel: text for rel, text in files.items() if rel in EVALUATION_FILES or rel.endswith("final_eval.py")}
+    for rel, text in keep.items():
+        path = Path(dest) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if rel.endswith(".sh"):
+            path.chmod(0o755)
+    return _commit(
+        Path(dest), f"FIXTURE seeded final evaluation of aisa-group/PostTrainBench {PTB_MAIN} (ptflow tests)"
+    )
 
 
 def sandbox_api_keys(checkout: Path, agent: str, task: str, judge_backend: str = "openai") -> list[str]:

@@ -51,6 +51,9 @@ class Eval:
     # evaluation seeds (None: matrix.seeds, applied by build_config; (): none): each its own evaluation of a cell
     seeds: tuple[int, ...] | None = None
     seed_changes_data: bool = False  # the seed shuffles samples (gpqamain): a greedy model still gets every seed
+    # posttrainbench/<eval> of a checkout whose evaluation is main's seeded final evaluation: what its
+    # run_final_eval.sh says of the task (its seeds and seed_changes_data come from it too; set by config.load)
+    final: ptb.FinalEval | None = None
 
     @property
     def seeded(self) -> bool:
@@ -255,7 +258,8 @@ def _checkout_eval(i: int, e: dict) -> Eval:
     if e.get("seeds"):
         raise ConfigError(
             f"{where}.seeds: eval {e['id']!r} runs the PostTrainBench checkout's evaluate.py, which takes no --seed "
-            "(the pinned checkout's; its newer final evaluation scripts are not that commit's); remove seeds here"
+            "(9082063's and d27a95e's one-shot evaluate.py); main's seeded final evaluation takes the seeds its own "
+            "run_final_eval.sh --default-seeds gives: the checkout decides; remove seeds here"
         )
     if e.get("rescore"):
         raise ConfigError(

@@ -111,9 +111,30 @@ def _check_checkout_protocol(cfg: Config, layout: Layout) -> None:
     except ptb.CheckoutError:
         return  # not at this commit (yet): the checkout rule clones or refuses it in its own line
     try:
-        ptb.checkout_protocol(str(where), checkout.commit).check(judged=bool(cfg.judge))
+        protocol = ptb.checkout_protocol(str(where), checkout.commit)
+        protocol.check(judged=bool(cfg.judge))
+        if protocol.part("evaluation") == ptb.EVAL_FINAL:
+            _with_final_eval(cfg, str(where), checkout.commit)
     except ptb.CheckoutError as exc:
         raise ConfigError(f"config error at posttrainbench: {exc}") from None
+
+
+def _with_final_eval(cfg: Config, where: str, commit: str) -> None:
+    """A checkout whose evaluation is PostTrainBench main's seeded final evaluation: each checkout eval becomes a
+    seeded eval with what the checkout's run_final_eval.sh says of its task (``posttrainbench.final_eval``): its
+    default seeds, ``seed_changes_data`` where the seed does more than drive sampling, its final-eval script (by the
+    grader keys set here, as ``--check`` chooses) and its per-stage max-tokens arguments. The checkout decides the
+    seeds: an eval's own ``seeds`` are refused when the config is built."""
+    from dataclasses import replace
+
+    from ptflow.config import posttrainbench as ptb
+
+    graders = tuple(k for k in ptb.GRADER_KEYS if os.environ.get(k))
+    for eval_id, e in list(cfg.evals.items()):
+        if e.from_checkout:
+            final = ptb.final_eval(where, commit, ptb.eval_dir_name(e.task), graders)
+            seeds, changes = final.seeds, not final.seed_only_samples
+            cfg.evals[eval_id] = replace(e, seeds=seeds, seed_changes_data=changes, final=final)
 
 
 def share_config(raw: dict) -> None:

@@ -261,16 +261,13 @@ def build_config(raw: dict[str, Any]) -> Config:
 
 
 def _with_matrix_seeds(evals: dict[str, Eval], seeds: list | None) -> dict[str, Eval]:
-    """matrix.seeds for every eval that lists none of its own; a checkout eval must list none (``seeds: []``)
-    where the matrix asks for seeds: its evaluate.py takes no --seed."""
+    """matrix.seeds for every eval that lists none of its own, but a checkout eval: the checkout decides its seeds
+    (none for the one-shot evaluate.py, which takes no --seed; main's run_final_eval.sh --default-seeds for its
+    seeded final evaluation, read by ``ptflow.config.load`` where the checkout is at hand)."""
     out = {}
     for eval_id, e in evals.items():
-        if e.seeds is None and seeds and e.from_checkout:
-            raise ConfigError(
-                f"config error at matrix.seeds: eval {eval_id!r} runs the PostTrainBench checkout's evaluate.py, which "
-                f"takes no --seed; give it seeds: [] (evaluated once), or leave matrix.seeds out"
-            )
-        out[eval_id] = e if e.seeds is not None else replace(e, seeds=tuple(seeds or ()))
+        own = () if e.from_checkout else tuple(seeds or ())
+        out[eval_id] = e if e.seeds is not None else replace(e, seeds=own)
     return out
 
 

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import os
 import re
+import shlex
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -445,3 +448,112 @@ def _missing(checkout, commit: str, path: str) -> bool:
         ["git", "-C", str(checkout), "cat-file", "-e", f"{commit}:{path}"], capture_output=True, timeout=_GIT_TIMEOUT_S
     )
     return proc.returncode != 0
+
+
+# ---- main's seeded final evaluation (the evaluation part EVAL_FINAL), as the checkout's own script says it -----------
+# run_final_eval.sh (read at 13a49a0) answers two queries ptflow asks it, in a throwaway copy of its files at the
+# commit: ``--default-seeds <task>`` (line 1 the seeds, line 2 ``1`` where the seed only drives sampling, so a greedy
+# model gets the first seed only) and ``--check <task>`` (the final-eval script it would run; arenahardwriting and
+# healthbench take evaluate_openrouter_final_eval.py where only OPENROUTER_API_KEY is set). Its per-stage max-tokens
+# arguments are read from its text (STAGE_MAX_TOKENS_ARGS of the task's case arm). ptflow then runs each seed as an
+# evaluation seed of its own (rule evaluate_seed) through that cascade, and the cell's mean as
+# aggregate_seed_metrics.py computes it.
+
+RUN_FINAL_EVAL = "src/eval/run_final_eval.sh"
+DEFAULT_TEMPERATURE = "src/utils/default_temperature.py"  # "greedy <t>" or "sampling <t>" for a model dir
+AGGREGATE_SEED_METRICS = "src/utils/aggregate_seed_metrics.py"
+FINAL_EVAL_TRIES = (4, 3, 2)  # run_final_eval.sh's STAGE_MAX_RETRIES
+OPENROUTER_SCRIPT = "evaluate_openrouter_final_eval.py"  # --check's answer where only OPENROUTER_API_KEY is set
+GRADER_KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # what --check looks at (set or not; never their values)
+_QUERY_TIMEOUT_S = 60
+_CASE_ARM = re.compile(r"^[ \t]*([\w|*-]+)\)\s*STAGE_MAX_TOKENS_ARGS=\(([^)]*)\)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class FinalEval:
+    """One task's seeded final evaluation as the checkout's run_final_eval.sh gives it: the final-eval script in the
+    task's dir, the default seeds, whether the seed only drives sampling (a greedy model then gets the first seed
+    only), and the max-tokens arguments of each cascade stage (stage 0: ``""``, the script's own default)."""
+
+    script: str
+    seeds: tuple[int, ...]
+    seed_only_samples: bool
+    stages: tuple[str, ...]
+
+    def keys(self, own) -> list[str]:
+        """The key names the script reads: OpenRouter's where --check chose its script, else the eval's own."""
+        return ["OPENROUTER_API_KEY"] if self.script == OPENROUTER_SCRIPT else list(own)
+
+    def call(self, seed: int | None) -> dict:
+        """The fields of one seed's call (``CheckoutCall``, every cell alike: agents', baselines' and instruct
+        cells'): the seed, and the script with each stage's arguments (``final``)."""
+        return {"seed": seed, "final": {"script": self.script, "stages": list(self.stages)}}
+
+
+def final_eval_paths(eval_dir: str) -> list[str]:
+    """What a seeded final evaluation reads: the eval's dir, the templates and main's three scripts."""
+    return [*eval_paths(eval_dir), RUN_FINAL_EVAL, DEFAULT_TEMPERATURE, AGGREGATE_SEED_METRICS]
+
+
+def stage_max_tokens_args(text: str, task: str) -> tuple[str, ...] | None:
+    """run_final_eval.sh's STAGE_MAX_TOKENS_ARGS for ``task`` (its case arm naming the task, else ``*``), or None."""
+    arms = [(pattern.split("|"), args) for pattern, args in _CASE_ARM.findall(text)]
+    for _names, args in [*(a for a in arms if task in a[0]), *(a for a in arms if "*" in a[0])]:
+        try:
+            return tuple(shlex.split(args))
+        except ValueError:
+            return None
+    return None
+
+
+@functools.cache
+def final_eval(checkout: str, commit: str, eval_dir: str, graders: tuple[str, ...] = ()) -> FinalEval:
+    """Ask the checkout's run_final_eval.sh at ``commit`` about ``eval_dir`` (``graders``: the grader keys set in the
+    environment, by name). Run in a copy of its files at the commit (git archive: the script and the task's dir),
+    with a throwaway POST_TRAIN_BENCH_CONTAINERS_DIR holding an empty vllm_debug.sif and a throwaway HF_HOME, which
+    its setup_task checks for and the two queries never read. CheckoutError (one line) where it refuses, where the
+    checkout's script has no --default-seeds, or where the task's per-stage arguments cannot be read."""
+    where = f"the PostTrainBench checkout at {commit[:12]}: {RUN_FINAL_EVAL}"
+    text = _texts(checkout, commit, [RUN_FINAL_EVAL]).get(RUN_FINAL_EVAL, "")
+    if "--default-seeds" not in text:
+        raise CheckoutError(f"{where} has no --default-seeds query (run_final_eval.sh without it, as at 214ccb4, is "
+                            "not one ptflow runs: it cannot ask the checkout for its seeds)")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="ptflow-final-eval-") as tmp:
+        tree = Path(tmp, "checkout")
+        tree.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(checkout), "archive", commit, RUN_FINAL_EVAL, EVAL_DIR.format(eval=eval_dir)],
+            capture_output=True, timeout=_GIT_TIMEOUT_S,
+        )  # fmt: skip
+        if archive.returncode != 0:
+            raise CheckoutError(f"{where}: git archive failed: {archive.stderr.decode(errors='replace').strip()}")
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, timeout=_GIT_TIMEOUT_S)
+        containers = Path(tmp, "containers")  # the query's own, thrown away: setup_task checks vllm_debug.sif exists
+        containers.mkdir()
+        (containers / "vllm_debug.sif").touch()
+        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+        env.update({k: "set" for k in graders})  # --check tests whether they are set, never their values
+        env.update(POST_TRAIN_BENCH_CONTAINERS_DIR=str(containers), HF_HOME=str(Path(tmp, "hf_home")))
+
+        def ask(mode: str) -> list[str]:
+            proc = subprocess.run(["bash", RUN_FINAL_EVAL, mode, eval_dir], cwd=tree, env=env, capture_output=True,
+                                  text=True, timeout=_QUERY_TIMEOUT_S)  # fmt: skip
+            if proc.returncode != 0:
+                said = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+                raise CheckoutError(f"{where} {mode} {eval_dir} refuses: {said}")
+            return proc.stdout.strip().splitlines()
+
+        seeds_out, script_out = ask("--default-seeds"), ask("--check")
+    try:
+        seeds = tuple(int(s) for s in seeds_out[0].split())
+        only_samples = {"1": True, "0": False}[seeds_out[1].strip()]
+        if not seeds or not script_out:
+            raise ValueError
+    except (IndexError, ValueError, KeyError):
+        raise CheckoutError(f"{where} --default-seeds/--check {eval_dir} printed {seeds_out + script_out!r}, not "
+                            "the seeds, 0/1 and a script") from None  # fmt: skip
+    stages = stage_max_tokens_args(text, eval_dir)
+    if stages is None or len(stages) != len(FINAL_EVAL_TRIES):
+        raise CheckoutError(f"{where}: the per-stage max-tokens arguments (STAGE_MAX_TOKENS_ARGS) of {eval_dir} cannot "
+                            f"be read from it ({len(FINAL_EVAL_TRIES)} stages expected)")  # fmt: skip
+    return FinalEval(script_out[-1].strip(), seeds, only_samples, stages)

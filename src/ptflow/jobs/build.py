@@ -346,7 +346,7 @@ class Jobs:
             cell=self.cell(model, e.id, slot),
             # an instruct cell evaluates the counterpart; only there, so other cells' params stay as they were
             evaluated_model={"id": evaluated.id, "revision": evaluated.revision} if evaluated is not model else None,
-            call=self._checkout_eval_call(e, objects, untouched=not self.agent(slot).trains)
+            call=self._checkout_eval_call(e, objects, untouched=not self.agent(slot).trains, seed=seed)
             if e.from_checkout
             else build_call(e, Provider.from_site(self.site), seed=seed),
             model_revision=model.revision,
@@ -375,18 +375,19 @@ class Jobs:
         spec = self.evaluate(model_name, eval_id, slot, objects)
         return {"eval_json": self.layout.eval_json(model_name, eval_id, slot), "job": spec.to_params()}
 
-    def _checkout_eval_call(self, e: Eval, objects: Objects, untouched: bool = False) -> CheckoutCall:
+    def _checkout_eval_call(self, e: Eval, objects: Objects, untouched: bool = False, seed=None) -> CheckoutCall:
         """``untouched``: a baseline or instruct cell, evaluated as run_baseline.sh does it (one try, no ladder);
-        the other cells as run_task.sh (its ladder, with the eval's lower budgets)."""
-        name = ptb.eval_dir_name(e.task)
+        the other cells as run_task.sh (its ladder, with the eval's lower budgets). ``e.final``: main's, seeded."""
+        name, final = ptb.eval_dir_name(e.task), e.final
         return CheckoutCall(
             eval_id=e.id,
             task=e.task,
-            files=CheckoutFiles(name, objects(ptb.eval_paths(name))),
+            files=CheckoutFiles(name, objects(ptb.final_eval_paths(name) if final else ptb.eval_paths(name))),
             tries=1 if untouched else None,
             retry_max_tokens=[] if untouched else list(e.retry_max_new_tokens),
             limit=e.limit,
-            keys=list(e.keys),
+            keys=final.keys(e.keys) if final else list(e.keys),
+            **(final.call(seed) if final else {}),
         )
 
     # ---- the judge panel of a cell: the config's, or the checkout's own (PostTrainBench d27a95e, v1.1) ----
@@ -564,7 +565,7 @@ class Jobs:
             if not e.from_checkout:
                 continue
             name = ptb.eval_dir_name(e.task)
-            paths.update(ptb.eval_paths(name))
+            paths.update(ptb.final_eval_paths(name) if e.final is not None else ptb.eval_paths(name))
             agent = cfg.agent_for(c.agent)
             if agent.spec.agent_cli:
                 paths.update(self._agent_paths(agent, name))

@@ -91,17 +91,23 @@ def evaluate_seed_job(
         log(f"seed {job.call.seed}: evaluating in this job: {why_not}")
     deadline = job_deadline(os.environ.get("SLURM_JOB_ID"))
     reexec_in_runtime(job.runtime, log, hf_models=[] if inputs.manifest else [job.evaluated_model_id])
-    inputs = replace(seeds.seed_inputs(inputs, first), deadline=deadline)
+    inputs = replace(
+        seeds.seed_inputs(inputs, first), deadline=deadline, progress=str(ladder_progress(outputs.eval_json))
+    )
     if first:
         log(f"seed {job.call.seed}: from the first seed's ladder stage {inputs.start_stage}")
-    run_evaluation(job, inputs, outputs, log=log)
+    run_evaluation(job, inputs, outputs, log=log, first_seed=first is None)
     seeds.mark_seed(outputs.eval_json, job.call, first=first is None)
 
 
-def run_evaluation(job: EvaluateSpec, inputs: EvalInputs, outputs: EvalOutputs, log=print) -> dict:
+def run_evaluation(
+    job: EvaluateSpec, inputs: EvalInputs, outputs: EvalOutputs, log=print, first_seed: bool = True
+) -> dict:
     """Evaluate one cell into ``outputs``: its trained model (``inputs.manifest``), else the base or instruct model
     from the HF cache; a cli-agent cell that left no model gets status no_model. A checkout eval's ladder keeps its
-    tries in ``inputs.progress`` and stops at ``inputs.deadline`` (epoch seconds) for the next job to go on."""
+    tries in ``inputs.progress`` and stops at ``inputs.deadline`` (epoch seconds) for the next job to go on. A seed
+    of PostTrainBench main's seeded final evaluation runs its cascade (``first_seed``: the cell's first seed, which
+    probes the model's decoding)."""
     # Inside the site's runtime HF_HOME is the job's private view of the shared cache (ptflow.cluster.runtime).
     if inside_runtime() and os.environ.get("HF_HOME"):
         job = replace(job, hf_home=os.environ["HF_HOME"])
@@ -109,6 +115,10 @@ def run_evaluation(job: EvaluateSpec, inputs: EvalInputs, outputs: EvalOutputs, 
     if man is not None and man.get("final_model") is False:  # the agent left no model: say so
         return no_model_eval(job, man, outputs, log=log)
     model = _model_under_test(job, man)
+    if inputs.checkout and getattr(job.call, "final", None) is not None:  # a seed of main's final evaluation
+        from ptflow.stages.evaluate.final_seed import evaluate_final_seed
+
+        return evaluate_final_seed(job, model, outputs, inputs, first=first_seed, log=log)
     if inputs.checkout:  # an eval of the PostTrainBench checkout
         return evaluate_checkout_cell(job, model, outputs, inputs, log=log)
     return evaluate_cell(job, model, outputs, inputs, log=log)
@@ -196,7 +206,8 @@ def evaluate_in_train_job(
     def evaluate(staged_json: Path, staged_inspect: Path) -> bool:
         request = staged_json.parent / "request.json"
         outputs = EvalOutputs(str(staged_json), str(staged_inspect))
-        request.write_text(json.dumps({"job": params, **asdict(inputs), **asdict(outputs)}))
+        request.write_text(json.dumps({"job": params, **asdict(inputs), **asdict(outputs),
+                                       "first_seed": first_seed is None}))  # fmt: skip
         script = staged_json.parent / "evaluate.py"
         script.write_text(f"from ptflow.stages.evaluate.job import main\nmain({str(request)!r})\n")
         log(
@@ -254,5 +265,7 @@ def main(request_path: str) -> None:
     req = json.loads(Path(request_path).read_text())
     inputs = EvalInputs(**{k: req[k] for k in EvalInputs.__dataclass_fields__})
     outputs = EvalOutputs(req["eval_json"], req["inspect_dir"])
-    run_evaluation(EvaluateSpec.from_params(req["job"]), inputs, outputs, log=log)
+    run_evaluation(
+        EvaluateSpec.from_params(req["job"]), inputs, outputs, log=log, first_seed=req.get("first_seed", True)
+    )
     sys.exit(0)

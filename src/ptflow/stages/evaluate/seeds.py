@@ -25,7 +25,7 @@ import socket
 from pathlib import Path
 
 from ptflow.files import write_json_atomic
-from ptflow.specs import EvalCall, EvaluateSpec
+from ptflow.specs import CheckoutCall, EvalCall, EvaluateSpec
 from ptflow.stages.evaluate.run import EVAL_JSON_VERSION, EvalInputs, ladder_stage, validate_eval_json
 
 SKIPPED = "skipped"
@@ -66,12 +66,18 @@ def skip_record(job: EvaluateSpec, seed: int, why: str) -> dict:
             "host": socket.gethostname()}  # fmt: skip
 
 
-def mark_seed(eval_json: str | Path, call: EvalCall, first: bool) -> dict:
+def mark_seed(eval_json: str | Path, call: EvalCall | CheckoutCall, first: bool) -> dict:
     """The seed's eval.json with its seed, the ladder stage that produced it and (the first seed) the decoding the
-    later seeds follow."""
+    later seeds follow. A seed of PostTrainBench main's final evaluation (a checkout call) recorded both itself: its
+    cascade's stage, and the decoding the checkout's default_temperature.py gave (none where it failed: every seed
+    is evaluated, as run_final_eval.sh's warning says)."""
     data = json.loads(Path(eval_json).read_text())
     data["seed"] = call.seed
-    if data["status"] == "scored":
+    if data["status"] == "scored" and isinstance(call, CheckoutCall):
+        data["stage"] = data["posttrainbench"]["stage"]
+        if first and data["posttrainbench"].get("decoding"):
+            data["decoding"] = data["posttrainbench"]["decoding"]
+    elif data["status"] == "scored":
         data["stage"] = ladder_stage(call, data["max_new_tokens"])
         if first:
             data["decoding"] = decoding_of(call, data["checkpoint"]["path"])
@@ -115,7 +121,12 @@ def seed_mean(seed_jsons: list[str | Path], eval_json: str | Path) -> dict:
             "stderr": None if None in stderrs else sum(stderrs) / len(stderrs),
         }
         # the inspect log of the first seed stays the cell's (each seed's is in its own eval.json)
-        data["inspect_log"] = str(Path(seed_jsons[0]).parent.relative_to(Path(eval_json).parent) / first["inspect_log"])
+        first_dir = Path(seed_jsons[0]).parent.relative_to(Path(eval_json).parent)
+        if first.get("inspect_log"):
+            data["inspect_log"] = str(first_dir / first["inspect_log"])
+        if first.get("posttrainbench"):  # a checkout's final evaluation: the first seed's metrics file, from here
+            ptb = first["posttrainbench"]
+            data["posttrainbench"] = {**ptb, "metrics_file": str(first_dir / ptb["metrics_file"])}
     data["seeds"] = {"num_seeds": len(seeds), "num_seeds_succeeded": len(scored), "per_seed": per_seed,
                      "decoding": first.get("decoding")}  # fmt: skip
     validate_eval_json(data)

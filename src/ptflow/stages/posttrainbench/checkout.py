@@ -16,7 +16,16 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ptflow.config.posttrainbench import EVAL_DIR, JUDGE_DIR, CheckoutError, checkout_protocol, git, object_ids
+from ptflow.config.posttrainbench import (
+    EVAL_DIR,
+    EVAL_FINAL,
+    JUDGE_DIR,
+    RUN_FINAL_EVAL,
+    CheckoutError,
+    checkout_protocol,
+    git,
+    object_ids,
+)
 from ptflow.files import write_json_atomic
 
 
@@ -92,6 +101,14 @@ def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
     judged = JUDGE_DIR in spec["paths"]
     parts = checkout_protocol(str(Path(location).resolve()), commit)
     parts.check(judged)
+    evals_planned = any(p.startswith(EVAL_DIR.format(eval="")) for p in spec["paths"])
+    if parts.part("evaluation") == EVAL_FINAL and evals_planned and RUN_FINAL_EVAL not in spec["paths"]:
+        # a clone this run made: its cells were planned as one-shot evaluations, before its files were here
+        raise CheckoutError(
+            f"the PostTrainBench checkout at {commit[:12]} has PostTrainBench main's seeded final evaluation "
+            f"({RUN_FINAL_EVAL}), whose seeds and cascade ptflow reads from the checkout when the workflow is parsed; "
+            f"it is in {location} now: run the workflow again"
+        )
     protocol = parts.part("judges") if judged else None
     if protocol is not None and protocol.version == "v1.1":  # its panel's votes key on what each judge reads
         objects = object_ids(location, commit, sorted({*spec["paths"], *_v11_paths(spec["paths"])}))
