@@ -25,8 +25,8 @@ RUNS = {
     "judges": "ptflow runs 9082063's judge v1.0 and d27a95e's judge v1.1: pin one of those commits",
     "sandbox keys": "ptflow runs 9082063's and d27a95e's fixed key list of src/run_task.sh and 06b716e's key "
     "allowlist (agents/<agent>/api_keys.json with the task's required_api_keys): pin one of those commits",
-    "results": "ptflow runs 9082063's and d27a95e's run dirs read by scripts/aggregate_*.py and 1fc5561's run dirs read "
-    "by scripts/collect.py and aggregate.py: pin one of those commits",
+    "results": "ptflow runs 9082063's and d27a95e's run dirs read by scripts/aggregate_*.py and 1fc5561's run dirs "
+    "read by scripts/collect.py and aggregate.py: pin one of those commits",
 }
 KNOWS = {part: line.replace("ptflow runs", "ptflow knows") for part, line in RUNS.items()}
 HEADS = {"evaluation": "has an evaluation", "judges": "has a judge", "sandbox keys": "has sandbox keys",
