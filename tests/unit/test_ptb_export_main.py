@@ -30,8 +30,12 @@ from tests.support.cells import cell_dir, write_cell
 from tests.support.ptb_checkout import BENCHMARKS, commit_change, make_fixture_checkout
 from tests.support.ptb_main import commit_main
 
-INSTRUCT = {"google/gemma-3-4b-pt": "google/gemma-3-4b-it", "Qwen/Qwen3-4B-Base": "Qwen/Qwen3-4B",
-            "Qwen/Qwen3-1.7B-Base": "Qwen/Qwen3-1.7B", "HuggingFaceTB/SmolLM3-3B-Base": "HuggingFaceTB/SmolLM3-3B"}
+INSTRUCT = {
+    "google/gemma-3-4b-pt": "google/gemma-3-4b-it",
+    "Qwen/Qwen3-4B-Base": "Qwen/Qwen3-4B",
+    "Qwen/Qwen3-1.7B-Base": "Qwen/Qwen3-1.7B",
+    "HuggingFaceTB/SmolLM3-3B-Base": "HuggingFaceTB/SmolLM3-3B",
+}
 MODELS = tuple(INSTRUCT)
 EVALS = sorted(BENCHMARKS)
 CODEX, CLAUDE = "codex-gpt-5.1-codex-max", "claude-opus-4-5"
@@ -263,8 +267,50 @@ def test_other_baselines_give_the_difference_the_export_states(main_run, tmp_pat
     by_agent = {line.split(":", 1)[0]: line for line in lines}
     assert sorted(by_agent) == sorted([CODEX, CLAUDE])
     codex = by_agent[CODEX]
-    assert f"will print {metrics[CODEX_METHOD]:.4f}, ptflow's leaderboard {main_run['board'].agents[CODEX].score:.4f}" \
-        in codex and "fall back to scripts/baselines.json's value, not ptflow's baseline cell's" in codex
+    assert (
+        f"will print {metrics[CODEX_METHOD]:.4f}, ptflow's leaderboard {main_run['board'].agents[CODEX].score:.4f}"
+        in codex
+        and "fall back to scripts/baselines.json's value, not ptflow's baseline cell's" in codex
+    )
     mean = sum(metrics[m] for m in CLAUDE_METHODS) / 2
     assert f"will print {mean:.4f}" in by_agent[CLAUDE]
 
+
+def test_an_eval_of_factors_json_the_run_lacks_is_stated_as_no_score_there(main_run, tmp_path):
+    """aggregate.py scores only a table with every eval of factors.json; ptflow's leaderboard counts a missing one 0
+    (9082063's rule): the export says the scripts print none, and they print none."""
+    checkout, loaded, work = main_run["checkout"], main_run["loaded"], main_run["work"]
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    factors = json.loads((checkout / "scripts/factors.json").read_text())
+    try:
+        other = commit_change(checkout, "scripts/factors.json", json.dumps({**factors, "aime2026": 0.1}), "one more")
+        marker = work / loaded.layout.posttrainbench_marker()
+        marker.write_text(json.dumps({"commit": other, "path": str(checkout)}))
+        lines = ptb_protocol.comparison_lines(loaded.cfg, loaded.layout, work, REPO)
+        metrics, _, _ = _scripts(checkout, main_run["dest"], tmp_path / "aggregated")
+    finally:
+        subprocess.run(["git", "-C", str(checkout), "reset", "-q", "--hard", head.strip()], check=True)
+        marker.write_text(json.dumps({"commit": head.strip(), "path": str(checkout)}))
+    assert CODEX_METHOD not in metrics and not set(CLAUDE_METHODS) & set(metrics)
+    by_agent = {line.split(":", 1)[0]: line for line in lines}
+    assert sorted(by_agent) == sorted([CODEX, CLAUDE])
+    assert "will print none (its table lacks aime2026 of factors.json: aggregate.py scores none)" in by_agent[CODEX]
+
+
+def test_main_s_judgement_files_of_a_verdict():
+    from ptflow.results.verdict import CLEAN, FLAGGED, NO_VERDICT, CellVerdict
+
+    def files(verdict) -> dict:
+        return {name: json.loads(text) for name, text in ptb_protocol.collect_judgement_texts(verdict)}
+
+    assert files(CellVerdict(NO_VERDICT, fields={"contamination": None, "disallowed_model": False})) == {}
+    clean = files(CellVerdict(CLEAN, fields={"contamination": False, "disallowed_model": False}))
+    assert list(clean) == ["judgement_gpt5_4.json"] and clean["judgement_gpt5_4.json"]["contamination"] is False
+    # a person's decision is main's manual override; an API-usage field goes into judgement_api.json
+    decided = files(CellVerdict(FLAGGED, fields={"contamination": False, "disallowed_model": True,
+                                                 "disallowed_api_usage": False}, overrides=("by hand",)))  # fmt: skip
+    assert decided["judgement_gpt5_4_manual.json"]["disallowed_model"] is True
+    assert decided["judgement_api.json"]["disallowed_api_usage"] is False and "judgement_gpt5_4.json" not in decided
+    # a whole-cell flag: a contamination that is not a boolean, which collect.py reads as a broken run (the fallback)
+    whole = files(CellVerdict(FLAGGED, fields={"contamination": False, "disallowed_model": False}, whole=True))
+    assert isinstance(whole["judgement_gpt5_4.json"]["contamination"], str)
