@@ -29,7 +29,9 @@ PROVIDERS = ("CODEX_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API
 PROBE = """#!/bin/bash
 echo "secrets=$(env | cut -d= -f1 | grep -E 'TOKEN|KEY|SECRET|PASSWORD' | sort | tr '\\n' ' ')"
 echo "codex_value=$CODEX_API_KEY"
+echo "evaluate=$(head -n 1 evaluate.py)"
 """
+ROUTER_EVAL = "# FIXTURE evaluate_openrouter.py: the OpenRouter grader's\n"  # our text (06b716e's file name)
 PROBE_KEYS = {"allowed_api_keys": ["CODEX_API_KEY", "ZAI_API_KEY"]}  # ZAI_API_KEY: allowed, never set here
 EVALS = ("gsm8k", "arenahardwriting")
 
@@ -40,6 +42,7 @@ def checkout(tmp_path_factory):
     make_fixture_checkout(dest, evals=EVALS, agents=("codex",), judge="v1.1")
     commit_main(dest, evals=EVALS, agents=("codex", "claude"))
     commit_change(dest, "agents/probe/solve.sh", PROBE, "a probe in the place of a solve.sh")
+    commit_change(dest, "src/eval/tasks/arenahardwriting/evaluate_openrouter.py", ROUTER_EVAL, "its OpenRouter grader")
     commit = commit_change(dest, "agents/probe/api_keys.json", json.dumps(PROBE_KEYS), "the probe's allowlist")
     return dest, commit
 
@@ -90,12 +93,15 @@ def test_a_cells_sandbox_holds_exactly_the_union(tmp_path, checkout):
     # grader_keys name it), not ANTHROPIC_API_KEY or GEMINI_API_KEY though ptflow's environment has them
     assert secrets == {"CODEX_API_KEY"} and seen["codex_value"] == "***"
     # arenahardwriting's info.json requires OPENAI_API_KEY: it is there beside CODEX_API_KEY, and nothing more
-    result, secrets, _ = _cell(tmp_path / "arena", checkout, "arenahardwriting", env)
+    result, secrets, seen = _cell(tmp_path / "arena", checkout, "arenahardwriting", env)
     assert result["agent_run"]["exit_code"] == 0 and secrets == {"CODEX_API_KEY", "OPENAI_API_KEY"}
-    # the OpenRouter backend (no OPENAI_API_KEY): OPENROUTER_API_KEY added, CODEX_API_KEY empty hence absent
+    assert seen["evaluate"] != ROUTER_EVAL.strip()
+    # the OpenRouter backend (no OPENAI_API_KEY): OPENROUTER_API_KEY added, CODEX_API_KEY empty hence absent, and
+    # the task's evaluate.py is its evaluate_openrouter.py (run_task.sh's EVAL_SCRIPT)
     env = {"OPENROUTER_API_KEY": ROUTER, "ANTHROPIC_API_KEY": EXTRA}
-    result, secrets, _ = _cell(tmp_path / "router", checkout, "arenahardwriting", env, keys=())
+    result, secrets, seen = _cell(tmp_path / "router", checkout, "arenahardwriting", env, keys=())
     assert result["agent_run"]["exit_code"] == 0 and secrets == {"OPENROUTER_API_KEY"}
+    assert seen["evaluate"] == ROUTER_EVAL.strip()
     for value in (OPENAI, EXTRA, ROUTER):  # no value in anything the cells wrote
         assert files_holding(tmp_path, value) == []
 
@@ -143,3 +149,9 @@ def test_preflight_refuses_a_required_key_not_set_when_the_checkout_is_here(defa
     assert "OPENAI_API_KEY is not set" in problems[0] and "arenahardwriting/info.json" in problems[0]
     assert check_checkout_keys(cfg, layout, env={"OPENAI_API_KEY": OPENAI}) == []
     assert check_checkout_keys(cfg, layout, env={"OPENROUTER_API_KEY": ROUTER}) == []  # its OpenRouter grader
+    # ... whose evaluate_openrouter.py run_task.sh copies as the task's evaluate.py: a checkout without it is refused
+    read = ptb_keys.commit_reader(dest, commit)
+    assert ptb_keys.task_script_problem(read, "arenahardwriting", {"OPENROUTER_API_KEY": ROUTER}) is None
+    line = ptb_keys.task_script_problem(read, "healthbench", {"OPENROUTER_API_KEY": ROUTER})
+    assert line.startswith("the PostTrainBench checkout has no src/eval/tasks/healthbench/evaluate_openrouter.py")
+    assert ptb_keys.task_script_problem(read, "healthbench", {"OPENAI_API_KEY": OPENAI}) is None

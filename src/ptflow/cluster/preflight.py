@@ -346,10 +346,12 @@ def check_checkout_keys(cfg: Config, layout: Layout, env: dict | None = None) ->
         if not agent.spec.agent_cli or not ptb.is_checkout_task(task):
             continue
         name = cfg.ptb_agent(agent) or agent.cli
+        eval_dir = ptb.eval_dir_name(task)
         try:
-            problem = ptb_keys.sandbox_keys(read, name, ptb.eval_dir_name(task), env).problem(env)
+            problem = ptb_keys.sandbox_keys(read, name, eval_dir, env).problem(env)
         except ptb_keys.SandboxKeysError as exc:
             problem = str(exc)
+        problem = problem or ptb_keys.task_script_problem(read, eval_dir, env)
         if problem:
             problems[problem] = None
     return list(problems)

@@ -32,6 +32,7 @@ API_KEYS_FILE = "agents/{agent}/api_keys.json"  # {"allowed_api_keys": [...]}
 TASK_INFO_FILE = "src/eval/tasks/{eval}/info.json"  # {"required_api_keys": [...]} (absent: none)
 GRADED_TASKS = ("arenahardwriting", "healthbench")  # OPENAI_API_KEY kept for them; their grader may be OpenRouter's
 OPENAI_KEY, CODEX_KEY, OPENROUTER_KEY = "OPENAI_API_KEY", "CODEX_API_KEY", "OPENROUTER_API_KEY"
+OPENROUTER_EVAL_SCRIPT = "evaluate_openrouter.py"  # run_task.sh's EVAL_SCRIPT under the OpenRouter backend
 
 Reader = Callable[[str], "str | None"]  # a path in the checkout -> its text, None where it has no such file
 
@@ -127,6 +128,18 @@ def sandbox_keys(read: Reader, agent: str, eval_dir: str, environ: Mapping[str, 
     allowed = _names(agent_text, agent_file, "allowed_api_keys", None)
     required = _names(info_text, info_file, "required_api_keys", [])
     return SandboxKeys(agent, eval_dir, allowed, required, openrouter_backend(eval_dir, environ))
+
+
+def task_script_problem(read: Reader, eval_dir: str, environ: Mapping[str, str]) -> str | None:
+    """Under the OpenRouter backend run_task.sh copies the task's ``evaluate_openrouter.py`` as its evaluate.py: the
+    one line refusing a checkout without it, else None."""
+    path = f"src/eval/tasks/{eval_dir}/{OPENROUTER_EVAL_SCRIPT}"
+    if not openrouter_backend(eval_dir, environ) or read(path) is not None:
+        return None
+    return (
+        f"the PostTrainBench checkout has no {path}, which its run_task.sh copies as the task's evaluate.py where only "
+        f"{OPENROUTER_KEY} is set (its OpenRouter grader); export {OPENAI_KEY} before running"
+    )
 
 
 def allowlist_checkout(checkout: Path) -> bool:

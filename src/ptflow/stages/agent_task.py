@@ -24,8 +24,8 @@ from ptflow.specs import AgentCliSpec, CellRef
 class TaskSetup:
     """What an attempt's task dir is made of: the agent and cell, the base model as the agent sees it (in its HF
     view), the train split, when the attempt started, the budget that remains (None: all of it), an earlier
-    session's ``workspace`` to restore first and its description for the prompt (``earlier``), and a PostTrainBench
-    cell's checkout."""
+    session's ``workspace`` to restore first and its description for the prompt (``earlier``), a PostTrainBench
+    cell's checkout, and the environment its keys come from."""
 
     agent: AgentCliSpec
     cell: CellRef
@@ -36,6 +36,7 @@ class TaskSetup:
     workspace: Path | None = None
     earlier: str | None = None
     checkout: Path | None = None
+    env: dict | None = None  # the environment the cell's keys come from (None: this process's)
 
     @property
     def hours(self) -> float:

@@ -66,13 +66,34 @@ def _copy(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
-def fill_task_dir(task_dir: Path, agent: AgentCliSpec, checkout: Path, hours: float, deadline: float | None = None):
+def task_script(eval_dir: str, checkout: Path, environ: dict) -> str:
+    """run_task.sh's EVAL_SCRIPT, which it copies as the task's ``evaluate.py``: ``evaluate.py``, or with main's
+    allowlist (run_task.sh at 06b716e) ``evaluate_openrouter.py`` under the OpenRouter judge backend (the sandbox then
+    holds OPENROUTER_API_KEY: ``ptflow.config.ptb_keys``). CheckoutAgentError (one line) where the checkout lacks it."""
+    if not (ptb_keys.allowlist_checkout(checkout) and ptb_keys.openrouter_backend(eval_dir, environ)):
+        return "evaluate.py"
+    problem = ptb_keys.task_script_problem(ptb_keys.tree_reader(checkout), eval_dir, environ)
+    if problem:
+        raise CheckoutAgentError(problem)
+    return ptb_keys.OPENROUTER_EVAL_SCRIPT
+
+
+def fill_task_dir(
+    task_dir: Path,
+    agent: AgentCliSpec,
+    checkout: Path,
+    hours: float,
+    deadline: float | None = None,
+    env: dict | None = None,
+):
     """run_task.sh's copies from ``checkout`` into ``task_dir`` (over a restored workspace: its own files come back
     fresh), and its timer: ``create_timer.sh`` for whole hours, else (a resumed cell's remainder) ours, ending at
-    ``deadline``."""
+    ``deadline``. ``env``: where the keys come from (the judge backend picks the task's evaluate.py; None: this
+    process's)."""
     spec = agent.posttrainbench
     source = checkout / ptb.EVAL_DIR.format(eval=spec.eval_dir)
-    _copy(source / "evaluate.py", task_dir / "evaluate.py")
+    script = task_script(spec.eval_dir, checkout, os.environ if env is None else env)
+    _copy(source / script, task_dir / "evaluate.py")
     if (source / "evaluation_code").is_dir():
         _copy(source / "evaluation_code", task_dir / "evaluation_code")
     _copy(checkout / ptb.TEMPLATES_DIR, task_dir / "templates")
@@ -224,7 +245,7 @@ class CheckoutTask:
 
     def fill(self, task_dir: Path, setup: TaskSetup) -> None:
         """run_task.sh's copies and timer."""
-        fill_task_dir(task_dir, setup.agent, self.checkout, setup.hours, setup.deadline)
+        fill_task_dir(task_dir, setup.agent, self.checkout, setup.hours, setup.deadline, setup.env)
 
     def prompt(self, task_dir: Path, setup: TaskSetup, train_data: Path | None) -> str:
         """The checkout's own (its get_prompt.py)."""

@@ -143,6 +143,7 @@ def _task_setup(agent_cell: AgentCell, budget: Budget, base_model: str, started:
         workspace=agent_cell.workspace if budget.earlier else None,
         earlier=budget.described,
         checkout=agent_cell.checkout,
+        env=agent_cell.env,
     )
 
 
