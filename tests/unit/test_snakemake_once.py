@@ -174,3 +174,19 @@ def test_any_other_process_is_left_as_it_is(argv0: str, monkeypatch: pytest.Monk
     assert frozen == []
     assert snakemake_once.freeze_parsed_objects("/venv/bin/snakemake") is True
     assert frozen == [True]
+
+
+def test_a_rule_scripts_process_freezes_the_collector_at_exit(tmp_path):
+    """rule_log (every rule script's first step) leaves the exit's collector passes out: an atexit handler registered
+    before it runs after it, and sees the objects frozen; the script's own output is all there."""
+    script = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, file=sys.__stderr__))\n"
+        "from ptflow.jobenv import rule_log\n"
+        f"with rule_log({str(tmp_path / 'job.log')!r}) as log:\n"
+        "    log('done')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "frozen True" in proc.stderr
+    assert (tmp_path / "job.log").read_text().rstrip().endswith("done")
