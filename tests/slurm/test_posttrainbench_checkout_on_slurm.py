@@ -45,8 +45,9 @@ then loads its dataset offline from it. The second run's site says its compute n
 (``evaluation.hub: online``): the evaluation it makes runs online, as run_task.sh's. A checkout whose list lacks one
 eval's dataset is refused at preflight, nothing submitted; a hub without the revision the evaluation asks for fails
 the cache job with its line, and no evaluation or agent job is submitted. A checkout of PostTrainBench's main line
-(tests/support/ptb_main.py: its seeded final evaluation, src/judges/, the key allowlist, collect.py) is refused at
-planning on its evaluation part, judge off or not, and sbatch is never called.
+(tests/support/ptb_main.py) whose run_final_eval.sh has no --default-seeds query (214ccb4's form) is refused at
+planning on its evaluation part, judge off, and sbatch is never called (main's seeded final evaluation itself runs:
+tests/e2e/test_posttrainbench_final_eval.py).
 """
 
 from __future__ import annotations
@@ -678,8 +679,9 @@ def test_a_cache_missing_the_form_an_evaluation_asks_fails_the_cache_job_and_sub
 
 
 def test_a_main_like_checkout_is_refused_at_planning_with_the_judge_off_and_no_sbatch(slurm_cluster):
-    """A checkout of PostTrainBench's main line (tests/support/ptb_main.py over the d27a95e fixture), the judge off:
-    the run is refused when the workflow is parsed, in one line naming the evaluation part, its files and the
+    """A checkout of PostTrainBench's main line (tests/support/ptb_main.py over the d27a95e fixture) whose
+    run_final_eval.sh lacks the --default-seeds query (214ccb4's form: ptflow cannot ask it for seeds), the judge
+    off: the run is refused when the workflow is parsed, in one line naming the evaluation part, its script and the
     evaluations ptflow runs. Nothing plans the one-shot evaluate.py in its stead; sbatch (counted by a shim before
     the real one on PATH) is called zero times."""
     from tests.support.ptb_main import commit_main
@@ -687,7 +689,11 @@ def test_a_main_like_checkout_is_refused_at_planning_with_the_judge_off_and_no_s
     with _work_dir("ptb-main") as work:
         checkout = work / "PostTrainBench"
         make_fixture_checkout(checkout, evals=EVALS, agents=("codex",), judge="v1.1")
-        commit = commit_main(checkout, evals=EVALS, agents=("codex",))
+        commit_main(checkout, evals=EVALS, agents=("codex",))
+        script = (checkout / "src/eval/run_final_eval.sh").read_text().replace("--default-seeds", "--seeds-of")
+        commit = commit_change(
+            checkout, "src/eval/run_final_eval.sh", script, "run_final_eval.sh without --default-seeds"
+        )
         env = {**slurm_cluster.env, **KEY}
         calls, shims = work / "sbatch.calls", work / "shims"
         shims.mkdir()
@@ -708,8 +714,12 @@ def test_a_main_like_checkout_is_refused_at_planning_with_the_judge_off_and_no_s
         head = f"config error at posttrainbench: the PostTrainBench checkout at {commit[:12]} has an evaluation"
         line = next((ln for ln in out.splitlines() if head in ln), None)
         assert line is not None, out[-3000:]
-        assert "ptflow does not run (src/eval/run_final_eval.sh " in line, line
-        assert line.endswith("ptflow runs 9082063's and d27a95e's one-shot evaluate.py: pin one of those commits")
+        assert "ptflow does not know (src/eval/run_final_eval.sh " in line, line
+        assert "src/eval/run_final_eval.sh lacks '--default-seeds'" in line, line
+        assert line.endswith(
+            "ptflow knows 9082063's and d27a95e's one-shot evaluate.py and 13a49a0's seeded final "
+            "evaluation (src/eval/run_final_eval.sh): pin one of those commits"
+        )
         assert "turn the judge off" not in out
         assert not calls.exists(), calls.read_text()
         assert "has been submitted with SLURM jobid" not in out

@@ -2,9 +2,10 @@
 facts in its files (``ptflow.config.posttrainbench.checkout_protocol``): the fixture checkouts of 9082063 and d27a95e
 are recognised with their versions; a checkout changed in one part is refused in one line naming that part, the
 files found and the variants ptflow runs; no option (the judge off included) lets a known part run under an older
-part's protocol; PostTrainBench main's checkout (tests/support/ptb_main.py) is refused on every part but its sandbox
-keys (the key allowlist, which ptflow runs) and its results (main's collect.py layout, which ptflow runs:
-tests/unit/test_ptb_export_main.py)."""
+part's protocol; PostTrainBench main's checkout (tests/support/ptb_main.py) runs its evaluation (the seeded final
+evaluation: tests/e2e/test_posttrainbench_final_eval.py), its sandbox keys (the key allowlist) and its results (main's
+collect.py layout: tests/unit/test_ptb_export_main.py); a run_final_eval.sh without --default-seeds (214ccb4's form)
+is refused in one line that says so."""
 
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ import pytest
 
 from ptflow.config import posttrainbench as ptb
 from ptflow.config.load import resolve
-from ptflow.config.validate import ConfigError
 from ptflow.stages.posttrainbench.checkout import make_checkout
 from tests.conftest import REPO
 from tests.support.ptb_checkout import commit_change, make_fixture_checkout
 
 RUNS = {
-    "evaluation": "ptflow runs 9082063's and d27a95e's one-shot evaluate.py: pin one of those commits",
-    "judges": "ptflow runs 9082063's judge v1.0 and d27a95e's judge v1.1: pin one of those commits",
+    "evaluation": "ptflow runs 9082063's and d27a95e's one-shot evaluate.py and 13a49a0's seeded final evaluation "
+    "(src/eval/run_final_eval.sh): pin one of those commits",
+    "judges": "ptflow runs 9082063's judge v1.0 and d27a95e's judge v1.1 and 241d556's judges of src/judges/ "
+    "(judge_lib.sh): pin one of those commits",
     "sandbox keys": "ptflow runs 9082063's and d27a95e's fixed key list of src/run_task.sh and 06b716e's key "
     "allowlist (agents/<agent>/api_keys.json with the task's required_api_keys): pin one of those commits",
     "results": "ptflow runs 9082063's and d27a95e's run dirs read by scripts/aggregate_*.py and 1fc5561's run dirs "
@@ -45,10 +47,12 @@ RUN_TASK_OTHER_EVAL = "\n".join(
     ]
 )
 CHANGES = [
-    ("evaluation", "src/eval/run_final_eval.sh", MAIN_FINAL_EVAL, "run"),
+    # run_final_eval.sh alone (no evaluate_final_eval.py, no default_temperature.py): neither variant
+    ("evaluation", "src/eval/run_final_eval.sh", MAIN_FINAL_EVAL, "know"),
     ("evaluation", "src/eval/tasks/gsm8k/evaluate_final_eval.py", "print('seeded')\n", "know"),
     ("evaluation", "src/run_task.sh", RUN_TASK_OTHER_EVAL, "know"),
-    ("judges", "src/judges/judge_lib.sh", "ALL_JUDGES=(data_contamination_judge api_usage_judge)\n", "run"),
+    # a judge_lib.sh of two judges (not main's four): no variant ptflow knows
+    ("judges", "src/judges/judge_lib.sh", "ALL_JUDGES=(data_contamination_judge api_usage_judge)\n", "know"),
     # collect.py alone (no aggregate.py, no baselines.json): not main's results part, not 9082063's
     ("results", "scripts/collect.py", "# reads metrics.json and the judgements of each run dir\n", "know"),
 ]
@@ -122,34 +126,61 @@ def test_a_checkout_changed_in_one_part_is_refused_in_one_line_naming_it(tmp_pat
         found.check(judged=False)
 
 
-def test_the_judge_off_does_not_let_main_s_evaluation_run_as_the_one_shot_one(tmp_path, v11_checkout, default_raw):
+def _main_evaluation(v11_checkout, tmp_path: Path) -> tuple[Path, str]:
+    """main's seeded final evaluation beside d27a95e's other parts (tests/support/ptb_main.py)."""
+    from tests.support.ptb_main import commit_main_evaluation
+
     root = _copy(v11_checkout, tmp_path)
-    changed = commit_change(root, "src/eval/run_final_eval.sh", MAIN_FINAL_EVAL, "main's final evaluation")
-    for judged in (True, False):
-        with pytest.raises(ConfigError, match=r"^config error at posttrainbench: the PostTrainBench checkout at "
-                           rf"{changed[:12]} has an evaluation ptflow does not run") as err:  # fmt: skip
-            resolve(_config(default_raw, root, changed, judged), REPO, workdir=tmp_path)
-        assert "\n" not in str(err.value) and "turn the judge off" not in str(err.value)
-    # a checkout the rule clones is refused by the rule, before any cell, judged or not
-    for paths in ([ptb.JUDGE_DIR, "src/eval/tasks/gsm8k"], ["src/eval/tasks/gsm8k"]):
-        spec = {"commit": changed, "location": str(root), "repo": None, "paths": paths}
-        with pytest.raises(ptb.CheckoutError, match="has an evaluation ptflow does not run"):
-            make_checkout(spec, tmp_path / "checkout.json", log=lambda _: None)
-    assert not (tmp_path / "checkout.json").exists()
+    return root, commit_main_evaluation(root, evals=("gsm8k",))
 
 
-def test_a_mixed_checkout_is_refused_on_its_evaluation(tmp_path, v11_checkout):
-    """main's final evaluation beside d27a95e's judge dir: never d27a95e's panel with the one-shot evaluation."""
-    root = _copy(v11_checkout, tmp_path)
-    commit_change(root, "src/eval/tasks/gsm8k/evaluate_final_eval.py", "print('seeded')\n", "main's eval script")
-    mixed = commit_change(root, "src/eval/run_final_eval.sh", MAIN_FINAL_EVAL, "main's final evaluation")
-    found = ptb.checkout_protocol(str(root), mixed)
-    assert found.versions()["judges"] == "v1.1" and [p for p, _ in found.refusals] == ["evaluation"]
-    line = dict(found.refusals)["evaluation"]
-    assert "src/eval/run_final_eval.sh" in line and "src/eval/tasks/gsm8k/evaluate_final_eval.py" in line
+def test_main_s_evaluation_runs_seeded_judged_or_not_with_what_its_script_says(tmp_path, v11_checkout, default_raw):
+    root, changed = _main_evaluation(v11_checkout, tmp_path)
+    found = ptb.checkout_protocol(str(root), changed)
+    assert found.refusals == () and found.part("evaluation") is ptb.EVAL_FINAL and ptb.EVAL_FINAL.runs
+    assert found.versions() == {"evaluation": "seeded-final", "judges": "v1.1", "sandbox keys": "fixed",
+                                "results": "aggregate"}  # fmt: skip
     for judged in (True, False):
-        with pytest.raises(ptb.CheckoutError, match="has an evaluation ptflow does not run"):
-            found.check(judged)
+        loaded = resolve(_config(default_raw, root, changed, judged), REPO, workdir=tmp_path)
+        e = loaded.cfg.evals["gsm8k"]
+        assert e.seeds == (72332, 87681, 38992, 92201, 13818) and not e.seed_changes_data and e.seeded
+        assert e.final == ptb.FinalEval("evaluate_final_eval.py", e.seeds, True,
+                                        ("", "--max-tokens 3000", "--max-tokens 2000"))  # fmt: skip
+    # the checkout rule records it; a clone this run made while its cells were planned one-shot (without
+    # run_final_eval.sh among the paths) is refused: the seeds are read when the workflow is parsed
+    spec = {"commit": changed, "location": str(root), "repo": None,
+            "paths": ptb.final_eval_paths("gsm8k")}  # fmt: skip
+    assert make_checkout(spec, tmp_path / "m.json", log=lambda _: None)["protocol"]["evaluation"] == "seeded-final"
+    with pytest.raises(ptb.CheckoutError, match=r"seeded final evaluation .*run the workflow again$"):
+        make_checkout({**spec, "paths": ["src/eval/tasks/gsm8k"]}, tmp_path / "n.json", log=lambda _: None)
+    assert not (tmp_path / "n.json").exists()
+
+
+def test_a_run_final_eval_sh_without_default_seeds_is_refused_in_one_line_saying_so(tmp_path, v11_checkout):
+    """214ccb4's run_final_eval.sh (EVAL_RUNTIME, --check, no --default-seeds): ptflow cannot ask it for seeds."""
+    root, main = _main_evaluation(v11_checkout, tmp_path)
+    script = (root / ptb.RUN_FINAL_EVAL).read_text()
+    older = script.replace("--default-seeds", "--default-seed-list")  # the query mode gone, the rest as it was
+    changed = commit_change(root, ptb.RUN_FINAL_EVAL, older, "run_final_eval.sh without --default-seeds")
+    line = dict(ptb.checkout_protocol(str(root), changed).refusals)["evaluation"]
+    assert "\n" not in line and "ptflow does not know (src/eval/run_final_eval.sh " in line
+    assert "nearest 13a49a0's seeded final evaluation (src/eval/run_final_eval.sh): src/eval/run_final_eval.sh " \
+        "lacks '--default-seeds'" in line and line.endswith(KNOWS["evaluation"])  # fmt: skip
+    with pytest.raises(ptb.CheckoutError, match="has no --default-seeds query"):
+        ptb.final_eval(str(root), changed, "gsm8k")
+
+
+def test_the_checkouts_cascade_is_read_from_its_script_in_either_layout():
+    real = (  # 13a49a0's layout: the assignment on the line below its case pattern
+        '    case "${task}" in\n        aime2025|gpqamain)\n            STAGE_MAX_TOKENS_ARGS=("" "--max-tokens 12000" '
+        '"--max-tokens 8000")\n            ;;\n        gsm8k|humaneval)\n            STAGE_MAX_TOKENS_ARGS=("" '
+        '"--max-tokens 3000" "--max-tokens 2000")\n            ;;\n        *)\n            die "no cascade"\n'
+    )
+    assert ptb.stage_max_tokens_args(real, "humaneval") == ("", "--max-tokens 3000", "--max-tokens 2000")
+    assert ptb.stage_max_tokens_args(real, "gpqamain") == ("", "--max-tokens 12000", "--max-tokens 8000")
+    assert ptb.stage_max_tokens_args(real, "bfcl") is None
+    one_line = '        gsm8k) STAGE_MAX_TOKENS_ARGS=("" "--max-tokens 3000" "--max-tokens 2000") ;;\n'
+    assert ptb.stage_max_tokens_args(one_line, "gsm8k") == ("", "--max-tokens 3000", "--max-tokens 2000")
 
 
 def test_main_s_key_allowlist_is_recognised_and_run(tmp_path, v11_checkout):
@@ -167,22 +198,38 @@ def test_main_s_key_allowlist_is_recognised_and_run(tmp_path, v11_checkout):
     assert make_checkout(spec, tmp_path / "m.json", log=lambda _: None)["protocol"]["sandbox keys"] == "allowlist"
 
 
-def test_main_s_checkout_is_refused_part_by_part_but_its_sandbox_keys(tmp_path):
+def test_main_s_checkout_is_recognised_part_by_part_and_runs_its_evaluation(tmp_path):
     from tests.support.ptb_main import commit_main
 
     root = tmp_path / "PostTrainBench"
     make_fixture_checkout(root, evals=("gsm8k",), agents=("codex",), judge="v1.1")
     main = commit_main(root, evals=("gsm8k",), agents=("codex",))
     found = ptb.checkout_protocol(str(root), main)
+    assert found.part("evaluation") is ptb.EVAL_FINAL and found.versions()["evaluation"] == "seeded-final"
     assert found.part("results") is ptb.RESULTS_COLLECT and found.versions()["results"] == "collect"
     assert found.part("sandbox keys") is ptb.KEYS_UNION and found.versions()["sandbox keys"] == "allowlist"
-    assert "sandbox keys" not in dict(found.refusals) and "results" not in dict(found.refusals)
-    named = {"evaluation": "src/eval/run_final_eval.sh", "judges": "src/judges/judge_lib.sh"}
-    for part, line in found.refusals:
-        blob = ptb.git(root, "rev-parse", f"{main}:{named[part]}")
+    assert set(dict(found.refusals)) <= {"judges"}
+    for part, line in found.refusals:  # a judge ptflow does not run yet: refused by name, the judge off skips it
+        blob = ptb.git(root, "rev-parse", f"{main}:src/judges/judge_lib.sh")
         assert "\n" not in line and f"{HEADS[part]} ptflow does not run (" in line, line
-        assert f"{named[part]} {blob[:12]}" in line and "PostTrainBench main's" in line, line
-        assert line.endswith(RUNS[part]) and "turn the judge off" not in line, line
-    for judged in (True, False):  # refused on its evaluation, first, whatever the judge
-        with pytest.raises(ptb.CheckoutError, match="has an evaluation ptflow does not run"):
-            found.check(judged)
+        assert f"src/judges/judge_lib.sh {blob[:12]}" in line and "PostTrainBench main's" in line, line
+        with pytest.raises(ptb.CheckoutError, match="has a judge ptflow does not run"):
+            found.check(judged=True)
+    found.check(judged=False)
+
+
+def test_main_s_judges_are_recognised_and_run(tmp_path):
+    """main's src/judges/ (judge_lib.sh's four judges, their pins and command line): the judges part ptflow runs
+    (tests/unit/test_ptb_judge_main.py); a judge_lib.sh with another pin is one ptflow does not know."""
+    from tests.support.ptb_main import commit_main
+
+    root = tmp_path / "PostTrainBench"
+    make_fixture_checkout(root, evals=("gsm8k",), agents=("codex",), judge="v1.1")
+    main = commit_main(root, evals=("gsm8k",), agents=("codex",))
+    found = ptb.checkout_protocol(str(root), main)
+    assert found.part("judges") is ptb.JUDGES_MAIN and ptb.JUDGES_MAIN.runs
+    assert found.versions()["judges"] == "src/judges" and "judges" not in dict(found.refusals)
+    lib = (root / "src/judges/judge_lib.sh").read_text().replace('"0.144.5"', '"0.150.0"')
+    changed = commit_change(root, "src/judges/judge_lib.sh", lib, "another codex pin")
+    line = dict(ptb.checkout_protocol(str(root), changed).refusals)["judges"]
+    assert "has a judge ptflow does not know (src/judges/judge_lib.sh " in line and "0.144.5" in line, line

@@ -256,9 +256,13 @@ EVAL_ONE_SHOT = ProtocolPart(
 )  # fmt: skip
 EVAL_FINAL = ProtocolPart(
     "evaluation", "seeded-final", "seeded final evaluation (src/eval/run_final_eval.sh)", ("13a49a02422f",),
-    present=("src/eval/run_final_eval.sh",),
-    says=(("src/eval/run_final_eval.sh", "--default-seeds"), ("src/eval/run_final_eval.sh", "--check")),
-    runs=False,
+    # the scripts ptflow runs: each task's final-eval script, and default_temperature.py for the greedy rule
+    present=("src/eval/run_final_eval.sh", "src/eval/tasks/*/evaluate_final_eval.py",
+             "src/utils/default_temperature.py"),
+    # ptflow runs it seed by seed (rules evaluate_seed, seed_mean) with what the script says of each task
+    # (final_eval below: --default-seeds, --check, STAGE_MAX_TOKENS_ARGS)
+    says=(("src/eval/run_final_eval.sh", "--default-seeds"), ("src/eval/run_final_eval.sh", "--check"),
+          ("src/eval/run_final_eval.sh", "STAGE_MAX_TOKENS_ARGS")),
 )  # fmt: skip
 _NOT_MAIN_JUDGES = ("src/judges/judge_lib.sh", "src/judges/run_judges.sh")
 JUDGE_V10 = ProtocolPart(
