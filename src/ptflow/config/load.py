@@ -129,7 +129,9 @@ def _with_final_eval(cfg: Config, where: str, commit: str) -> None:
 
     from ptflow.config import posttrainbench as ptb
 
-    graders = tuple(k for k in ptb.GRADER_KEYS if os.environ.get(k))
+    # with no grader key set here (a job's environment, a plan without keys), its default: OPENAI_API_KEY's script;
+    # a missing key is then refused by preflight and the evaluation, not by every config load
+    graders = tuple(k for k in ptb.GRADER_KEYS if os.environ.get(k)) or ptb.GRADER_KEYS[:1]
     for eval_id, e in list(cfg.evals.items()):
         if e.from_checkout:
             final = ptb.final_eval(where, commit, ptb.eval_dir_name(e.task), graders)
