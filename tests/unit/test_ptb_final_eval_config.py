@@ -100,3 +100,44 @@ def test_a_seeds_call_keeps_the_seed_the_script_and_the_stages_and_reads_mains_s
     assert CheckoutCall.from_params(params) == spec.call
     # the checkout rule is asked for main's scripts too (its marker's ids)
     assert set(ptb.final_eval_paths("gsm8k")) <= set(jobs.checkout_spec()["paths"])
+
+
+def test_the_train_jobs_evaluation_tells_its_child_which_seed_is_the_cells_first(tmp_path, monkeypatch):
+    """An agent cell's seeds evaluated in its train job (ptflow.stages.evaluate.job.evaluate_in_train_job): the
+    child's request says whether its seed is the cell's first (which probes the model's decoding) and a later
+    seed's start stage; the child passes both on to the seed's evaluation."""
+    import json
+
+    from ptflow.specs import CellRef, EvaluateSpec
+    from ptflow.stages.evaluate import job as job_mod
+
+    requests = []
+
+    def run_in_runtime(runtime, script, **kw):
+        requests.append(json.loads((Path(script).parent / "request.json").read_text()))
+        return 1  # nothing staged: the test reads the requests only
+
+    monkeypatch.setattr(job_mod, "run_in_runtime", run_in_runtime)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    call = CheckoutCall.from_params(
+        {
+            "eval_id": "gsm8k",
+            "task": "posttrainbench/gsm8k",
+            "seed": 87681,
+            "final": {"script": "evaluate_final_eval.py", "stages": ["", "--max-tokens 3000", "--max-tokens 2000"]},
+            "posttrainbench": {"eval_dir": "gsm8k", "objects": {}},
+        }  # fmt: skip
+    )
+    spec = EvaluateSpec(CellRef("ptflow/tiny-qwen3", "ptflow--tiny-qwen3", "gsm8k", "scripted"), call, "r", "h", "e")
+    for first in (None, {"status": "scored", "seed": 72332, "stage": 1, "decoding": "sampling"}):
+        job_mod.evaluate_in_train_job(spec, eval_json=str(tmp_path / "seeds" / "87681" / "eval.json"),
+                                      manifest=str(tmp_path / "manifest.json"), checkout=str(tmp_path / "m.json"),
+                                      first_seed=first, log=lambda *_: None)  # fmt: skip
+    assert [(r["first_seed"], r["start_stage"]) for r in requests] == [(True, 0), (False, 1)]
+    passed = []
+    monkeypatch.setattr(job_mod, "run_evaluation", lambda j, i, o, log, first_seed: passed.append((first_seed, i)))
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(requests[1]))
+    with pytest.raises(SystemExit):
+        job_mod.main(str(request))
+    assert passed[0][0] is False and passed[0][1].start_stage == 1 and passed[0][1].checkout == str(tmp_path / "m.json")
