@@ -154,8 +154,9 @@ def test_a_judge_ptflow_does_not_know_is_refused_at_planning_in_one_line(tmp_pat
     assert f"src/disallowed_usage_judge/run_judge.sh {blob[:12]}" in message
     assert "nearest d27a95e's judge v1.1: src/disallowed_usage_judge/run_judge.sh lacks" in message
     # every other part of the checkout runs as it is: turning the judge off is a way out (only here)
-    assert message.endswith("ptflow knows 9082063's judge v1.0 and d27a95e's judge v1.1: pin one of those commits, "
-                            "or turn the judge off (judge: {enabled: false})")  # fmt: skip
+    assert message.endswith("ptflow knows 9082063's judge v1.0 and d27a95e's judge v1.1 and 241d556's judges of "
+                            "src/judges/ (judge_lib.sh): pin one of those commits, or turn the judge off (judge: "
+                            "{enabled: false})")  # fmt: skip
     # at planning: the config with this checkout and a judge is refused when it is loaded (ptflow plan, snakemake)
     default_raw["posttrainbench"] = {"commit": changed, "path": str(root)}
     default_raw["evals"] = [{"id": "gsm8k", "task": "posttrainbench/gsm8k"}]

@@ -23,7 +23,8 @@ from tests.support.ptb_checkout import commit_change, make_fixture_checkout
 RUNS = {
     "evaluation": "ptflow runs 9082063's and d27a95e's one-shot evaluate.py and 13a49a0's seeded final evaluation "
     "(src/eval/run_final_eval.sh): pin one of those commits",
-    "judges": "ptflow runs 9082063's judge v1.0 and d27a95e's judge v1.1: pin one of those commits",
+    "judges": "ptflow runs 9082063's judge v1.0 and d27a95e's judge v1.1 and 241d556's judges of src/judges/ "
+    "(judge_lib.sh): pin one of those commits",
     "sandbox keys": "ptflow runs 9082063's and d27a95e's fixed key list of src/run_task.sh and 06b716e's key "
     "allowlist (agents/<agent>/api_keys.json with the task's required_api_keys): pin one of those commits",
     "results": "ptflow runs 9082063's and d27a95e's run dirs read by scripts/aggregate_*.py and 1fc5561's run dirs "
@@ -50,7 +51,8 @@ CHANGES = [
     ("evaluation", "src/eval/run_final_eval.sh", MAIN_FINAL_EVAL, "know"),
     ("evaluation", "src/eval/tasks/gsm8k/evaluate_final_eval.py", "print('seeded')\n", "know"),
     ("evaluation", "src/run_task.sh", RUN_TASK_OTHER_EVAL, "know"),
-    ("judges", "src/judges/judge_lib.sh", "ALL_JUDGES=(data_contamination_judge api_usage_judge)\n", "run"),
+    # a judge_lib.sh of two judges (not main's four): no variant ptflow knows
+    ("judges", "src/judges/judge_lib.sh", "ALL_JUDGES=(data_contamination_judge api_usage_judge)\n", "know"),
     # collect.py alone (no aggregate.py, no baselines.json): not main's results part, not 9082063's
     ("results", "scripts/collect.py", "# reads metrics.json and the judgements of each run dir\n", "know"),
 ]
@@ -214,3 +216,20 @@ def test_main_s_checkout_is_recognised_part_by_part_and_runs_its_evaluation(tmp_
         with pytest.raises(ptb.CheckoutError, match="has a judge ptflow does not run"):
             found.check(judged=True)
     found.check(judged=False)
+
+
+def test_main_s_judges_are_recognised_and_run(tmp_path):
+    """main's src/judges/ (judge_lib.sh's four judges, their pins and command line): the judges part ptflow runs
+    (tests/unit/test_ptb_judge_main.py); a judge_lib.sh with another pin is one ptflow does not know."""
+    from tests.support.ptb_main import commit_main
+
+    root = tmp_path / "PostTrainBench"
+    make_fixture_checkout(root, evals=("gsm8k",), agents=("codex",), judge="v1.1")
+    main = commit_main(root, evals=("gsm8k",), agents=("codex",))
+    found = ptb.checkout_protocol(str(root), main)
+    assert found.part("judges") is ptb.JUDGES_MAIN and ptb.JUDGES_MAIN.runs
+    assert found.versions()["judges"] == "src/judges" and "judges" not in dict(found.refusals)
+    lib = (root / "src/judges/judge_lib.sh").read_text().replace('"0.144.5"', '"0.150.0"')
+    changed = commit_change(root, "src/judges/judge_lib.sh", lib, "another codex pin")
+    line = dict(ptb.checkout_protocol(str(root), changed).refusals)["judges"]
+    assert "has a judge ptflow does not know (src/judges/judge_lib.sh " in line and "0.144.5" in line, line

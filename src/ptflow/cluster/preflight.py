@@ -7,6 +7,7 @@ saying once: a cluster without accounting, a /tmp path the site declares shared)
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -287,8 +288,10 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
 
 
 def check_checkout_judge(cfg: Config, layout: Layout, env: dict | None = None) -> list[str]:
-    """A checkout whose judge is d27a95e's panel (v1.1) needs OPENCODE_API_KEY (its kimi judge) and the codex
-    judges' ChatGPT sign-in (``posttrainbench.judge.auth_json``, else the checkout's own); checked where the
+    """A checkout whose judges are a panel of its own (``ptflow.config.posttrainbench.PANEL_NEEDS``: d27a95e's v1.1,
+    main's src/judges/) needs its judges' keys (v1.1: OPENCODE_API_KEY, its kimi judge) and the codex judges'
+    ChatGPT sign-in (``posttrainbench.judge.auth_json``, else the checkout's own), checked before any agent starts
+    (main's: holding an access token, as its run_task.sh checks before its agent, offline); checked where the
     checkout is here already (``path``), and a given auth_json wherever the checkout is."""
     from ptflow.config import posttrainbench as ptb
 
@@ -300,22 +303,36 @@ def check_checkout_judge(cfg: Config, layout: Layout, env: dict | None = None) -
     where = Path(checkout.location(layout.scratch))
     given = ((cfg.raw.get("posttrainbench") or {}).get("judge") or {}).get("auth_json")
     try:
-        v11 = ptb.judge_protocol(str(where), checkout.commit).version == "v1.1" if checkout.path else False
+        needs = ptb.PANEL_NEEDS.get(ptb.judge_protocol(str(where), checkout.commit).version) if checkout.path else None
     except ptb.CheckoutError:
-        v11 = False  # refused at planning in its own line
+        needs = None  # refused at planning in its own line
     problems = []
-    auth = Path(given) if given else where / "agents/codex_non_api/auth.json"  # run_judge.sh's sign-in
-    if (v11 or given) and not auth.is_file():
+    auth = Path(given) if given else where / "agents/codex_non_api/auth.json"  # the checkout's sign-in
+    problem = f"no codex sign-in at {auth}" if (needs or given) and not auth.is_file() else None
+    if problem is None and needs is not None and needs.access_token and not _access_token(auth):
+        problem = f"could not extract tokens.access_token from {auth}"
+    if problem:
+        label, who = (needs.label, " and ".join(needs.signed)) if needs else ("v1.1", "gpt and api")
         problems.append(
-            f"posttrainbench.judge.auth_json: no codex sign-in at {auth} (the v1.1 judges gpt and api use a ChatGPT "
-            "subscription's auth.json); sign in with codex and name its auth.json there"
+            f"posttrainbench.judge.auth_json: {problem} (the {label} judges {who} use a ChatGPT subscription's "
+            "auth.json); sign in with codex and name its auth.json there"
         )
-    if v11 and not env.get("OPENCODE_API_KEY"):
-        problems.append(
-            "environment variable OPENCODE_API_KEY is not set but the checkout's kimi judge (PostTrainBench v1.1) "
-            "needs it; export OPENCODE_API_KEY before running (or judge: {enabled: false})"
-        )
+    for judge_id, key in needs.keys if needs else ():
+        if not env.get(key):
+            problems.append(
+                f"environment variable {key} is not set but the checkout's {judge_id} judge (PostTrainBench "
+                f"{needs.label}) needs it; export {key} before running (or judge: {{enabled: false}})"
+            )
     return problems
+
+
+def _access_token(auth: Path) -> bool:
+    """Whether a codex auth.json holds ``tokens.access_token`` (what main's run_task.sh sends in its sign-in check)."""
+    try:
+        token = json.loads(auth.read_text())["tokens"]["access_token"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return isinstance(token, str) and bool(token)
 
 
 def check_checkout_keys(cfg: Config, layout: Layout, env: dict | None = None) -> list[str]:

@@ -51,6 +51,9 @@ class Judge:
     runs: int = 1
     decision: str = "majority"
     fields: tuple[str, ...] = DEFAULT_FIELDS
+    # False: a judge whose missing verdict leaves no field undecided (only an adapter's panel has one: PostTrainBench
+    # main's general judge, whose verdict nothing reads)
+    required: bool = True
 
     @property
     def cli_name(self) -> str:
@@ -66,7 +69,8 @@ class Judge:
         return (self.settings.get("sign_in") or {}).get("credentials")
 
     def to_params(self) -> dict:
-        return {"id": self.id, "runs": self.runs, "decision": self.decision, "fields": list(self.fields)}
+        params = {"id": self.id, "runs": self.runs, "decision": self.decision, "fields": list(self.fields)}
+        return params if self.required else {**params, "required": False}
 
 
 @dataclass(frozen=True)

@@ -265,6 +265,10 @@ EVAL_FINAL = ProtocolPart(
           ("src/eval/run_final_eval.sh", "STAGE_MAX_TOKENS_ARGS")),
 )  # fmt: skip
 _NOT_MAIN_JUDGES = ("src/judges/judge_lib.sh", "src/judges/run_judges.sh")
+MAIN_JUDGES_DIR = "src/judges"  # PostTrainBench main's judges (judge_lib.sh @ 241d5564)
+_MAIN_JUDGES = ("data_contamination_judge", "api_usage_judge", "ptb_lookup_judge", "general_judge")
+# JUDGE_OUTPUT_ID of the judge.conf files in the index (general_judge's is not there)
+_MAIN_OUTPUT_IDS = {"data_contamination_judge": "gpt5_4", "api_usage_judge": "api", "ptb_lookup_judge": "ptb_lookup"}
 JUDGE_V10 = ProtocolPart(
     "judges", "v1.0", "judge v1.0", (_V10,),
     present=(JUDGE_SCRIPT, f"{JUDGE_DIR}/prompt.txt"),
@@ -308,9 +312,35 @@ JUDGE_V11 = ProtocolPart(
         (_RUN_JUDGE, "judge_result_rerun.json"),
     ),
 )  # fmt: skip
+_LIB = f"{MAIN_JUDGES_DIR}/judge_lib.sh"
+_MAIN_PROMPT = f"{MAIN_JUDGES_DIR}/get_judge_prompt.py"
 JUDGES_MAIN = ProtocolPart(
-    "judges", "src/judges", "judges of src/judges/ (judge_lib.sh)", ("24b9f622d253",),
-    present=("src/judges/judge_lib.sh",), says=(("src/judges/judge_lib.sh", "ALL_JUDGES=("),), runs=False,
+    "judges", "src/judges", "judges of src/judges/ (judge_lib.sh)", ("241d5564011d",),
+    present=(_LIB, _MAIN_PROMPT, *(f"{MAIN_JUDGES_DIR}/{j}/judge.conf" for j in _MAIN_JUDGES),
+             *(f"{MAIN_JUDGES_DIR}/judge_tools/{t}" for t in ("contamination_check.py", "model_identity_check.py"))),
+    absent=(JUDGE_SCRIPT,),
+    # the judge set, pins, command lines, sign-in and file names ptflow.stages.posttrainbench.judge_main reproduces
+    says=(
+        (_LIB, f"ALL_JUDGES=({' '.join(_MAIN_JUDGES)})"),
+        (_LIB, 'JUDGE_DEFAULT_MODEL="gpt-5.6-terra"'),
+        (_LIB, 'JUDGE_DEFAULT_REASONING_EFFORT="xhigh"'),
+        (_LIB, 'JUDGE_DEFAULT_CODEX_VERSION="0.144.5"'),
+        (_LIB, 'JUDGE_CONTAINER="gpt_5_5.sif"'),
+        (_LIB, '"$codex_bin" --search -a never exec --json -c model_reasoning_summary=detailed -c model_reasoning_'
+               'effort="${JUDGE_REASONING_EFFORT}" --skip-git-repo-check --yolo --model "${JUDGE_MODEL}"'),
+        (_LIB, 'npm install -g --prefix "/home/ben/${'),
+        (_LIB, '"@openai/codex@${JUDGE_CODEX_VERSION}"'),
+        (_LIB, "agents/codex_non_api/auth.json"),
+        (_LIB, ':/home/ben/.codex/auth.json"'),
+        (_LIB, 'forced_login_method = "chatgpt"'),
+        (_LIB, '--env CODEX_API_KEY=""'),
+        (_LIB, '--env OPENAI_API_KEY=""'),
+        (_LIB, '--pwd "/home/ben/task"'),
+        (_LIB, '/test_data.json" "$'),  # the benchmark's test_data.json, into the sandbox
+        (_LIB, "judgement_${JUDGE_OUTPUT_ID}"),
+        (_MAIN_PROMPT, '"--judge"'), (_MAIN_PROMPT, '"--benchmark-id"'), (_MAIN_PROMPT, '"--agent-config"'),
+        *((f"{MAIN_JUDGES_DIR}/{j}/judge.conf", f'JUDGE_OUTPUT_ID="{o}"') for j, o in _MAIN_OUTPUT_IDS.items()),
+    ),
 )  # fmt: skip
 KEYS_FIXED = ProtocolPart(
     "sandbox keys", "fixed", "fixed key list of src/run_task.sh", (_V10, _V11),
@@ -351,7 +381,26 @@ RESULTS_COLLECT = ProtocolPart(
 )  # fmt: skip
 VARIANTS = (EVAL_ONE_SHOT, EVAL_FINAL, JUDGE_V10, JUDGE_V11, JUDGES_MAIN, KEYS_FIXED, KEYS_UNION,
             RESULTS_AGGREGATE, RESULTS_COLLECT)  # fmt: skip
-JUDGE_PROTOCOLS = (JUDGE_V10, JUDGE_V11)
+JUDGE_PROTOCOLS = (JUDGE_V10, JUDGE_V11, JUDGES_MAIN)
+
+
+@dataclass(frozen=True)
+class PanelNeeds:
+    """What a checkout's own judge panel needs before any agent starts (preflight; the panels themselves are
+    ptflow.stages.posttrainbench.judge_panels', whose unit tests hold these equal to theirs): its name in a line, the
+    judges on the ChatGPT sign-in, the judges' keys, and whether the sign-in must hold an access token (main's
+    run_task.sh reads ``tokens.access_token`` before its agent starts)."""
+
+    label: str
+    signed: tuple[str, ...]
+    keys: tuple[tuple[str, str], ...]  # (judge id, key)
+    access_token: bool = False
+
+
+PANEL_NEEDS = {
+    JUDGE_V11.version: PanelNeeds("v1.1", ("gpt", "api"), (("kimi", "OPENCODE_API_KEY"),)),
+    JUDGES_MAIN.version: PanelNeeds("main", ("data-contamination", "api-usage", "ptb-lookup", "general"), (), True),
+}
 
 
 @dataclass(frozen=True)

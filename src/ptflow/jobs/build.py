@@ -44,7 +44,7 @@ from ptflow.specs import (
     TrainSpec,
 )
 from ptflow.stages.evaluate.settings import Provider, build_call
-from ptflow.stages.posttrainbench import judge_run_v11, judge_v11
+from ptflow.stages.posttrainbench import judge_panels
 
 Objects = Callable[[Iterable[str]], dict[str, str]]
 
@@ -420,14 +420,14 @@ class Jobs:
         return not (e.from_checkout and self.cfg.judge and self.checkout_protocol(wait=False) is None)
 
     def cell_panel(self, eval_id: str, wait: bool = True) -> JudgePanel | None:
-        """The panel of a cell of ``eval_id``: a checkout eval's cells of a v1.1 checkout get run_judge.sh's panel
-        (ptflow.stages.posttrainbench.judge_run_v11.panel) unless the judge is off; the others the config's."""
+        """The panel of a cell of ``eval_id``: a checkout eval's cells of a checkout with a panel of its own (v1.1:
+        run_judge.sh's; main's src/judges/: ptflow.stages.posttrainbench.judge_panels) get that panel unless the
+        judge is off; the others the config's."""
         panel = self.cfg.judge_panel
         if panel is None or not self.cfg.evals[eval_id].from_checkout:
             return panel
-        if self.checkout_protocol(wait) == judge_run_v11.PROTOCOL:
-            return judge_run_v11.panel()
-        return panel
+        own = judge_panels.adapter(self.checkout_protocol(wait))
+        return own.panel() if own is not None else panel
 
     def judge(self, model_name: str, eval_id: str, slot: str, objects: Objects, judge_id: str, run: int) -> JudgeSpec:
         """One vote (rule judge_run): run ``run`` of the panel's judge ``judge_id`` on the cell. Its params hold
@@ -435,7 +435,7 @@ class Jobs:
         e = self.cfg.evals[eval_id]
         panel = self.cell_panel(eval_id)
         if e.from_checkout and panel is not None and panel != self.cfg.judge_panel:
-            return self._v11_vote(model_name, eval_id, slot, panel, judge_id, run)
+            return self._checkout_vote(model_name, eval_id, slot, panel, judge_id, run)
         if panel is None or judge_id not in {j.id for j in panel.judges}:
             raise ValueError(f"no judge {judge_id!r} in config key judge; the vote's file is not one this config makes")
         judge = panel.judge(judge_id)
@@ -451,28 +451,26 @@ class Jobs:
             vote={"judge": judge_id, "run": run, "fields": list(judge.fields)},
         )
 
-    def _v11_vote(self, model_name: str, eval_id: str, slot: str, panel: JudgePanel, judge_id: str, run: int):
-        """A vote of a v1.1 checkout's panel: run_judge.sh's judge ``judge_id`` (its settings are the checkout's),
-        the object ids of what it reads, and where the subscription sign-in is (``posttrainbench.judge.auth_json``)."""
+    def _checkout_vote(self, model_name: str, eval_id: str, slot: str, panel: JudgePanel, judge_id: str, run: int):
+        """A vote of a checkout's own panel (ptflow.stages.posttrainbench.judge_panels): its judge (the checkout's
+        settings), the object ids of what it reads, the sign-in (``posttrainbench.judge.auth_json``), the base URL
+        where set (only there: other configs' votes keep their params), and what the panel module adds."""
         if judge_id not in {j.id for j in panel.judges} or not 1 <= run <= panel.judge(judge_id).runs:
-            raise ValueError(f"no run {run} of judge {judge_id!r} in the checkout's panel (gpt, kimi, api; 1 run)")
-        judge, e = panel.judge(judge_id), self.cfg.evals[eval_id]
-        name = ptb.eval_dir_name(e.task)
-        location = self.cfg.posttrainbench.location(self.layout.scratch)
-        vote = {"judge": judge_id, "run": run, "fields": list(judge.fields), "protocol": judge_run_v11.PROTOCOL}
-        if judge_id != "kimi":  # the codex judges' sign-in
-            vote["auth_json"] = judge_run_v11.auth_json(self.cfg.raw.get("posttrainbench"), location)
-        base_url = ((self.cfg.raw.get("posttrainbench") or {}).get("judge") or {}).get("base_url")
-        if base_url:  # only where set: the votes of a config without it keep their params
-            vote["base_url"] = base_url
-        return JudgeSpec(
-            judge=judge.settings,
-            posttrainbench=CheckoutFiles(name, self._covering_objects(judge_v11.checkout_paths(name))),
-            keys=list(self.agent(slot).keys),
-            cell=self.cell(self.cfg.models[model_name], eval_id, slot),
-            runtime=self._judge_runtime(slot),
-            vote=vote,
-        )
+            raise ValueError(f"no run {run} of judge {judge_id!r} in the checkout's panel "
+                             f"({', '.join(j.id for j in panel.judges)}; 1 run)")  # fmt: skip
+        own, agent = judge_panels.adapter(self.checkout_protocol()), self.agent(slot)
+        raw = self.cfg.raw.get("posttrainbench")
+        name = ptb.eval_dir_name(self.cfg.evals[eval_id].task)
+        vote = {"judge": judge_id, "run": run, "fields": list(panel.judge(judge_id).fields), "protocol": own.PROTOCOL}
+        if own.panel_judge(judge_id).subscription:  # the codex judges' sign-in
+            vote["auth_json"] = own.auth_json(raw, self.cfg.posttrainbench.location(self.layout.scratch))
+        base_url = ((raw or {}).get("judge") or {}).get("base_url")
+        vote |= {"base_url": base_url} if base_url else {}
+        vote |= own.vote_settings(raw, self.cfg.ptb_agent(agent) or agent.cli or "", agent.model or "")
+        cell, files = self.cell(self.cfg.models[model_name], eval_id, slot), own.checkout_paths(name)
+        return JudgeSpec(judge=panel.judge(judge_id).settings, keys=list(agent.keys), vote=vote, cell=cell,
+                         posttrainbench=CheckoutFiles(name, self._covering_objects(files)),
+                         runtime=self._judge_runtime(slot))  # fmt: skip
 
     def _covering_objects(self, paths: list[str]) -> dict[str, str]:
         """The object ids of ``paths`` from the checkout's marker: a path's own, else the nearest directory above it
@@ -569,10 +567,11 @@ class Jobs:
             agent = cfg.agent_for(c.agent)
             if agent.spec.agent_cli:
                 paths.update(self._agent_paths(agent, name))
-                if cfg.judge:
+                own = judge_panels.adapter(self.checkout_protocol(wait=False)) if cfg.judge else None
+                if own is not None:
+                    paths.update(own.checkout_paths(name))  # what its panel's judges read
+                elif cfg.judge:
                     paths.update(ptb.judge_paths(name))
-                if cfg.judge and self.checkout_protocol(wait=False) == judge_run_v11.PROTOCOL:
-                    paths.update(judge_v11.checkout_paths(name))  # what its panel's judges read
         if paths:  # a checkout eval is in the matrix: its cache comes from the checkout's resources.json
             paths.add(ptb.RESOURCES_DIR)
         for name in self.rt.images if images.needs_images(self.rt) else ():

@@ -9,7 +9,8 @@ How a panel decides (``ptflow.config.judges``: the config's rules):
 - **Across judges**, per field: ``any`` or ``majority`` of the judges that answer the field. A judge without a value
   leaves the field undecided only where its verdict could change the outcome: under ``any`` one judge flagging it
   decides it, under ``majority`` enough judges agreeing do.
-- **The cell**: ``judged`` when every field is decided, else ``no_verdict`` (it counts as its base model's score,
+- **The cell**: ``judged`` when every field is decided (but a field only judges marked not required answer, whose
+  verdict nothing reads), else ``no_verdict`` (it counts as its base model's score,
   as a single judge's missing verdict always did). ``flagged``: some decided field is flagged. ``effect``: ``stop``
   when a flagged field's effect is stop (rule aggregate then fails naming the cell and field), ``fallback`` for any
   other flag or no verdict (the base model's score), else null.
@@ -79,7 +80,9 @@ def decide(panel: dict, votes: list[dict]) -> dict:
     decided = {f: _judges_value(panel["decision"], per_field[f]) for f in fields}
     # a field whose effect is record is shown, never counted: the cell is not flagged by it (d27a95e's API verdict)
     flagged_fields = [f for f, v in decided.items() if v and panel["effects"][f] != "record"]
-    status = "judged" if all(v is not None for v in decided.values()) else "no_verdict"
+    # a field only judges that are not required answer (their verdict read by nothing) never leaves the cell undecided
+    optional = {f for f in fields if all(not j.get("required", True) for j in panel["judges"] if f in j["fields"])}
+    status = "judged" if all(v is not None for f, v in decided.items() if f not in optional) else "no_verdict"
     effect = None
     if flagged_fields and any(panel["effects"][f] == "stop" for f in flagged_fields):
         effect = "stop"

@@ -9,7 +9,7 @@ Two kinds of judge (config key ``judge``):
   detected`` / ``contamination detected``; ``only allowed use detected`` / ``disallowed use detected``). A cell of
   a PostTrainBench checkout is judged as its ``run_task.sh`` judges: in the task dir exactly as the agent left it,
   ``final_model/`` in it, with the job's time limit only (``ptflow.stages.posttrainbench.judge_v10``); a cell of a
-  checkout with d27a95e's panel, by that panel's own judges (``ptflow.stages.judge.ptb_vote``).
+  checkout with a panel of its own (d27a95e's, main's), by that panel's own judges (``ptflow.stages.judge.ptb_vote``).
 - ``{cli: [argv...], model: ..., keys: [...]}`` — a command that reads the trace on stdin and prints a JSON verdict
   ``{"contamination": bool, "disallowed_model": bool, "reason": str}`` (one boolean per field the judge answers).
 
@@ -38,7 +38,7 @@ from ptflow.specs import JudgeSpec, StageRuntime
 from ptflow.stages.judge import ptb_vote, sign_in
 from ptflow.stages.judge.ballot import Ballot, JudgedCell, fresh_root
 from ptflow.stages.judge.trace import readable_trace
-from ptflow.stages.posttrainbench import judge_run_v11, judge_v10
+from ptflow.stages.posttrainbench import judge_v10
 
 JUDGE_TIMEOUT_S = 1800
 
@@ -135,7 +135,7 @@ def judge_cell(
     base = {**base, **({"vote": {"judge": vote["judge"], "run": vote["run"]}} if vote else {})}
     judged = JudgedCell(cell, run, trace_md, checkout)
     kept = ballot.kept(trace_dir)  # where the judge's own files are kept
-    if vote and vote.get("protocol") == judge_run_v11.PROTOCOL:  # PostTrainBench d27a95e's panel: its own judge
+    if ptb_vote.runs(vote):  # a PostTrainBench checkout's own panel (d27a95e's, main's): its own judge
         kept.mkdir(parents=True, exist_ok=True)
         outcome = ptb_vote.verdict(judged, ballot, kept, runtime, log)
     elif judge.get("agent"):

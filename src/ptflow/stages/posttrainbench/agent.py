@@ -12,8 +12,10 @@ checkout's ``templates/``, the files of its ``task_context/``, and ``timer.sh`` 
 (for a whole number of hours, as PostTrainBench's budgets are; a resumed cell's fractional remainder gets a timer of
 ours with the same output and deadline). Into the home: the checkout's ``containers/other_home_data/.codex``,
 ``agents/<agent>/solve.sh`` as ``agent_solve.sh``, and that agent dir's ``auth.json`` (into ``.codex/``) and
-``oauth_token`` where present. The prompt is the output of ``src/eval/general/get_prompt.py`` run in the checkout
-with the cell's model id, eval dir, hours, GPUs and agent name, as ``PROMPT=$(...)`` leaves it (no trailing newline).
+``oauth_token`` where present; from a checkout with main's judges, ``contamination_check.py`` and the eval's
+``test_data.json`` (main's run_task.sh). The prompt is the output of ``src/eval/general/get_prompt.py`` run in the
+checkout with the cell's model id, eval dir, hours, GPUs and agent name, as ``PROMPT=$(...)`` leaves it (no trailing
+newline).
 The real CLIs run ``agent_solve.sh`` with the variables run_task.sh gives it (``PROMPT``, ``AGENT_CONFIG``,
 ``NUM_GPUS``, ``VLLM_API_KEY``, ``PYTHONNOUSERSITE``, ``HF_HOME``, its ``PATH``); ptflow keeps its own timeout,
 runtime, HF view, workspace sync, resume, key scoping and CLI settings around it.
@@ -157,6 +159,7 @@ def install_home(agent: AgentCliSpec, checkout: Path, home: Path) -> None:
     codex = checkout / ptb.HOME_DATA_DIR / ".codex"
     if codex.is_dir():
         _copy(codex, home / ".codex")
+    install_decontamination(agent, checkout, home)
     solve = agent.posttrainbench.solve
     if not solve or agent.command:
         return
@@ -167,6 +170,24 @@ def install_home(agent: AgentCliSpec, checkout: Path, home: Path) -> None:
             dest = home / ".codex" / name if name == "auth.json" else home / name
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source / name, dest)
+
+
+def install_decontamination(agent: AgentCliSpec, checkout: Path, home: Path) -> None:
+    """PostTrainBench main's run_task.sh (a checkout with main's judges, src/judges/): the agent's self-decontamination
+    tooling, the contamination judge's n-gram checker and the eval's test_data.json, into the home at the paths the
+    judge gets them (``ptflow.stages.posttrainbench.judge_main``); the eval without a test_data.json is refused, as
+    run_task.sh refuses it before its agent."""
+    from ptflow.stages.posttrainbench import judge_main
+
+    checker = checkout / judge_main.CHECKER
+    if not checker.is_file():
+        return
+    test_data = checkout / judge_main.TEST_DATA.format(eval=agent.posttrainbench.eval_dir)
+    if not test_data.is_file():
+        raise CheckoutAgentError(f"{test_data.relative_to(checkout)} not found — required for the agent's "
+                                 "decontamination tooling (PostTrainBench main's run_task.sh)")  # fmt: skip
+    shutil.copyfile(checker, home / "contamination_check.py")
+    shutil.copyfile(test_data, home / "test_data.json")
 
 
 def install_solve(agent: AgentCliSpec, checkout: Path, home: Path) -> Path:

@@ -20,6 +20,7 @@ from ptflow.config.posttrainbench import (
     EVAL_DIR,
     EVAL_FINAL,
     JUDGE_DIR,
+    MAIN_JUDGES_DIR,
     RUN_FINAL_EVAL,
     CheckoutError,
     checkout_protocol,
@@ -27,6 +28,7 @@ from ptflow.config.posttrainbench import (
     object_ids,
 )
 from ptflow.files import write_json_atomic
+from ptflow.stages.posttrainbench import judge_panels
 
 
 def verify(location: str | Path, commit: str) -> None:
@@ -73,16 +75,15 @@ def clone(repo: str, commit: str, location: str | Path, log=print) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _v11_paths(paths: list[str]) -> list[str]:
-    """What d27a95e's panel reads for each judged eval (``judge_v11.checkout_paths``; a judged eval's paths hold
-    its ``benchmark.txt``): known only once the checkout is here, so a cloned checkout's rule adds them, and each
-    vote's params get their own object ids (not a parent folder's)."""
-    from ptflow.stages.posttrainbench import judge_v11
-
+def _panel_paths(paths: list[str], panel) -> list[str]:
+    """What a checkout's own panel reads for each judged eval (``checkout_paths`` of its panel module,
+    ptflow.stages.posttrainbench.judge_panels; a judged eval's paths hold its ``benchmark.txt``): known only once the
+    checkout is here, so a cloned checkout's rule adds them, and each vote's params get their own object ids (not a
+    parent folder's)."""
     prefix = EVAL_DIR.split("{eval}")[0]
     judged = [p[len(prefix) : -len("/benchmark.txt")] for p in paths
               if p.startswith(prefix) and p.endswith("/benchmark.txt")]  # fmt: skip
-    return [q for name in judged for q in judge_v11.checkout_paths(name)]
+    return [q for name in judged for q in panel.checkout_paths(name)]
 
 
 def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
@@ -95,12 +96,17 @@ def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
         except CheckoutError:
             clone(spec["repo"], commit, location, log)
     verify(location, commit)
-    objects = object_ids(location, commit, spec["paths"])
     # every part ptflow runs, the judges where checkout cells are judged (refused at planning where the checkout was
     # here already)
-    judged = JUDGE_DIR in spec["paths"]
+    judged = JUDGE_DIR in spec["paths"] or MAIN_JUDGES_DIR in spec["paths"]
     parts = checkout_protocol(str(Path(location).resolve()), commit)
     parts.check(judged)
+    protocol = parts.part("judges") if judged else None
+    panel = judge_panels.adapter(protocol.version) if protocol else None
+    paths = spec["paths"]
+    if panel is not None:  # its panel's votes key on what each judge reads (a clone's cells planned d27a95e's dir)
+        paths = sorted({*(p for p in paths if p not in (JUDGE_DIR, MAIN_JUDGES_DIR)), *_panel_paths(paths, panel)})
+    objects = object_ids(location, commit, paths)
     evals_planned = any(p.startswith(EVAL_DIR.format(eval="")) for p in spec["paths"])
     if parts.part("evaluation") == EVAL_FINAL and evals_planned and RUN_FINAL_EVAL not in spec["paths"]:
         # a clone this run made: its cells were planned as one-shot evaluations, before its files were here
@@ -109,9 +115,6 @@ def make_checkout(spec: dict, marker: str | Path, log=print) -> dict:
             f"({RUN_FINAL_EVAL}), whose seeds and cascade ptflow reads from the checkout when the workflow is parsed; "
             f"it is in {location} now: run the workflow again"
         )
-    protocol = parts.part("judges") if judged else None
-    if protocol is not None and protocol.version == "v1.1":  # its panel's votes key on what each judge reads
-        objects = object_ids(location, commit, sorted({*spec["paths"], *_v11_paths(spec["paths"])}))
     data = {
         "commit": commit,
         "path": str(Path(location).resolve()),

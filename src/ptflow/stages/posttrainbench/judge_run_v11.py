@@ -17,6 +17,31 @@ from ptflow.config.judges import Judge, JudgePanel
 from ptflow.stages.posttrainbench import judge_v11 as v11
 
 PROTOCOL = "v1.1"
+LABEL = "v1.1"  # in the log lines ("PostTrainBench v1.1")
+
+# the names every checkout panel has (ptflow.stages.posttrainbench.judge_panels): judge_v11's
+HOME, TASK, VERDICT_FILE, AUTH_IN_HOME = v11.HOME, v11.TASK, v11.VERDICT_FILE, v11.AUTH_IN_HOME
+PtbVerdictError = v11.PtbVerdictError
+PANEL = v11.PANEL
+checkout_paths = v11.checkout_paths
+subscription_auth = v11.subscription_auth
+judge_home_entries = v11.judge_home_entries
+build_judge_home = v11.build_judge_home
+
+
+def panel_judge(judge_id: str, checkout: str | Path | None = None) -> v11.PtbPanelJudge:
+    """run_judge.sh's judge ``judge_id`` (its settings are run_judge.sh's own, whatever the checkout)."""
+    return v11.panel_judge(judge_id)
+
+
+def judge_prompt(checkout, judge: v11.PtbPanelJudge, eval_dir: str, model_id: str, vote: dict, env=None) -> str:
+    """The judge's prompt (:func:`judge_v11.judge_prompt`; the vote adds nothing to it)."""
+    return v11.judge_prompt(checkout, judge, eval_dir, model_id, env=env)
+
+
+def vote_settings(raw_posttrainbench: dict | None, agent: str, agent_config: str) -> dict:
+    """What a vote adds to its params beyond its judge and sign-in: nothing."""
+    return {}
 
 
 def panel(runs: int = 1) -> JudgePanel:

@@ -94,6 +94,7 @@ class PtbPanelJudge:
     fields: tuple[str, ...]
     subscription: bool = False  # codex signed in with a ChatGPT subscription (auth.json bound, API keys emptied)
     key: str | None = None  # the API key variable handed into the container
+    pin = None  # no CLI installed into the home: the image's own (judge_panels' common names)
 
     @property
     def justifications(self) -> tuple[str, ...]:
@@ -105,8 +106,9 @@ class PtbPanelJudge:
         argv = [python, ptb.JUDGE_SCRIPT, "--benchmark-id", eval_dir, "--model", model_id]
         return argv + (["--kind", self.prompt_kind] if self.prompt_kind != "data_and_model" else [])
 
-    def argv(self, prompt: str) -> list[str]:
-        """The CLI's command line inside the container, as run_judge.sh gives it."""
+    def argv(self, prompt: str, home: str = HOME) -> list[str]:
+        """The CLI's command line inside the container, as run_judge.sh gives it (the image's CLI, whatever the
+        home)."""
         if self.cli == "codex":
             return ["codex", "--search", "-a", "never", "exec", "--json", "-c", "model_reasoning_summary=detailed",
                     "-c", "model_reasoning_effort=xhigh", "--skip-git-repo-check", "--yolo", "--model", self.model,
