@@ -374,6 +374,12 @@ def test_a_main_checkouts_cells_get_its_panel_and_preflight_checks_the_sign_in(t
                             "agent": "codex", "agent_config": AGENT_MODEL}  # fmt: skip
     assert set(spec["posttrainbench"]["objects"]) == {jm.JUDGES_DIR, "src/eval/tasks/gsm8k", "containers"}
     assert "src/judges" in jobs._checkout_paths() and ptb.JUDGE_DIR not in jobs._checkout_paths()
+    # a prefix with the pinned codex installed already (posttrainbench.judge.codex_cli): in every vote's params
+    default_raw["posttrainbench"]["judge"] = {"codex_cli": "prefix"}
+    loaded = resolve(default_raw, REPO, workdir=tmp_path)
+    jobs = Jobs(loaded.cfg, loaded.site, loaded.layout, lambda: marker)
+    spec = jobs.judge(cell.model, cell.eval, cell.agent, lambda paths: {}, "general", 1).to_params()
+    assert spec["vote"]["codex_cli"] == str(Path("prefix").resolve())
     # the sign-in, before any agent starts: there and holding an access token
     assert check_checkout_judge(loaded.cfg, loaded.layout, {}) == []
     broken = tmp_path / "auth.json"
