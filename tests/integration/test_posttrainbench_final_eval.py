@@ -9,6 +9,7 @@ proof is tests/e2e/test_posttrainbench_final_eval.py."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -23,21 +24,21 @@ from ptflow.stages.tiny_model import build_char_tokenizer, create_tiny_llama
 from tests.support.ptb_checkout import fill_hf_cache, make_fixture_checkout
 from tests.support.ptb_main import commit_main_evaluation
 
-CELL = CellRef("ptflow/tiny-qwen3", "ptflow--tiny-qwen3", "humaneval", "baseline")
+CELL = CellRef("ptflow/tiny-qwen3", "ptflow--tiny-qwen3", "gsm8k", "baseline")
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("ptb-final")
     checkout = root / "PostTrainBench"
-    make_fixture_checkout(checkout, evals=("humaneval",), agents=("codex",))
-    commit = commit_main_evaluation(checkout, evals=("humaneval",))
+    make_fixture_checkout(checkout, evals=("gsm8k",), agents=("codex",))
+    commit = commit_main_evaluation(checkout, evals=("gsm8k",))
     model = root / "tiny-qwen3"  # the checkout's script picks its qwen3.jinja by the path
     create_tiny_llama(model, build_char_tokenizer(["What is 12 + 34?"]), layers=1, hidden=16, heads=2, seed=0)
-    fill_hf_cache(root, ("humaneval",))
+    fill_hf_cache(root, ("gsm8k",))
     marker = root / "checkout.json"
     marker.write_text(json.dumps({"path": str(checkout), "commit": commit}))
-    final = ptb.final_eval(str(checkout), commit, "humaneval")
+    final = ptb.final_eval(str(checkout), commit, "gsm8k")
     return {"checkout": checkout, "commit": commit, "marker": marker, "model": model, "root": root, "final": final}
 
 
@@ -53,12 +54,12 @@ def _seed(setup, name, seed, monkeypatch, start_stage=0, first=True, fail_above=
     final = setup["final"]
     call = CheckoutCall.from_params(
         {
-            "eval_id": "humaneval",
-            "task": "posttrainbench/humaneval",
+            "eval_id": "gsm8k",
+            "task": "posttrainbench/gsm8k",
             "seed": seed,
             "limit": 2,
             "final": {"script": final.script, "stages": list(final.stages)},
-            "posttrainbench": {"eval_dir": "humaneval", "objects": {}},
+            "posttrainbench": {"eval_dir": "gsm8k", "objects": {}},
         }  # fmt: skip
     )
     job = EvaluateSpec(CELL, call, model_revision="fixture", hf_home=".", evals_cache=".")
@@ -149,3 +150,27 @@ def test_the_cells_mean_is_the_checkouts_aggregate_seed_metrics(setup, monkeypat
     assert mean["metrics"]["stderr"] == pytest.approx(theirs["stderr"])
     kept = json.loads((cell / mean["posttrainbench"]["metrics_file"]).read_text())
     assert kept == theirs["per_seed"]["72332"]["metrics"]
+
+
+def test_humaneval_s_final_evaluation_in_its_answer_sandbox_is_refused_and_never_run_bare(setup, tmp_path):
+    """Main's run_final_eval.sh runs humaneval's final evaluation inside with_answer_sandbox.sh, and the task's
+    evaluate_final_eval.py refuses to score without the sandbox's socket (the fixture keeps that): run bare, as the
+    other tasks are, each of its nine attempts would fail at once and the cell would fall to the baseline after its
+    agent's GPU hours. ptflow does not run the sandbox yet, so the checkout's humaneval is refused in one line."""
+    checkout = tmp_path / "PostTrainBench"
+    make_fixture_checkout(checkout, evals=("gsm8k", "humaneval"), agents=("codex",))
+    commit = commit_main_evaluation(checkout, evals=("gsm8k", "humaneval"))
+    with pytest.raises(ptb.CheckoutError) as refused:
+        ptb.final_eval(str(checkout), commit, "humaneval")
+    line = str(refused.value)
+    assert "\n" not in line and "runs humaneval's final evaluation inside its answer sandbox" in line
+    assert "src/eval/tasks/humaneval/with_answer_sandbox.sh" in line and line.endswith("or pin d27a95e")
+    assert ptb.final_eval(str(checkout), commit, "gsm8k").script == "evaluate_final_eval.py"  # the others run
+    bare = subprocess.run(
+        [sys.executable, "evaluate_final_eval.py", "--model-path", str(setup["model"]), "--templates-dir",
+         "../../../../src/eval/templates", "--limit", "2", "--seed", "72332", "--json-output-file", "m.json"],
+        cwd=checkout / "src/eval/tasks/humaneval", capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "ANSWER_SANDBOX_SOCKET"},
+    )  # fmt: skip
+    assert bare.returncode != 0 and "ANSWER_SANDBOX_SOCKET is not set" in bare.stderr
+    assert not (checkout / "src/eval/tasks/humaneval/m.json").exists()

@@ -773,7 +773,18 @@ def final_eval_py(eval_id: str) -> str:
     fail_anchor = '    fail_above = os.environ.get("PTB_FIXTURE_FAIL_ABOVE")\n'
     assert fail_anchor in text
     text = text.replace(anchor, anchor + seed).replace(fail_anchor, _FAIL_SEEDS + fail_anchor)
+    if eval_id == "humaneval":  # main's scorer runs the answers in its answer sandbox and refuses to run without it
+        text = text.replace(fail_anchor, _NEEDS_ANSWER_SANDBOX + fail_anchor, 1)
     return text.replace("FIXTURE evaluate.py", "FIXTURE evaluate_final_eval.py", 1)
+
+
+# humaneval's evaluate_final_eval.py (main, 8749d7e6) builds its scorer, verify(), before any model loads, and verify()
+# raises without the answer sandbox's socket (with_answer_sandbox.sh sets ANSWER_SANDBOX_SOCKET): run bare, every
+# attempt fails at once. The fixture keeps that flaw (its scorer is the fixture's own: a STAND-IN).
+_NEEDS_ANSWER_SANDBOX = """    if not os.environ.get("ANSWER_SANDBOX_SOCKET"):
+        raise RuntimeError("ANSWER_SANDBOX_SOCKET is not set: run the humaneval final evaluation through "
+                           "src/eval/tasks/humaneval/with_answer_sandbox.sh")
+"""
 
 
 def main_files(evals, agents) -> dict[str, str]:

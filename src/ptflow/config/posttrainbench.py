@@ -516,6 +516,7 @@ RUN_FINAL_EVAL = "src/eval/run_final_eval.sh"
 DEFAULT_TEMPERATURE = "src/utils/default_temperature.py"  # "greedy <t>" or "sampling <t>" for a model dir
 AGGREGATE_SEED_METRICS = "src/utils/aggregate_seed_metrics.py"
 FINAL_EVAL_TRIES = (4, 3, 2)  # run_final_eval.sh's STAGE_MAX_RETRIES
+ANSWER_SANDBOX = "src/eval/tasks/{eval}/with_answer_sandbox.sh"  # humaneval's at 13a49a0 (answer_sandbox.py beside)
 OPENROUTER_SCRIPT = "evaluate_openrouter_final_eval.py"  # --check's answer where only OPENROUTER_API_KEY is set
 GRADER_KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # what --check looks at (set or not; never their values)
 _QUERY_TIMEOUT_S = 60
@@ -571,6 +572,14 @@ def final_eval(checkout: str, commit: str, eval_dir: str, graders: tuple[str, ..
     if "--default-seeds" not in text:
         raise CheckoutError(f"{where} has no --default-seeds query (run_final_eval.sh without it, as at 214ccb4, is "
                             "not one ptflow runs: it cannot ask the checkout for its seeds)")  # fmt: skip
+    sandbox = ANSWER_SANDBOX.format(eval=eval_dir)
+    if sandbox in text:  # the script runs this task's evaluation inside an answer sandbox: never run it bare
+        raise CheckoutError(
+            f"{where} runs {eval_dir}'s final evaluation inside its answer sandbox ({sandbox}: the model's code runs "
+            "in a container of its own, never in the evaluation's process, and the task's evaluate_final_eval.py "
+            f"refuses to score without it), which ptflow does not run yet: leave {eval_dir} out of this checkout's "
+            "matrix, or pin d27a95e"
+        )
     with tempfile.TemporaryDirectory(prefix="ptflow-final-eval-") as tmp:
         tree = Path(tmp, "checkout")
         tree.mkdir()
