@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ptflow.config import posttrainbench as ptb
+from ptflow.config.judges import PANEL_NEEDS
 from ptflow.config.load import resolve
 from ptflow.jobs.build import Jobs
 from ptflow.stages.judge.ballot import Ballot
@@ -167,7 +168,7 @@ def test_main_s_judges_are_recognised_and_its_panel_is_judge_lib_sh_s(checkout):
         ("ptb-lookup", "codex", "gpt-5.6-terra", ("disallowed_ptb_lookup",), True),
         ("general", "codex", "gpt-5.6-terra", ("general_anomaly",), False),
     ]
-    for version, needs in ptb.PANEL_NEEDS.items():  # what preflight asks of each panel: the panel's own
+    for version, needs in PANEL_NEEDS.items():  # what preflight asks of each panel: the panel's own
         own = judge_panels.adapter(version)
         assert needs.label == own.LABEL and needs.signed == tuple(j.id for j in own.PANEL if j.subscription)
         assert needs.keys == tuple((j.id, j.key) for j in own.PANEL if j.key)

@@ -288,12 +288,13 @@ def check_secrets(cfg: Config, env: dict | None = None) -> list[str]:
 
 
 def check_checkout_judge(cfg: Config, layout: Layout, env: dict | None = None) -> list[str]:
-    """A checkout whose judges are a panel of its own (``ptflow.config.posttrainbench.PANEL_NEEDS``: d27a95e's v1.1,
+    """A checkout whose judges are a panel of its own (``ptflow.config.judges.PANEL_NEEDS``: d27a95e's v1.1,
     main's src/judges/) needs its judges' keys (v1.1: OPENCODE_API_KEY, its kimi judge) and the codex judges'
     ChatGPT sign-in (``posttrainbench.judge.auth_json``, else the checkout's own), checked before any agent starts
     (main's: holding an access token, as its run_task.sh checks before its agent, offline); checked where the
     checkout is here already (``path``), and a given auth_json wherever the checkout is."""
     from ptflow.config import posttrainbench as ptb
+    from ptflow.config.judges import PANEL_NEEDS
 
     env = os.environ if env is None else env
     checkout = cfg.posttrainbench
@@ -303,7 +304,7 @@ def check_checkout_judge(cfg: Config, layout: Layout, env: dict | None = None) -
     where = Path(checkout.location(layout.scratch))
     given = ((cfg.raw.get("posttrainbench") or {}).get("judge") or {}).get("auth_json")
     try:
-        needs = ptb.PANEL_NEEDS.get(ptb.judge_protocol(str(where), checkout.commit).version) if checkout.path else None
+        needs = PANEL_NEEDS.get(ptb.judge_protocol(str(where), checkout.commit).version) if checkout.path else None
     except ptb.CheckoutError:
         needs = None  # refused at planning in its own line
     problems = []

@@ -199,3 +199,23 @@ def panel_of(raw: dict | None) -> JudgePanel | None:
         if effect not in EFFECTS:
             raise ConfigError(f"config error at judge.effects.{name}: {effect!r}; use {' or '.join(EFFECTS)}")
     return panel
+
+
+@dataclass(frozen=True)
+class PanelNeeds:
+    """What a PostTrainBench checkout's own judge panel needs before any agent starts (preflight; the panels are
+    ptflow.stages.posttrainbench.judge_panels', whose unit tests hold these equal to theirs): its name in a line, the
+    judges on the ChatGPT sign-in, the judges' keys, and whether the sign-in must hold an access token (main's
+    run_task.sh reads ``tokens.access_token`` before its agent starts)."""
+
+    label: str
+    signed: tuple[str, ...]
+    keys: tuple[tuple[str, str], ...]  # (judge id, key)
+    access_token: bool = False
+
+
+# by the checkout's judges part (ptflow.config.posttrainbench: JUDGE_V11's version, JUDGES_MAIN's)
+PANEL_NEEDS = {
+    "v1.1": PanelNeeds("v1.1", ("gpt", "api"), (("kimi", "OPENCODE_API_KEY"),)),
+    "src/judges": PanelNeeds("main", ("data-contamination", "api-usage", "ptb-lookup", "general"), (), True),
+}

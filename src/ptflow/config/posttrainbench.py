@@ -265,9 +265,8 @@ EVAL_FINAL = ProtocolPart(
           ("src/eval/run_final_eval.sh", "STAGE_MAX_TOKENS_ARGS")),
 )  # fmt: skip
 _NOT_MAIN_JUDGES = ("src/judges/judge_lib.sh", "src/judges/run_judges.sh")
-MAIN_JUDGES_DIR = "src/judges"  # PostTrainBench main's judges (judge_lib.sh @ 241d5564)
+MAIN_JUDGES_DIR = "src/judges"  # PostTrainBench main's judges (judge_lib.sh @ 241d5564); below: JUDGE_OUTPUT_IDs
 _MAIN_JUDGES = ("data_contamination_judge", "api_usage_judge", "ptb_lookup_judge", "general_judge")
-# JUDGE_OUTPUT_ID of the judge.conf files in the index (general_judge's is not there)
 _MAIN_OUTPUT_IDS = {"data_contamination_judge": "gpt5_4", "api_usage_judge": "api", "ptb_lookup_judge": "ptb_lookup"}
 JUDGE_V10 = ProtocolPart(
     "judges", "v1.0", "judge v1.0", (_V10,),
@@ -322,10 +321,8 @@ JUDGES_MAIN = ProtocolPart(
     # the judge set, pins, command lines, sign-in and file names ptflow.stages.posttrainbench.judge_main reproduces
     says=(
         (_LIB, f"ALL_JUDGES=({' '.join(_MAIN_JUDGES)})"),
-        (_LIB, 'JUDGE_DEFAULT_MODEL="gpt-5.6-terra"'),
-        (_LIB, 'JUDGE_DEFAULT_REASONING_EFFORT="xhigh"'),
-        (_LIB, 'JUDGE_DEFAULT_CODEX_VERSION="0.144.5"'),
-        (_LIB, 'JUDGE_CONTAINER="gpt_5_5.sif"'),
+        (_LIB, 'JUDGE_DEFAULT_MODEL="gpt-5.6-terra"'), (_LIB, 'JUDGE_DEFAULT_REASONING_EFFORT="xhigh"'),
+        (_LIB, 'JUDGE_DEFAULT_CODEX_VERSION="0.144.5"'), (_LIB, 'JUDGE_CONTAINER="gpt_5_5.sif"'),
         (_LIB, '"$codex_bin" --search -a never exec --json -c model_reasoning_summary=detailed -c model_reasoning_'
                'effort="${JUDGE_REASONING_EFFORT}" --skip-git-repo-check --yolo --model "${JUDGE_MODEL}"'),
         (_LIB, 'npm install -g --prefix "/home/ben/${'),
@@ -333,8 +330,7 @@ JUDGES_MAIN = ProtocolPart(
         (_LIB, "agents/codex_non_api/auth.json"),
         (_LIB, ':/home/ben/.codex/auth.json"'),
         (_LIB, 'forced_login_method = "chatgpt"'),
-        (_LIB, '--env CODEX_API_KEY=""'),
-        (_LIB, '--env OPENAI_API_KEY=""'),
+        (_LIB, '--env CODEX_API_KEY=""'), (_LIB, '--env OPENAI_API_KEY=""'),
         (_LIB, '--pwd "/home/ben/task"'),
         (_LIB, '/test_data.json" "$'),  # the benchmark's test_data.json, into the sandbox
         (_LIB, "judgement_${JUDGE_OUTPUT_ID}"),
@@ -382,25 +378,6 @@ RESULTS_COLLECT = ProtocolPart(
 VARIANTS = (EVAL_ONE_SHOT, EVAL_FINAL, JUDGE_V10, JUDGE_V11, JUDGES_MAIN, KEYS_FIXED, KEYS_UNION,
             RESULTS_AGGREGATE, RESULTS_COLLECT)  # fmt: skip
 JUDGE_PROTOCOLS = (JUDGE_V10, JUDGE_V11, JUDGES_MAIN)
-
-
-@dataclass(frozen=True)
-class PanelNeeds:
-    """What a checkout's own judge panel needs before any agent starts (preflight; the panels themselves are
-    ptflow.stages.posttrainbench.judge_panels', whose unit tests hold these equal to theirs): its name in a line, the
-    judges on the ChatGPT sign-in, the judges' keys, and whether the sign-in must hold an access token (main's
-    run_task.sh reads ``tokens.access_token`` before its agent starts)."""
-
-    label: str
-    signed: tuple[str, ...]
-    keys: tuple[tuple[str, str], ...]  # (judge id, key)
-    access_token: bool = False
-
-
-PANEL_NEEDS = {
-    JUDGE_V11.version: PanelNeeds("v1.1", ("gpt", "api"), (("kimi", "OPENCODE_API_KEY"),)),
-    JUDGES_MAIN.version: PanelNeeds("main", ("data-contamination", "api-usage", "ptb-lookup", "general"), (), True),
-}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 ``judge_protocol``): d27a95e's panel (``v1.1``, :mod:`judge_run_v11` over :mod:`judge_v11`) and main's
 ``src/judges/`` (:mod:`judge_main`). Each is a module with the same names, which the planning (the cells' panel, a
 vote's params, the checkout's paths) and the judge's room (``ptflow.stages.judge.ptb_vote``) call without knowing
-which protocol it is (the preflight reads what each needs from ``ptflow.config.posttrainbench.PANEL_NEEDS``):
+which protocol it is (the preflight reads what each needs from ``ptflow.config.judges.PANEL_NEEDS``):
 
 - ``PROTOCOL``, ``LABEL``, ``PANEL`` (its judges); ``panel()`` (a ``JudgePanel``), ``panel_judge(id, checkout=None)``
   (its judge: ``id``, ``cli``, ``model``, ``subscription``, ``key``, ``pin``, ``argv(prompt, home)``,
