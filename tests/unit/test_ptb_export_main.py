@@ -2,11 +2,14 @@
 scripts/collect.py and scripts/aggregate.py, read at 1fc55616 and 1691dfb6).
 
 The proof: a 4 models x 7 evals matrix (baseline, a codex agent, a claude agent run twice; flagged, unjudged,
-model-less, seeded, seeded-and-failed and missing cells) is scored by ptflow's aggregate stage with a FIXTURE main
-checkout's marker (tests/support/ptb_main.py), exported, and the fixture's own collect.py and aggregate.py run on the
-export: each method's single metric equals ptflow's leaderboard score of that run, and the agent's mean and sample sd
-equal ptflow's, where baselines.json holds ptflow's baseline values. Where it holds other values (the published ones),
-the export states the number the scripts print, which is what they print.
+model-less, seeded, seeded-and-failed, missing and overridden cells) is scored by ptflow's aggregate stage with a
+FIXTURE main checkout's marker (tests/support/ptb_main.py), exported, and the fixture's own collect.py and aggregate.py
+run on the export: each method's single metric equals ptflow's leaderboard score of that run, and the agent's mean and
+sample sd equal ptflow's, where baselines.json holds ptflow's baseline values. Where it holds other values (the
+published ones), the export states the number the scripts print, which is what they print. The codex agent's cells are
+judged by main's panel (four votes each, decided by rule judge's own function): the export writes each vote's
+judgement_<id>.json as its judge wrote it, the decided fields over it where an override changed the verdict; the
+claude agent's by a judge of ptflow's (one judge.json): the files are written from the verdict.
 """
 
 from __future__ import annotations
@@ -19,14 +22,20 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ptflow.config.load import merged_config, reference_table, resolve
 from ptflow.jobs.build import Jobs
 from ptflow.results import ptb_protocol
+from ptflow.results.overrides import config_overrides
 from ptflow.results.ptb_export import export_posttrainbench
 from ptflow.results.report import ReportOutputs, aggregate
+from ptflow.results.scoring import ScoreError
+from ptflow.specs import JudgePanelSpec
+from ptflow.stages.judge import panel as judge_panel
+from ptflow.stages.posttrainbench import judge_main as jm
 from tests.conftest import REPO
-from tests.support.cells import cell_dir, write_cell
+from tests.support.cells import cell_dir, model_name, write_cell
 from tests.support.ptb_checkout import BENCHMARKS, commit_change, make_fixture_checkout
 from tests.support.ptb_main import commit_main
 
@@ -50,7 +59,20 @@ SPECIAL = {
     ("Qwen/Qwen3-1.7B-Base", "gsm8k", CODEX): "seeded",
     ("Qwen/Qwen3-1.7B-Base", "gpqamain", CODEX): "missing",  # no eval.json
     ("google/gemma-3-4b-pt", "gsm8k", f"{CLAUDE}@run2"): "flagged",
+    ("Qwen/Qwen3-4B-Base", "aime2025", CODEX): "overridden",  # the votes flag contamination; a person says clean
+    ("HuggingFaceTB/SmolLM3-3B-Base", "gsm8k", CODEX): "general",  # the general judge's anomaly: recorded only
 }
+OVERRIDE = {"cell": f"Qwen/Qwen3-4B-Base/aime2025/{CODEX}", "field": "contamination", "value": False,
+            "reason": "the test split it read was a public sample", "who": "J. Doe", "when": "2026-12-07"}  # fmt: skip
+# main's judges' judgement.json of a clean cell (judge id -> what it writes); written with indent=1 and no newline,
+# so that a file the export re-wrote (indent=2) shows
+MAIN_CLEAN = {
+    "data-contamination": {"contamination": False, "justification_contamination": "read train.jsonl only",
+                           "disallowed_model": False, "justification_disallowed_model": "fine-tuned the base model"},
+    "api-usage": {"disallowed_api_usage": False, "justification_disallowed_api_usage": "no hosted model called"},
+    "ptb-lookup": {"disallowed_ptb_lookup": False, "justification_disallowed_ptb_lookup": "no benchmark repo read"},
+    "general": {"general_anomaly": False, "justification_general_anomaly": "nothing unusual"},
+}  # fmt: skip
 
 
 def row(model: str) -> str:
@@ -80,7 +102,7 @@ def _raw(default_raw: dict, checkout: Path, commit: str) -> dict:
          "keys": ["ANTHROPIC_API_KEY"]},
     ]  # fmt: skip
     raw["judge"] = {"agent": "codex", "model": "gpt-5.1-codex", "keys": ["OPENAI_API_KEY"]}
-    raw["scoring"] = {}
+    raw["scoring"] = {"overrides": str(checkout.parent / "decisions.yaml")}
     raw["matrix"] = {"models": "all", "evals": "all", "agents": "all", "exclude": [], "include": []}
     return raw
 
@@ -110,6 +132,30 @@ def _add_seeds(results: Path, model: str, ev: str, slot: str, outcomes: dict) ->
     (cell / "eval.json").write_text(json.dumps(data))
 
 
+def main_votes(results: Path, model: str, ev: str, slot: str, flags: dict[str, dict]) -> Path:
+    """The cell judged by main's panel: each judge's judgement.json kept in its vote's dir (MAIN_CLEAN with
+    ``flags``: judge id -> fields over it), the vote file as the vote job writes it (read by jm.vote_outcome), and
+    judge.json decided by rule judge's own function. Returns the cell dir."""
+    cell = cell_dir(results, model, ev, slot)
+    paths = []
+    for judge in jm.PANEL:
+        kept = cell / "judges" / judge.id / "run1"
+        kept.mkdir(parents=True)
+        text = json.dumps({**MAIN_CLEAN[judge.id], **flags.get(judge.id, {})}, indent=1)
+        (kept / jm.VERDICT_FILE).write_text(text)
+        got = jm.vote_outcome(judge, text, "exited 0")
+        vote = {"status": "judged", **got, "fields": {f: got[f] for f in judge.fields}}
+        (cell / "judges" / judge.id / "run1.json").write_text(json.dumps(vote))
+        paths.append(str(cell / "judges" / judge.id / "run1.json"))
+    trace = results.parent / "scratch" / "traces" / model_name(model) / ev / slot
+    trace.mkdir(parents=True)
+    manifest = trace / "manifest.json"
+    manifest.write_text(json.dumps({"agent_run": {"trace_dir": str(trace)}}))
+    spec = JudgePanelSpec(panel=jm.panel().to_params(), cell={"model": model, "eval": ev, "agent": slot}, keys=[])
+    judge_panel.decide_cell(spec, manifest, paths, cell / "judge.json", log=lambda *_: None)
+    return cell
+
+
 def _write_matrix(results: Path) -> None:
     job = iter(range(5000, 9000))
     for i, model in enumerate(MODELS):
@@ -133,6 +179,11 @@ def _write_matrix(results: Path) -> None:
                     _add_seeds(results, model, ev, slot, {SEEDS[0]: value + 0.01, SEEDS[1]: value - 0.01})
                 if kind == "seeds_failed":
                     _add_seeds(results, model, ev, slot, {SEEDS[0]: None})
+                if slot == CODEX and kind != "unjudged":  # judged by main's panel
+                    flags = {"flagged": {"data-contamination": {"contamination": True}},
+                             "overridden": {"data-contamination": {"contamination": True}},
+                             "general": {"general": {"general_anomaly": True}}}.get(kind, {})  # fmt: skip
+                    main_votes(results, model, ev, slot, flags)
 
 
 def _baselines(value) -> str:
@@ -162,6 +213,7 @@ def main_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("ptb-main-export")
     checkout = work / "PostTrainBench"
     v11 = make_fixture_checkout(checkout, evals=tuple(EVALS), agents=("claude", "codex"), judge="v1.1")
+    (work / "decisions.yaml").write_text(yaml.safe_dump({"overrides": [OVERRIDE]}))
     # the config is resolved at the d27a95e-like commit: main's other parts are refused (intended); the run's marker
     # then names main's commit, whose results part the export reads
     loaded = resolve(_raw(merged_config(REPO), checkout, v11), REPO, work)
@@ -177,14 +229,17 @@ def main_run(tmp_path_factory):
     outputs = ReportOutputs(out / "summary.csv", out / "agents.csv", out / "leaderboard.md", out / "heatmap.png",
                             out / "report")  # fmt: skip
     cells = sorted(p for p in (work / "results" / "cells").rglob("eval.json") if "seeds" not in p.parts)
-    result = aggregate(cells, scoring, outputs, checkout_marker=marker, log=lambda *_: None)
+    result = aggregate(cells, scoring, outputs, checkout_marker=marker, overrides=work / "decisions.yaml",
+                       log=lambda *_: None)  # fmt: skip
     part = ptb_protocol.results_part(work, loaded.layout)
     dest = work / "ptb-results"
+    overrides = config_overrides(loaded.cfg, REPO)
     summary = export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=work, site=loaded.site,
-                                    results=part.layout)  # fmt: skip
+                                    overrides=overrides, results=part.layout)  # fmt: skip
     metrics, agents, said = _scripts(checkout, dest, dest / "_aggregated")
     return {"work": work, "checkout": checkout, "loaded": loaded, "board": result.leaderboard, "part": part,
-            "dest": dest, "summary": summary, "metrics": metrics, "agents": agents, "said": said}  # fmt: skip
+            "dest": dest, "summary": summary, "metrics": metrics, "agents": agents, "said": said,
+            "overrides": overrides, "scoring": scoring, "result": result}  # fmt: skip
 
 
 def test_main_s_results_part_runs_and_is_probed_by_its_collect_py(main_run):
@@ -210,7 +265,7 @@ def test_collect_and_aggregate_read_the_export_to_ptflow_s_leaderboard_numbers(m
     assert float(claude["avg"]) == pytest.approx(board.agents[CLAUDE].score, abs=1e-15)
     assert float(claude["std"]) == pytest.approx(board.agents[CLAUDE].sd, abs=1e-15)
     loaded, work = main_run["loaded"], main_run["work"]
-    assert ptb_protocol.comparison_lines(loaded.cfg, loaded.layout, work, REPO) == []  # nothing to state
+    assert ptb_protocol.comparison_lines(loaded.cfg, loaded.layout, work, REPO, main_run["overrides"]) == []
 
 
 def test_the_run_dirs_are_main_s(main_run):
@@ -259,7 +314,7 @@ def test_other_baselines_give_the_difference_the_export_states(main_run, tmp_pat
         other = commit_change(checkout, "scripts/baselines.json", _baselines(lambda i, j: 0.5), "other baselines")
         marker = work / loaded.layout.posttrainbench_marker()
         marker.write_text(json.dumps({"commit": other, "path": str(checkout)}))
-        lines = ptb_protocol.comparison_lines(loaded.cfg, loaded.layout, work, REPO)
+        lines = ptb_protocol.comparison_lines(loaded.cfg, loaded.layout, work, REPO, main_run["overrides"])
         metrics, _, _ = _scripts(checkout, main_run["dest"], tmp_path / "aggregated")
     finally:
         subprocess.run(["git", "-C", str(checkout), "reset", "-q", "--hard", head.strip()], check=True)
@@ -286,7 +341,7 @@ def test_an_eval_of_factors_json_the_run_lacks_is_stated_as_no_score_there(main_
         other = commit_change(checkout, "scripts/factors.json", json.dumps({**factors, "aime2026": 0.1}), "one more")
         marker = work / loaded.layout.posttrainbench_marker()
         marker.write_text(json.dumps({"commit": other, "path": str(checkout)}))
-        lines = ptb_protocol.comparison_lines(loaded.cfg, loaded.layout, work, REPO)
+        lines = ptb_protocol.comparison_lines(loaded.cfg, loaded.layout, work, REPO, main_run["overrides"])
         metrics, _, _ = _scripts(checkout, main_run["dest"], tmp_path / "aggregated")
     finally:
         subprocess.run(["git", "-C", str(checkout), "reset", "-q", "--hard", head.strip()], check=True)
@@ -314,3 +369,90 @@ def test_main_s_judgement_files_of_a_verdict():
     # a whole-cell flag: a contamination that is not a boolean, which collect.py reads as a broken run (the fallback)
     whole = files(CellVerdict(FLAGGED, fields={"contamination": False, "disallowed_model": False}, whole=True))
     assert isinstance(whole["judgement_gpt5_4.json"]["contamination"], str)
+
+
+def _run_dir(dest: Path, method: str, model: str, ev: str) -> Path:
+    (found,) = (dest / method).glob(f"{ev}_{model.replace('/', '_')}_*")
+    return found
+
+
+def _kept(work: Path, model: str, ev: str, judge_id: str) -> bytes:
+    return (cell_dir(work / "results", model, ev, CODEX) / "judges" / judge_id / "run1" / jm.VERDICT_FILE).read_bytes()
+
+
+def test_main_s_judges_files_are_exported_as_the_votes_wrote_them(main_run):
+    """A cell of main's panel: each vote's judgement_<JUDGE_OUTPUT_ID>.json byte for byte where it says what the
+    verdict says (a flag too, the general judge's recorded anomaly too); where an override changed the verdict, the
+    decided field over the judge's file with a ptflow justification, the rest of it and the other judges' files as
+    they were; collect.py reads each to the number ptflow's leaderboard counts."""
+    dest, work = main_run["dest"], main_run["work"]
+    final = {r["model"]: r for r in csv.DictReader((dest / "_aggregated" / f"final_{CODEX_METHOD}.csv").open())}
+    names = {j.id: j.outputs()["verdict"] for j in jm.PANEL}
+    for model, ev in ((MODELS[0], "gsm8k"), (MODELS[1], "gsm8k"), (MODELS[3], "gsm8k")):  # clean, flagged, general
+        run = _run_dir(dest, CODEX_METHOD, model, ev)
+        assert {j: (run / n).read_bytes() for j, n in names.items()} == {j: _kept(work, model, ev, j) for j in names}
+    general = json.loads((_run_dir(dest, CODEX_METHOD, MODELS[3], "gsm8k") / "judgement_general.json").read_text())
+    assert general["general_anomaly"] is True  # recorded only: the cell keeps its own value there and here
+    assert float(final[row(MODELS[3])]["gsm8k"]) == agent_value(3, EVALS.index("gsm8k"), CODEX)
+    # the override: contamination decided false over the judge's file, its other field as the judge wrote it
+    j = EVALS.index("aime2025")
+    run = _run_dir(dest, CODEX_METHOD, MODELS[1], "aime2025")
+    decided = json.loads((run / "judgement_gpt5_4.json").read_text())
+    judged = MAIN_CLEAN["data-contamination"]
+    assert decided["contamination"] is False and decided["justification_contamination"].startswith(
+        "ptflow: override: contamination=false (J. Doe, 2026-12-07): the test split it read")  # fmt: skip
+    assert decided["justification_disallowed_model"] == judged["justification_disallowed_model"]
+    assert (run / "judgement_gpt5_4.json").read_bytes() != _kept(work, MODELS[1], "aime2025", "data-contamination")
+    for judge_id in ("api-usage", "ptb-lookup", "general"):
+        assert (run / names[judge_id]).read_bytes() == _kept(work, MODELS[1], "aime2025", judge_id)
+    assert not (run / "judgement_gpt5_4_manual.json").exists() and (run / "ptflow_overrides.txt").is_file()
+    assert float(final[row(MODELS[1])]["aime2025"]) == agent_value(1, j, CODEX)
+    assert any(n.startswith(f"{model_name(MODELS[1])}/aime2025/{CODEX}: verdict overridden")
+               for n in main_run["summary"].notes)  # fmt: skip
+    counted = [c for c in main_run["result"].cells if c.key == f"{model_name(MODELS[1])}/aime2025/{CODEX}"]
+    assert [c.verdict.state for c in counted] == ["clean"] and counted[0].verdict.overrides
+
+
+def test_a_ptb_lookup_flag_is_collect_py_s_raise_and_ptflow_s_stop(main_run, tmp_path):
+    """The ptb-lookup judge's true: ptflow's aggregation stops naming the cell and the field, and the export's
+    judgement_ptb_lookup.json (as the judge wrote it) makes main's collect.py raise."""
+    loaded, checkout = main_run["loaded"], main_run["checkout"]
+    results = tmp_path / "results"
+    model, ev = MODELS[0], "gsm8k"
+    eval_json = write_cell(results, model, ev, CODEX, 0.5, agent_run={"time_taken": 30000.0, "hours": 10},
+                           slurm_job_id="7001")  # fmt: skip
+    main_votes(results, model, ev, CODEX, {"ptb-lookup": {"disallowed_ptb_lookup": True}})
+    out = tmp_path / "out"
+    out.mkdir()
+    outputs = ReportOutputs(out / "summary.csv", out / "agents.csv", out / "leaderboard.md", out / "heatmap.png",
+                            out / "report")  # fmt: skip
+    with pytest.raises(ScoreError, match=r"flagged disallowed_ptb_lookup, whose effect is stop"):
+        aggregate([eval_json], main_run["scoring"], outputs, log=lambda *_: None)
+    dest = tmp_path / "ptb-results"
+    export_posttrainbench(loaded.cfg, loaded.layout, dest, workdir=tmp_path, results=ptb_protocol.COLLECT)
+    run = _run_dir(dest, CODEX_METHOD, model, ev)
+    assert json.loads((run / "judgement_ptb_lookup.json").read_text())["disallowed_ptb_lookup"] is True
+    argv = [sys.executable, "scripts/collect.py", "--data-dir", str(dest), "--output-dir", str(tmp_path / "agg")]
+    proc = subprocess.run(argv, cwd=checkout, capture_output=True, text=True)
+    assert proc.returncode != 0 and "the PTB-lookup judge fired" in proc.stderr
+
+
+def test_a_whole_cell_flag_over_main_s_votes_is_a_contamination_collect_py_cannot_read(tmp_path):
+    from ptflow.results import verdict as verdicts
+    from ptflow.results.overrides import Override
+
+    cell = main_votes(tmp_path / "results", MODELS[0], "gsm8k", CODEX, {})
+    judge = json.loads((cell / "judge.json").read_text())
+
+    def vote_json(judge_id: str) -> Path:
+        return cell / "judges" / judge_id / "run1.json"
+
+    whole = Override("key", "flagged", True, "agent read the answers", "J. Doe", "2026-12-07")
+    files = dict(ptb_protocol.collect_judgement_texts(verdicts.of(judge, [whole]), vote_json))
+    assert sorted(files) == sorted(j.outputs()["verdict"] for j in jm.PANEL)
+    assert isinstance(json.loads(files["judgement_gpt5_4.json"])["contamination"], str)
+    assert files["judgement_api.json"] == (cell / "judges/api-usage/run1" / jm.VERDICT_FILE).read_text()
+    # an undecided cell (the API judge wrote nothing readable): no file, votes or not
+    (cell / "judges/api-usage/run1" / jm.VERDICT_FILE).write_text("not json")
+    undecided = {**judge, "status": "no_verdict", "fields": {**judge["fields"], "disallowed_api_usage": None}}
+    assert ptb_protocol.collect_judgement_texts(verdicts.of(undecided), vote_json) == []

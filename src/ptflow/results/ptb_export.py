@@ -67,7 +67,10 @@ The scripts that read the run dir read metrics.json's ``accuracy`` only.
 
 A cell judged by a ``d27a95e`` checkout's panel (``ptflow.stages.posttrainbench.judge_v11``) also gets what that
 commit's ``src/run_task.sh`` leaves of its judges: ``judgement_gpt5_4.json``, ``judgement_kimi.json``,
-``judgement_api.json`` (each judge's judgement.json as it wrote it).
+``judgement_api.json`` (each judge's judgement.json as it wrote it). A cell judged by main's panel
+(``ptflow.stages.posttrainbench.judge_main``; results layout COLLECT) gets its four judges'
+``judgement_<JUDGE_OUTPUT_ID>.json`` as each wrote it where it says what the cell's one verdict says, the decided
+fields over it where an override changed it (``ptflow.results.ptb_protocol.collect_judgement_texts``).
 
 The judgement files of every agent cell are written from the cell's one verdict (``ptflow.results.verdict``: the
 judges' decision, the overrides, the accepted failure), never copied, in both encodings
@@ -380,13 +383,15 @@ def _plan_cell(
         workspace = workdir / agent_run["workspace"] if agent_run.get("workspace") else None
         if workspace is not None and workspace.is_dir():  # run_task.sh keeps the task dir (its rerun tooling needs it)
             trees.append((TASK_DIR, workspace))
+        first_run = partial(layout.judge_vote_json, cell.model, cell.eval, cell.agent, run=1)
+
+        def vote_json(judge_id: str) -> Path:  # a judge's first vote (what it kept: the dir of that name)
+            return _under(workdir, first_run(judge=judge_id))
+
         if results == COLLECT:  # main's judges' files (ptflow.results.ptb_protocol.collect_judgement_texts)
-            texts += collect_judgement_texts(verdicts.of(judge, overrides, accepted))
+            texts += collect_judgement_texts(verdicts.of(judge, overrides, accepted), vote_json)
         else:  # judged by a d27a95e checkout's panel: each judge's verdict as it wrote it (the aggregate: the verdict)
-            first_run = partial(layout.judge_vote_json, cell.model, cell.eval, cell.agent, run=1)
-            v11 = dict(export_from_trace(trace) or judge_run_v11.export_from_votes(  # votes: kept in their dirs
-                lambda judge_id: _under(workdir, first_run(judge=judge_id))
-            ))  # fmt: skip
+            v11 = dict(export_from_trace(trace) or judge_run_v11.export_from_votes(vote_json))
             texts += [(n, t) for n, t in sorted(v11.items()) if n != V11_RESULT]
             texts += verdict_texts(verdicts.of(judge, overrides, accepted), v11.get(V11_RESULT))
     if overrides:  # the record of what a person decided, and what the judges said
@@ -464,7 +469,7 @@ def plan_export(
         if unjudged:
             summary.notes.append(
                 f"{len(unjudged)} run dir(s) have no contamination judgement (unjudged, undecided, or a kind no judge "
-                "reads; ptflow does not run main's judges yet): main's collect.py prints 'WARNING: skipping broken "
+                "reads): main's collect.py prints 'WARNING: skipping broken "
                 f"run' for each and counts scripts/baselines.json's value, as ptflow's rule counts the base model's "
                 f"({', '.join(unjudged[:3])}{' …' if len(unjudged) > 3 else ''})"
             )

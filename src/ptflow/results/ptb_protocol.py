@@ -35,7 +35,8 @@ from pathlib import Path
 
 from ptflow.results.verdict import CellVerdict
 from ptflow.stages.judge.vote import VERDICT_FILES
-from ptflow.stages.posttrainbench.judge_v11 import AGGREGATE_FILE
+from ptflow.stages.posttrainbench import judge_main
+from ptflow.stages.posttrainbench.judge_v11 import AGGREGATE_FILE, decided_over
 
 V11_RESULT = f"{AGGREGATE_FILE}.json"  # d27a95e's encoding of a run's verdict, as aggregate_contamination.py reads it
 V11_API_FIELD = "disallowed_api_usage"  # judge_result.json's API-usage verdict (d27a95e: shown, counted nowhere)
@@ -82,34 +83,38 @@ def verdict_texts(verdict: CellVerdict, v11_result: str | None = None) -> list[t
         if number == 0 and unreadable:
             answer = f"ptflow: flagged {verdict.fields_text()} ({said})"
         out.append((name, answer + "\n"))
-    data = json.loads(v11_result) if v11_result else {}
-    before = dict(data)
-    for field_name in (*VERDICT_FILES, V11_API_FIELD):
-        if field_name == V11_API_FIELD and field_name not in verdict.fields and field_name not in data:
-            continue
-        value = bool(verdict.fields.get(field_name))
-        if data.get(field_name) is not value or f"justification_{field_name}" not in data:
-            data[field_name] = value
-            data[f"justification_{field_name}"] = f"ptflow: {said}"
+    present = json.loads(v11_result) if v11_result else {}
+    decided: dict[str, bool | str] = {f: bool(verdict.fields.get(f)) for f in (*VERDICT_FILES, V11_API_FIELD)
+                                      if f != V11_API_FIELD or f in verdict.fields or f in present}  # fmt: skip
     if unreadable:
-        data["contamination"] = f"ptflow: flagged {verdict.fields_text()}"  # not a boolean: "IMPORTANT ERR" there
-        data["justification_contamination"] = f"ptflow: {said}"
-    text = v11_result if v11_result and data == before else json.dumps(data, indent=2) + "\n"
-    return [*out, (V11_RESULT, text)]
+        decided["contamination"] = f"ptflow: flagged {verdict.fields_text()}"  # not a boolean: "IMPORTANT ERR" there
+    return [*out, (V11_RESULT, decided_over(v11_result, decided, said, justified=True))]
 
 
-def collect_judgement_texts(verdict: CellVerdict) -> list[tuple[str, str]]:
+def collect_judgement_texts(verdict: CellVerdict, vote_json=None) -> list[tuple[str, str]]:
     """The judgement files of a cell's one verdict as PostTrainBench main's judges (and its reviewers) leave them
-    for scripts/collect.py: the contamination judge's ``judgement_gpt5_4.json`` (``judgement_gpt5_4_manual.json``
-    where a person overrode the verdict: main's manual override, which outranks every judge) with the booleans
-    ``contamination`` and ``disallowed_model`` and their justifications, and ``judgement_api.json`` where the verdict
-    has an API-usage field. A flag outside those fields (a ``flagged: true`` override, a panel field whose effect is
-    fallback) is written as a ``contamination`` that is not a boolean: collect.py then treats the run as broken and
-    counts baselines.json's value, as it counts a flagged one. An undecided, unjudged or judge-less cell gets no file:
-    collect.py finds no contamination judgement, prints "WARNING: skipping broken run" and counts baselines.json's
-    value, the same fallback."""
+    for scripts/collect.py. A cell main's panel judged (``vote_json(judge_id)``: the path of its judge's first vote
+    file; ``ptflow.stages.posttrainbench.judge_main``) gets its four judges' ``judgement_<JUDGE_OUTPUT_ID>.json``
+    (:func:`judge_main.export_from_votes`): each as its judge wrote it where it says what the verdict says, the
+    decided fields over it (``ptflow: …`` justifications) where an override changed it, a judge's file where the
+    verdict decided its fields but the judge wrote none; a whole-cell flag that no field says is written as a
+    ``contamination`` that is not a boolean (collect.py: a broken run, the fallback). Any other decided cell (one
+    judged by ptflow's own judge) gets the contamination judge's ``judgement_gpt5_4.json``
+    (``judgement_gpt5_4_manual.json`` where a person overrode the verdict: main's manual override, which outranks
+    every judge) with the booleans ``contamination`` and ``disallowed_model`` and their justifications, and
+    ``judgement_api.json`` where the verdict has an API-usage field. A flag outside those fields (a ``flagged:
+    true`` override, a panel field whose effect is fallback) is written as a ``contamination`` that is not a boolean:
+    collect.py then treats the run as broken and counts baselines.json's value, as it counts a flagged one. An
+    undecided, unjudged or judge-less cell gets no file (votes or not): collect.py finds no contamination judgement,
+    prints "WARNING: skipping broken run" and counts baselines.json's value, the same fallback."""
     if not verdict.decided:
         return []
+    decided: dict[str, bool | str] = {f: v for f, v in verdict.fields.items() if v is not None}
+    if verdict.flagged and not verdict.flagged_fields:  # collect.py reads every field that counts
+        decided["contamination"] = f"ptflow: flagged {verdict.fields_text()}"
+    voted = judge_main.export_from_votes(vote_json, decided, verdict.reason or verdict.state) if vote_json else []
+    if voted:
+        return voted
     said = f"ptflow: {verdict.reason or verdict.state}"
     unreadable = verdict.flagged and not any(verdict.fields.get(f) for f in MAIN_FIELDS)
     data: dict = {}

@@ -317,12 +317,22 @@ def export_texts(verdict_texts: dict[str, str]) -> dict[str, str]:
     return {panel_judge(j).outputs()["verdict"]: text for j, text in verdict_texts.items()}
 
 
-def export_from_votes(vote_json) -> list[tuple[str, str]]:
+def export_from_votes(vote_json, decided: dict[str, bool | str] | None = None, said: str = "") -> list[tuple[str, str]]:
     """(file name, text) of the run dir's judge files from a cell's votes (``vote_json(judge_id)``: the path of the
-    judge's first run's vote file; its judgement.json lies in the dir of that name without ``.json``)."""
+    judge's first run's vote file; its judgement.json lies in the dir of that name without ``.json``); [] for a cell
+    without a vote of this panel. ``decided``: the cell's one verdict's decided fields (None: each file as its judge
+    wrote it): a judge's file is kept byte for byte where it says what they say, else its judge's decided fields are
+    written over it with ``ptflow: <said>`` justifications (:func:`judge_v11.decided_over`, d27a95e's rule for
+    judge_result.json), also where the judge wrote none; a string value (a flag no field says) stays a string."""
+    if not any(Path(vote_json(judge.id)).is_file() for judge in PANEL):
+        return []
     verdicts = {}
     for judge in PANEL:
         kept = Path(vote_json(judge.id)).with_suffix("") / VERDICT_FILE
-        if kept.is_file():
-            verdicts[judge.id] = kept.read_text()
+        text = kept.read_text() if kept.is_file() else None
+        fields = {f: decided[f] for f in judge.fields if f in decided} if decided is not None else {}
+        if fields:
+            verdicts[judge.id] = v11.decided_over(text, fields, said)
+        elif text is not None:
+            verdicts[judge.id] = text
     return sorted(export_texts(verdicts).items())

@@ -317,6 +317,27 @@ def export_texts(verdict_texts: dict[str, str]) -> dict[str, str]:
     return out | {f"{AGGREGATE_FILE}.json": json.dumps(aggregate(verdicts), indent=2) + "\n"}
 
 
+def decided_over(text: str | None, decided: dict[str, bool | str], said: str, justified: bool = False) -> str:
+    """A judge's JSON verdict file as ``ptflow export --posttrainbench`` writes it for a cell's one verdict: ``text``
+    byte for byte where it says what ``decided`` says (each field that value; ``justified``: with its
+    ``justification_<field>`` too), else the decided fields written over it, each with ``justification_<field>`` =
+    ``ptflow: <said>`` (``indent=2``, as PostTrainBench's scripts write JSON). A value that is a string stays one: an
+    answer the aggregation cannot read, which counts the run as its baseline. ``text`` None, not JSON or not an
+    object: the decided fields alone. d27a95e's judge_result.json and main's judgement_<id>.json follow this rule."""
+    try:
+        data = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    before = dict(data)
+    for name, value in decided.items():
+        same = type(data.get(name)) is type(value) and data.get(name) == value
+        if not same or (justified and f"justification_{name}" not in data):
+            data[name] = value
+            data[f"justification_{name}"] = f"ptflow: {said}"
+    return text if text and data == before else json.dumps(data, indent=2) + "\n"
+
+
 def kept_verdicts(trace_dir: str | Path) -> dict[str, str]:
     """The v1.1 verdicts a judged cell keeps beside its agent trace (judge id -> text): each judge's judgement.json
     under run_task.sh's name for it (``judgement_<name>.json``), as the panel's judge runs keep them."""
