@@ -12,7 +12,8 @@ which protocol it is (the preflight reads what each needs from ``ptflow.config.j
   ``vote_settings(raw, agent, agent_config)``;
 - ``judge_home_entries(...)``, ``build_judge_home(...)``, ``judge_prompt(checkout, judge, eval, model, vote, env)``,
   ``PtbVerdictError``, ``HOME``, ``TASK``, ``VERDICT_FILE``, ``AUTH_IN_HOME``;
-- ``vote_outcome(judge, text, how, see)``, ``export_from_votes(vote_json)``.
+- ``vote_outcome(judge, text, how, see)``, ``export_from_votes(vote_json)`` (main's also takes the cell's decided
+  fields: ``ptflow.results.ptb_protocol.collect_judgement_texts``).
 
 A judges part without a panel of its own here (v1.0: run_task.sh's one judge) is judged by the config's judge.
 """
