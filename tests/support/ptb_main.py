@@ -54,6 +54,9 @@ SOURCES = {
     "agents/opencode/api_keys.json": "cb708f7fd68e69c5400f3c83253422b291f3ca43",
     "agents/mcode/api_keys.json": "f292f45dd40c82ae0d8342ede8ffb6227c6e7f2b",
     "src/eval/tasks/humaneval/with_answer_sandbox.sh": "b5d2362c7546c9aee9615d6c45100814bfb7610b",
+    "src/eval/tasks/humaneval/answer_sandbox.py": "b5d2362c7546c9aee9615d6c45100814bfb7610b",
+    "src/eval/tasks/humaneval/with_answer_sandbox_local.sh": "c447934fbd7b14442dde6c8d7a7391b28582a9be",
+    "src/eval/tasks/humaneval/evaluate_final_eval.py": "8749d7e63e522d057f16ee93c0a13808264e812d",
     "scripts/collect.py": "1fc55616942b82316d2af170f6e50f79e48e33fd",
     "scripts/aggregate.py": "1691dfb6c8a5d1a02e6af1b69f2ef6fd5a74c4c7",
     "scripts/utils.py": "index file id 69054510072 (judge panel, majority of 3, .env, _aggregated)",
@@ -765,7 +768,7 @@ if __name__ == "__main__":
 
 def final_eval_py(eval_id: str) -> str:
     """The fixture's evaluate.py with main's ``--seed`` (STAND-IN: recorded, not used: the generation is greedy;
-    test hook ``PTB_FIXTURE_FAIL_SEEDS``, above)."""
+    test hook ``PTB_FIXTURE_FAIL_SEEDS``, above). humaneval's scores each answer through the answer sandbox."""
     anchor = '    parser.add_argument("--json-output-file", default=None)\n'
     text = evaluate_py(eval_id)
     assert anchor in text
@@ -774,17 +777,429 @@ def final_eval_py(eval_id: str) -> str:
     assert fail_anchor in text
     text = text.replace(anchor, anchor + seed).replace(fail_anchor, _FAIL_SEEDS + fail_anchor)
     if eval_id == "humaneval":  # main's scorer runs the answers in its answer sandbox and refuses to run without it
-        text = text.replace(fail_anchor, _NEEDS_ANSWER_SANDBOX + fail_anchor, 1)
+        for old, new in _HUMANEVAL_SCORER:
+            assert old in text, old
+            text = text.replace(old, new, 1)
     return text.replace("FIXTURE evaluate.py", "FIXTURE evaluate_final_eval.py", 1)
 
 
-# humaneval's evaluate_final_eval.py (main, 8749d7e6) builds its scorer, verify(), before any model loads, and verify()
-# raises without the answer sandbox's socket (with_answer_sandbox.sh sets ANSWER_SANDBOX_SOCKET): run bare, every
-# attempt fails at once. The fixture keeps that flaw (its scorer is the fixture's own: a STAND-IN).
+# humaneval's evaluate_final_eval.py (main, 8749d7e6) imports answer_sandbox (beside it) at its top, builds its scorer,
+# verify(), before any model loads, and verify() raises without the answer sandbox's socket (with_answer_sandbox.sh
+# sets ANSWER_SANDBOX_SOCKET): run bare, every attempt fails at once. Each sample is scored by a checker program fed
+# on stdin to a `python -` (inspect's local sandbox exec): answer_sandbox.connect() loads prompt + answer into a fresh
+# answer process of the sandbox, check() calls the proxy; exit 0 correct, HARNESS_ERROR_EXIT_CODE raises, else wrong.
+# STAND-INs: the prompt binds QUESTION, the answer is ``def solution(): return <the model's "#### n">`` (inspect's
+# find_code), the test asserts solution() == the answer; an incorrect sample prints the checker's last stderr line.
+# Test hook ``PTB_FIXTURE_ANSWER_CODE=<file>``: every sample's answer is that file's code (a hand-written answer).
 _NEEDS_ANSWER_SANDBOX = """    if not os.environ.get("ANSWER_SANDBOX_SOCKET"):
         raise RuntimeError("ANSWER_SANDBOX_SOCKET is not set: run the humaneval final evaluation through "
                            "src/eval/tasks/humaneval/with_answer_sandbox.sh")
 """
+_SANDBOX_SCORER = r"""ANSWER_SANDBOX_MODULE = str(HERE / "answer_sandbox.py")
+VERIFY_TIMEOUT = 30
+
+
+def checker_program(prompt, answer, test, entry_point, socket_path):
+    return "".join([
+        "import importlib.util as _u\n",
+        f"_s = _u.spec_from_file_location('answer_sandbox', {ANSWER_SANDBOX_MODULE!r})\n",
+        "_m = _u.module_from_spec(_s)\n",
+        "_s.loader.exec_module(_m)\n",
+        f"_candidate = _m.connect({socket_path!r}, {prompt + answer!r}, {entry_point!r})\n",
+        prompt, "\n", f"{entry_point} = _candidate\n", test, "\n", "check(_candidate)\n",
+    ])  # fmt: skip
+
+
+def answer_code(completion):
+    hook = os.environ.get("PTB_FIXTURE_ANSWER_CODE")
+    return Path(hook).read_text() if hook else f"def solution():\n    return {extract(completion)!r}\n"
+
+
+def verify(completion, q):
+    import subprocess
+
+    prompt = f"QUESTION = {q['question']!r}\n"
+    test = f"def check(candidate):\n    assert candidate() == {q['answer']!r}\n"
+    program = checker_program(prompt, answer_code(completion), test, "solution", os.environ["ANSWER_SANDBOX_SOCKET"])
+    try:
+        result = subprocess.run([sys.executable, "-"], input=program, capture_output=True, text=True,
+                                timeout=VERIFY_TIMEOUT)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return 0.0
+    if result.returncode == HARNESS_ERROR_EXIT_CODE:
+        raise RuntimeError(f"answer sandbox failed while scoring {q['question']!r}:\n{result.stderr}")
+    if result.returncode != 0:
+        print(f"{q['question']} incorrect: {(result.stderr.strip().splitlines() or [''])[-1]}")
+    return 1.0 if result.returncode == 0 else 0.0
+
+
+"""
+_HUMANEVAL_SCORER = (
+    ("from pathlib import Path\n", "from pathlib import Path\n\nfrom answer_sandbox import HARNESS_ERROR_EXIT_CODE\n"),
+    (
+        '    fail_above = os.environ.get("PTB_FIXTURE_FAIL_ABOVE")\n',
+        _NEEDS_ANSWER_SANDBOX + '    fail_above = os.environ.get("PTB_FIXTURE_FAIL_ABOVE")\n',
+    ),
+    ("\ndef main():\n", "\n" + _SANDBOX_SCORER + "def main():\n"),
+    (
+        '    scores = [1.0 if extract(a) == q["answer"] else 0.0 for a, q in zip(answers, questions, strict=True)]\n',
+        "    scores = [verify(a, q) for a, q in zip(answers, questions, strict=True)]\n",
+    ),
+)
+
+# answer_sandbox.py, with_answer_sandbox.sh and with_answer_sandbox_local.sh of humaneval (main: b5d2362, b5d2362,
+# c447934 in SOURCES), our text. with_answer_sandbox.sh needs apptainer (none here: its command line is checked as
+# text); with_answer_sandbox_local.sh runs here for real (util-linux unshare, chroot, setpriv), nothing simplified.
+ANSWER_SANDBOX_PY = r'''#!/usr/bin/env python3
+"""FIXTURE answer_sandbox.py (ptflow tests): main's roles, protocol and exit code; our code.
+
+serve SOCKET   the server, PID 1 of the sandbox: a fresh ``run`` process per connection (its own session, killed
+               with its group afterwards, 60 s at most); exits when its stdin reaches EOF (the keepalive pipe)
+run FD         one sample's answer process: loads prompt + answer as __main__, then answers calls
+connect()      the checker's side: a proxy for the model's function; each call goes over the socket, arguments and
+               results as repr() read back with ast.literal_eval (plain values only)
+Messages: 4-byte big-endian length + UTF-8 JSON. load -> loaded | load_error; call -> value | raised.
+"""
+
+import argparse
+import ast
+import builtins
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+
+HARNESS_ERROR_EXIT_CODE = 3  # the checker's exit when the sandbox itself fails: the scorer raises, never scores
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+ANSWER_PROCESS_TIMEOUT_SECONDS = 60
+
+
+class AnswerError(Exception):
+    """The answer failed, exited or broke the protocol: the sample fails."""
+
+
+def send(sock, message):
+    body = json.dumps(message).encode()
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise AnswerError(f"message of {len(body)} bytes")
+    sock.sendall(len(body).to_bytes(4, "big") + body)
+
+
+def _exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        try:
+            chunk = sock.recv(min(n - len(data), 1 << 20))
+        except OSError as err:
+            raise AnswerError(f"connection failed: {err}") from err
+        if not chunk:
+            if not data:
+                return None
+            raise AnswerError(f"connection closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def recv(sock):
+    head = _exactly(sock, 4)
+    if head is None:
+        return None
+    length = int.from_bytes(head, "big")
+    if length > MAX_MESSAGE_BYTES:
+        raise AnswerError(f"message of {length} bytes")
+    body = _exactly(sock, length)
+    if body is None:
+        raise AnswerError("connection closed before the message body")
+    try:
+        message = json.loads(body)
+    except ValueError as err:
+        raise AnswerError(f"malformed message: {err}") from err
+    if not isinstance(message, dict):
+        raise AnswerError(f"malformed message: {message!r:.200}")
+    return message
+
+
+def _harness_error(reason):
+    print(f"answer sandbox failure: {reason}", file=sys.stderr, flush=True)
+    sys.exit(HARNESS_ERROR_EXIT_CODE)
+
+
+def _encode(value):
+    text = repr(value)
+    try:
+        back = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        back = None
+    if type(back) is not type(value) or back != value:
+        _harness_error(f"the test passed a value that cannot be sent to the answer process: {text:.200}")
+    return text
+
+
+class Candidate:
+    def __init__(self, sock):
+        self._sock = sock
+
+    def __call__(self, *args, **kwargs):
+        send(self._sock, {"op": "call", "args": _encode(args), "kwargs": _encode(kwargs)})
+        reply = recv(self._sock)
+        if reply is None:
+            raise AnswerError("the answer process exited during the call")
+        if set(reply) == {"raised"}:
+            raise AnswerError(f"the answer raised:\n{reply['raised']}")
+        if set(reply) != {"value"} or not isinstance(reply["value"], str):
+            raise AnswerError(f"unexpected reply: {reply!r:.200}")
+        try:
+            return ast.literal_eval(reply["value"])
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
+            raise AnswerError(f"not a plain value: {reply['value']:.200}") from err
+
+
+def connect(socket_path, code, entry_point):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(socket_path)
+    except OSError as err:
+        _harness_error(f"cannot connect to {socket_path}: {err}")
+    send(sock, {"op": "load", "code": code, "entry_point": entry_point})
+    reply = recv(sock)
+    if reply is None:
+        raise AnswerError("the answer process exited while loading the answer")
+    if set(reply) == {"load_error"}:
+        raise AnswerError(f"loading the answer failed:\n{reply['load_error']}")
+    if reply != {"loaded": True}:
+        raise AnswerError(f"unexpected reply: {reply!r:.200}")
+    return Candidate(sock)
+
+
+def plain(value):  # built-in types (a numpy scalar, a namedtuple ... compare equal to them)
+    if value is None or type(value) in (bool, int, float, complex, str, bytes):
+        return value
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return plain(value.item())
+    for base in (bool, int, float, complex, str, bytes):
+        if isinstance(value, base):
+            return base(value)
+    for kind in (tuple, list):
+        if isinstance(value, kind):
+            return kind(plain(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return {plain(v) for v in value}
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    return value
+
+
+def run_answer(fd):
+    sock = socket.socket(fileno=fd)
+    message = recv(sock)
+    if message is None or message.get("op") != "load":
+        return
+    namespace = {"__name__": "__main__", "__builtins__": builtins}  # as upstream's `python -c`: runs as __main__
+    try:
+        exec(compile(message["code"], "<answer>", "exec"), namespace)
+        function = namespace[message["entry_point"]]
+    except Exception:
+        send(sock, {"load_error": traceback.format_exc()})
+        return
+    send(sock, {"loaded": True})
+    while (message := recv(sock)) is not None:
+        try:
+            reply = {"value": repr(plain(function(*ast.literal_eval(message["args"]),
+                                                 **ast.literal_eval(message["kwargs"]))))}  # fmt: skip
+        except Exception:
+            reply = {"raised": traceback.format_exc()}
+        send(sock, reply)
+
+
+def _one_sample(conn):
+    workdir = tempfile.mkdtemp(prefix="sample_")
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "run", str(conn.fileno())],
+                            pass_fds=(conn.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=workdir, start_new_session=True)  # fmt: skip
+    conn.close()
+    try:
+        proc.wait(timeout=ANSWER_PROCESS_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def serve(socket_path):
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # no handler: the kernel drops what answers send to PID 1
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(128)
+
+    def keepalive():
+        sys.stdin.buffer.read()
+        os._exit(0)  # PID 1 gone: the kernel ends every answer process of the namespace
+
+    threading.Thread(target=keepalive, daemon=True).start()
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=_one_sample, args=(conn,), daemon=True).start()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("serve").add_argument("socket_path")
+    sub.add_parser("run").add_argument("fd", type=int)
+    args = parser.parse_args()
+    serve(args.socket_path) if args.cmd == "serve" else run_answer(args.fd)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+WITH_ANSWER_SANDBOX_SH = r"""#!/bin/bash
+# FIXTURE with_answer_sandbox.sh (ptflow tests): main's steps, order and command lines; our text.
+#   with_answer_sandbox.sh <sif> <command...>
+# Starts answer_sandbox.py's server in a second apptainer container of <sif> (no network, no host filesystems, its own
+# PID namespace, an empty environment), waits for its socket, then runs <command> (the evaluation's `apptainer exec`)
+# with the socket's directory added to APPTAINER_BIND and APPTAINERENV_ANSWER_SANDBOX_SOCKET set; the sandbox lives as
+# long as the command (a keepalive FIFO on the server's stdin).
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 <sif> <command...>" >&2; exit 1; }
+SIF="$1"; shift
+[ -f "$SIF" ] || { echo "ERROR: container $SIF not found" >&2; exit 1; }
+SERVER="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/answer_sandbox.py"
+SOCKET_IN_CONTAINERS="/answer_sandbox/answers.sock"
+CONTROL_DIR="$(mktemp -d "${TMPDIR:-/tmp}/ptb_answer_sandbox.XXXXXX")"
+SOCKET_DIR="${CONTROL_DIR}/socket"; KEEPALIVE_FIFO="${CONTROL_DIR}/keepalive"
+mkdir "$SOCKET_DIR"; mkfifo "$KEEPALIVE_FIFO"
+SANDBOX_PID=""; KEEPALIVE_FD=""
+cleanup() {
+    [ -z "$KEEPALIVE_FD" ] || exec {KEEPALIVE_FD}>&-
+    if [ -n "$SANDBOX_PID" ]; then
+        for _ in $(seq 1 30); do kill -0 "$SANDBOX_PID" 2>/dev/null || break; sleep 1; done
+        if kill -0 "$SANDBOX_PID" 2>/dev/null; then
+            echo "WARNING: answer sandbox still running 30s after its keepalive closed; killing it" >&2
+            kill -9 "$SANDBOX_PID"
+        fi
+        wait "$SANDBOX_PID" || true
+    fi
+    rm -rf "$CONTROL_DIR"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+SANDBOX_HOME="$(getent passwd "$(id -u)" | cut -d: -f6)"
+[ -n "$SANDBOX_HOME" ] || { echo "ERROR: no passwd home directory for uid $(id -u)" >&2; exit 1; }
+exec {KEEPALIVE_FD}<>"$KEEPALIVE_FIFO"
+(
+    trap - EXIT TERM INT
+    exec env -i PATH="$PATH" HOME="$SANDBOX_HOME" apptainer exec -c --cleanenv --pid --no-init --net --network none --bind "${SOCKET_DIR}:/answer_sandbox" --bind "${SERVER}:/answer_sandbox.py:ro" "$SIF" python /answer_sandbox.py serve "$SOCKET_IN_CONTAINERS"
+) < "$KEEPALIVE_FIFO" {KEEPALIVE_FD}>&- &
+SANDBOX_PID=$!
+for _ in $(seq 1 120); do
+    [ -S "${SOCKET_DIR}/answers.sock" ] && break
+    kill -0 "$SANDBOX_PID" 2>/dev/null || { echo "ERROR: answer sandbox exited before it was ready" >&2; exit 1; }
+    sleep 1
+done
+[ -S "${SOCKET_DIR}/answers.sock" ] || { echo "ERROR: answer sandbox not ready after 120s" >&2; exit 1; }
+export APPTAINER_BIND="${APPTAINER_BIND:+${APPTAINER_BIND},}${SOCKET_DIR}:/answer_sandbox"
+export APPTAINERENV_ANSWER_SANDBOX_SOCKET="$SOCKET_IN_CONTAINERS"
+set +e
+"$@" {KEEPALIVE_FD}>&-
+exit_code=$?
+set -e
+exit "$exit_code"
+"""
+
+WITH_ANSWER_SANDBOX_LOCAL_SH = r"""#!/bin/bash
+# FIXTURE with_answer_sandbox_local.sh (ptflow tests): main's steps, order and command lines; our text.
+#   with_answer_sandbox_local.sh <command...>
+# with_answer_sandbox.sh's contract without apptainer (main's EVAL_RUNTIME=local): the server runs in new user,
+# network, PID and mount namespaces (unshare), chrooted into a tmpfs root holding only /usr /lib /lib64 /lib32 /libx32
+# /bin /sbin /etc (read-only), /proc, a private /tmp, /dev/{null,zero,random,urandom}, the socket directory and
+# answer_sandbox.py, with an empty environment; as nobody when started as root (setpriv). Any step failing: the
+# sandbox never starts and <command> never runs. <command> gets ANSWER_SANDBOX_SOCKET.
+set -euo pipefail
+[ $# -ge 1 ] || { echo "usage: $0 <command...>" >&2; exit 1; }
+for tool in unshare chroot mount python3; do
+    command -v "$tool" > /dev/null || { echo "ERROR: $tool not found; cannot build the answer sandbox" >&2; exit 1; }
+done
+SERVER="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/answer_sandbox.py"
+CONTROL_DIR="$(mktemp -d "${TMPDIR:-/tmp}/ptb_answer_sandbox.XXXXXX")"
+SOCKET_DIR="${CONTROL_DIR}/socket"; KEEPALIVE_FIFO="${CONTROL_DIR}/keepalive"
+mkdir "$SOCKET_DIR"; mkfifo "$KEEPALIVE_FIFO"
+chmod 755 "$CONTROL_DIR"
+DROP_PRIVS=()
+if [ "$(id -u)" = 0 ]; then
+    command -v setpriv > /dev/null || { echo "ERROR: setpriv not found; cannot drop root for the answer sandbox" >&2; exit 1; }
+    chown 65534:65534 "$SOCKET_DIR"
+    DROP_PRIVS=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
+fi
+SANDBOX_PID=""; KEEPALIVE_FD=""
+cleanup() {
+    [ -z "$KEEPALIVE_FD" ] || exec {KEEPALIVE_FD}>&-
+    if [ -n "$SANDBOX_PID" ]; then
+        for _ in $(seq 1 30); do kill -0 "$SANDBOX_PID" 2>/dev/null || break; sleep 1; done
+        if kill -0 "$SANDBOX_PID" 2>/dev/null; then
+            echo "WARNING: answer sandbox still running 30s after its keepalive closed; killing it" >&2
+            kill -9 "$SANDBOX_PID"
+        fi
+        wait "$SANDBOX_PID" || true
+    fi
+    rm -rf "$CONTROL_DIR"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+SANDBOX_SETUP='
+set -eu
+ROOT="$(mktemp -d)"
+mount -t tmpfs -o size=512m,mode=755 none "$ROOT"
+for d in usr lib lib64 lib32 libx32 bin sbin etc; do
+    [ -e "/$d" ] || continue
+    if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$ROOT/$d"
+    else mkdir "$ROOT/$d"; mount --rbind "/$d" "$ROOT/$d"; mount -o remount,bind,ro "$ROOT/$d"; fi
+done
+mkdir -p "$ROOT/answer_sandbox" "$ROOT/proc" "$ROOT/tmp" "$ROOT/dev"
+mount --bind "$1" "$ROOT/answer_sandbox"
+touch "$ROOT/answer_sandbox.py"; mount --bind "$2" "$ROOT/answer_sandbox.py"; mount -o remount,bind,ro "$ROOT/answer_sandbox.py"
+mount -t proc proc "$ROOT/proc"
+mount -t tmpfs -o mode=1777 none "$ROOT/tmp"
+for n in null zero random urandom; do touch "$ROOT/dev/$n"; mount --bind "/dev/$n" "$ROOT/dev/$n"; done
+cd /
+exec chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp LANG=C.UTF-8 python3 /answer_sandbox.py serve /answer_sandbox/answers.sock
+'
+exec {KEEPALIVE_FD}<>"$KEEPALIVE_FIFO"
+(
+    trap - EXIT TERM INT
+    exec env -i PATH="$PATH" ${DROP_PRIVS[@]+"${DROP_PRIVS[@]}"} unshare --user --map-root-user --net --pid --fork --mount --propagation private sh -c "$SANDBOX_SETUP" answer-sandbox "$SOCKET_DIR" "$SERVER"
+) < "$KEEPALIVE_FIFO" {KEEPALIVE_FD}>&- &
+SANDBOX_PID=$!
+for _ in $(seq 1 120); do
+    [ -S "${SOCKET_DIR}/answers.sock" ] && break
+    kill -0 "$SANDBOX_PID" 2>/dev/null || { echo "ERROR: answer sandbox exited before it was ready" >&2; exit 1; }
+    sleep 1
+done
+[ -S "${SOCKET_DIR}/answers.sock" ] || { echo "ERROR: answer sandbox not ready after 120s" >&2; exit 1; }
+export ANSWER_SANDBOX_SOCKET="${SOCKET_DIR}/answers.sock"
+echo "answer sandbox ready (namespace jail, pid ${SANDBOX_PID}): ${ANSWER_SANDBOX_SOCKET}" >&2
+set +e
+"$@" {KEEPALIVE_FD}>&-
+exit_code=$?
+set -e
+exit "$exit_code"
+"""
+SANDBOX_FILES = {
+    "src/eval/tasks/humaneval/answer_sandbox.py": ANSWER_SANDBOX_PY,
+    "src/eval/tasks/humaneval/with_answer_sandbox.sh": WITH_ANSWER_SANDBOX_SH,
+    "src/eval/tasks/humaneval/with_answer_sandbox_local.sh": WITH_ANSWER_SANDBOX_LOCAL_SH,
+}
 
 
 def main_files(evals, agents) -> dict[str, str]:
@@ -827,6 +1242,8 @@ def main_files(evals, agents) -> dict[str, str]:
     for eval_id in evals:
         task = f"src/eval/tasks/{eval_id}"
         files[f"{task}/evaluate_final_eval.py"] = final_eval_py(eval_id)
+        if eval_id == "humaneval":
+            files.update(SANDBOX_FILES)
         if eval_id in PAID_GRADER:
             files[f"{task}/evaluate_openrouter_final_eval.py"] = final_eval_py(eval_id)
         info = {"benchmark": BENCHMARKS[eval_id], "disallowed_data_examples": [], "allowed_data_examples": []}
@@ -847,13 +1264,15 @@ EVALUATION_FILES = (
 )
 
 
-def commit_main_evaluation(dest: Path, evals=("gsm8k", "humaneval")) -> str:
+def commit_main_evaluation(dest: Path, evals=("gsm8k", "humaneval"), answer_sandbox=tuple(SANDBOX_FILES)) -> str:
     """Commit main's seeded final evaluation ALONE over the fixture checkout at ``dest`` (run_final_eval.sh,
     aggregate_seed_metrics.py, default_temperature.py, each eval's evaluate_final_eval.py, and
-    evaluate_openrouter_final_eval.py for the paid-grader evals): a checkout whose other parts stay the older ones
-    (the judge, run_task.sh's fixed keys, the aggregate_*.py results), for tests of the evaluation part alone."""
+    evaluate_openrouter_final_eval.py for the paid-grader evals, humaneval's answer sandbox files of
+    ``answer_sandbox``: all by default; fewer for a checkout without them): a checkout whose other parts stay the older
+    ones (the judge, run_task.sh's fixed keys, the aggregate_*.py results), for tests of the evaluation part alone."""
     files = main_files(evals, ())
-    keep = {rel: text for rel, text in files.items() if rel in EVALUATION_FILES or rel.endswith("final_eval.py")}
+    keep = {rel: text for rel, text in files.items()
+            if rel in EVALUATION_FILES or rel.endswith("final_eval.py") or rel in answer_sandbox}  # fmt: skip
     for rel, text in keep.items():
         path = Path(dest) / rel
         path.parent.mkdir(parents=True, exist_ok=True)

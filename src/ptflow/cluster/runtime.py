@@ -234,6 +234,7 @@ def reexec_in_runtime(
     script: str | None = None,
     tmp_root: str | None = None,
     hf_models: Sequence[str] | None = None,
+    wrap: Sequence[str] = (),
 ) -> None:
     """Run this job's script again through the site's runtime and exit with its status; return to stay here.
 
@@ -242,13 +243,15 @@ def reexec_in_runtime(
     a private HF cache view (``runtime.hf_view``) as HF_HOME and ``HF_HUB_OFFLINE=1``: a GPU job never downloads.
     API keys and tokens reach it through the environment only.
     ``hf_models``: the model repos the job reads from the cache (None: all); a copied view holds only those.
+    ``wrap``: a command that runs the runtime's command line (``wrap + argv``): humaneval's answer sandbox on an
+    apptainer site (``ptflow.stages.posttrainbench.answer_sandbox.runtime_wrap``).
     """
     if not spec or inside_runtime():
         return
     rt = spec.site_runtime
     if rt.kind == "venv" and rt.venv and Path(sys.prefix) == Path(rt.venv):
         return  # already the site venv's Python
-    rc = run_in_runtime(spec, script or sys.argv[0], log=log, tmp_root=tmp_root, hf_models=hf_models)
+    rc = run_in_runtime(spec, script or sys.argv[0], log=log, tmp_root=tmp_root, hf_models=hf_models, wrap=wrap)
     log(f"site runtime finished with exit {rc}")
     sys.exit(rc)
 
@@ -260,9 +263,11 @@ def run_in_runtime(
     tmp_root: str | None = None,
     timeout: float | None = None,
     hf_models: Sequence[str] | None = None,
+    wrap: Sequence[str] = (),
 ) -> int:
     """Run ``script`` (a Python file) in the site's runtime as :func:`reexec_in_runtime` runs a job's script again
-    (``spec`` None: this Python, here), and return its exit status; stopped after ``timeout`` seconds."""
+    (``spec`` None: this Python, here), and return its exit status; stopped after ``timeout`` seconds (a ``wrap``
+    gets the signals: with_answer_sandbox.sh passes them on only once its command ends)."""
     import tempfile
 
     from ptflow.cluster import hfview
@@ -292,6 +297,7 @@ def run_in_runtime(
             gpus=job.gpus,
             binds=sorted(set(binds)),
         )
+        argv = [*wrap, *argv]
         log("run in site runtime: $ " + " ".join(argv))
         sys.stdout.flush()
         sys.stderr.flush()

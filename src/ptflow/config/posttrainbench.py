@@ -23,6 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptflow.config import answer_sandbox
+
 TASK_PREFIX = "posttrainbench/"  # an eval's task: posttrainbench/<dir under src/eval/tasks>
 
 EVAL_DIR = "src/eval/tasks/{eval}"  # evaluate.py, benchmark.txt, evaluation_code/, task_context/
@@ -493,7 +495,6 @@ RUN_FINAL_EVAL = "src/eval/run_final_eval.sh"
 DEFAULT_TEMPERATURE = "src/utils/default_temperature.py"  # "greedy <t>" or "sampling <t>" for a model dir
 AGGREGATE_SEED_METRICS = "src/utils/aggregate_seed_metrics.py"
 FINAL_EVAL_TRIES = (4, 3, 2)  # run_final_eval.sh's STAGE_MAX_RETRIES
-ANSWER_SANDBOX = "src/eval/tasks/{eval}/with_answer_sandbox.sh"  # humaneval's at 13a49a0 (answer_sandbox.py beside)
 OPENROUTER_SCRIPT = "evaluate_openrouter_final_eval.py"  # --check's answer where only OPENROUTER_API_KEY is set
 GRADER_KEYS = ("OPENAI_API_KEY", "OPENROUTER_API_KEY")  # what --check looks at (set or not; never their values)
 _QUERY_TIMEOUT_S = 60
@@ -510,6 +511,7 @@ class FinalEval:
     seeds: tuple[int, ...]
     seed_only_samples: bool
     stages: tuple[str, ...]
+    sandbox: tuple[str, ...] = ()  # where the task's answer sandbox runs (apptainer, local); () where it has none
 
     def keys(self, own) -> list[str]:
         """The key names the script reads: OpenRouter's where --check chose its script, else the eval's own."""
@@ -518,7 +520,8 @@ class FinalEval:
     def call(self, seed: int | None) -> dict:
         """The fields of one seed's call (``CheckoutCall``, every cell alike: agents', baselines' and instruct
         cells'): the seed, and the script with each stage's arguments (``final``)."""
-        return {"seed": seed, "final": {"script": self.script, "stages": list(self.stages)}}
+        sandbox = {"answer_sandbox": list(self.sandbox)} if self.sandbox else {}  # only there: gsm8k's params stay
+        return {"seed": seed, "final": {"script": self.script, "stages": list(self.stages), **sandbox}}
 
 
 def final_eval_paths(eval_dir: str) -> list[str]:
@@ -549,14 +552,9 @@ def final_eval(checkout: str, commit: str, eval_dir: str, graders: tuple[str, ..
     if "--default-seeds" not in text:
         raise CheckoutError(f"{where} has no --default-seeds query (run_final_eval.sh without it, as at 214ccb4, is "
                             "not one ptflow runs: it cannot ask the checkout for its seeds)")  # fmt: skip
-    sandbox = ANSWER_SANDBOX.format(eval=eval_dir)
-    if sandbox in text:  # the script runs this task's evaluation inside an answer sandbox: never run it bare
-        raise CheckoutError(
-            f"{where} runs {eval_dir}'s final evaluation inside its answer sandbox ({sandbox}: the model's code runs "
-            "in a container of its own, never in the evaluation's process, and the task's evaluate_final_eval.py "
-            f"refuses to score without it), which ptflow does not run yet: leave {eval_dir} out of this checkout's "
-            "matrix, or pin d27a95e"
-        )
+    sandbox = answer_sandbox.kinds(text, eval_dir, lambda path: not _missing(checkout, commit, path))
+    if sandbox == ():  # the task's answers run in its answer sandbox, never bare: refused where the checkout lacks it
+        raise CheckoutError(answer_sandbox.refusal(where, eval_dir))
     with tempfile.TemporaryDirectory(prefix="ptflow-final-eval-") as tmp:
         tree = Path(tmp, "checkout")
         tree.mkdir()
@@ -595,4 +593,4 @@ def final_eval(checkout: str, commit: str, eval_dir: str, graders: tuple[str, ..
     if stages is None or len(stages) != len(FINAL_EVAL_TRIES):
         raise CheckoutError(f"{where}: the per-stage max-tokens arguments (STAGE_MAX_TOKENS_ARGS) of {eval_dir} cannot "
                             f"be read from it ({len(FINAL_EVAL_TRIES)} stages expected)")  # fmt: skip
-    return FinalEval(script_out[-1].strip(), seeds, only_samples, stages)
+    return FinalEval(script_out[-1].strip(), seeds, only_samples, stages, sandbox or ())

@@ -44,7 +44,7 @@ from ptflow.specs import (
     TrainSpec,
 )
 from ptflow.stages.evaluate.settings import Provider, build_call
-from ptflow.stages.posttrainbench import judge_panels
+from ptflow.stages.posttrainbench import answer_sandbox, judge_panels
 
 Objects = Callable[[Iterable[str]], dict[str, str]]
 
@@ -379,7 +379,7 @@ class Jobs:
         """``untouched``: a baseline or instruct cell, evaluated as run_baseline.sh does it (one try, no ladder);
         the other cells as run_task.sh (its ladder, with the eval's lower budgets). ``e.final``: main's, seeded."""
         name, final = ptb.eval_dir_name(e.task), e.final
-        return CheckoutCall(
+        return answer_sandbox.checked(CheckoutCall(  # humaneval's: refused where the site cannot run its sandbox
             eval_id=e.id,
             task=e.task,
             files=CheckoutFiles(name, objects(ptb.final_eval_paths(name) if final else ptb.eval_paths(name))),
@@ -388,7 +388,7 @@ class Jobs:
             limit=e.limit,
             keys=final.keys(e.keys) if final else list(e.keys),
             **(final.call(seed) if final else {}),
-        )
+        ), self.rt, JobsError)  # fmt: skip
 
     # ---- the judge panel of a cell: the config's, or the checkout's own (PostTrainBench d27a95e, v1.1) ----
 

@@ -90,7 +90,8 @@ def evaluate_seed_job(
     if inputs.manifest:
         log(f"seed {job.call.seed}: evaluating in this job: {why_not}")
     deadline = job_deadline(os.environ.get("SLURM_JOB_ID"))
-    reexec_in_runtime(job.runtime, log, hf_models=[] if inputs.manifest else [job.evaluated_model_id])
+    reexec_in_runtime(job.runtime, log, hf_models=[] if inputs.manifest else [job.evaluated_model_id],
+                      wrap=sandbox_wrap(job, inputs.checkout))  # fmt: skip
     inputs = replace(
         seeds.seed_inputs(inputs, first), deadline=deadline, progress=str(ladder_progress(outputs.eval_json))
     )
@@ -98,6 +99,17 @@ def evaluate_seed_job(
         log(f"seed {job.call.seed}: from the first seed's ladder stage {inputs.start_stage}")
     run_evaluation(job, inputs, outputs, log=log, first_seed=first is None)
     seeds.mark_seed(outputs.eval_json, job.call, first=first is None)
+
+
+def sandbox_wrap(job: EvaluateSpec, checkout_marker: str | None) -> list[str]:
+    """humaneval's answer sandbox around the job's re-start into an apptainer site's image (the checkout's
+    with_answer_sandbox.sh); [] for other evals and sites (``ptflow.stages.posttrainbench.answer_sandbox``)."""
+    from ptflow.stages.posttrainbench import answer_sandbox
+
+    if not checkout_marker or not answer_sandbox.kinds(job.call):
+        return []
+    checkout = json.loads(Path(checkout_marker).read_text())["path"]
+    return answer_sandbox.runtime_wrap(checkout, job.call, job.runtime)
 
 
 def run_evaluation(
@@ -215,7 +227,8 @@ def evaluate_in_train_job(
         )
         started = time.monotonic()
         # the trained model is on scratch: the HF view holds the evaluation's datasets, no model repo
-        rc = run_in_runtime(job.runtime, str(script), log=log, timeout=timeout, hf_models=[])
+        rc = run_in_runtime(job.runtime, str(script), log=log, timeout=timeout, hf_models=[],
+                            wrap=sandbox_wrap(job, checkout))  # fmt: skip
         log(f"evaluation in the train job's allocation ended with exit {rc} after {time.monotonic() - started:.0f} s")
         if rc == 0 and job.call.seed is not None and staged_json.is_file():
             from ptflow.stages.evaluate import seeds

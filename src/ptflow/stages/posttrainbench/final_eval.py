@@ -17,9 +17,12 @@ decides which seeds run and averages them), and each seed here as run_final_eval
   ``default_temperature_log.txt``); ``greedy`` or ``sampling``, or None where it fails (run_final_eval.sh then
   evaluates every seed, with a warning).
 
+- humaneval's answer sandbox around each attempt (``ptflow.stages.posttrainbench.answer_sandbox``): the checkout's
+  with_answer_sandbox_local.sh before the attempt's command line, or, on an apptainer site, its
+  with_answer_sandbox.sh around the job's start in the evaluation image.
+
 What differs from run_final_eval.sh: no apptainer, HF overlay, nvidia-smi kill or ``sleep 5`` around an attempt (the
-job runs in the site's evaluation runtime, with the job's HF view; the process group goes with each attempt), and
-humaneval's answer sandbox (``with_answer_sandbox.sh``) is not put around the attempt.
+job runs in the site's evaluation runtime, with the job's HF view; the process group goes with each attempt).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 
 from ptflow.config import posttrainbench as ptb
 from ptflow.specs import CheckoutCall
+from ptflow.stages.posttrainbench import answer_sandbox
 from ptflow.stages.posttrainbench import checkout_eval as one_shot
 from ptflow.stages.posttrainbench.checkout_eval import CheckoutEvalError, LadderCarry, OutOfJobTime
 
@@ -125,6 +129,10 @@ def evaluate_seed(
     if not Path(model_path, "config.json").is_file():
         raise CheckoutEvalError(f"model {model_path}: no config.json there; point it at an HF model directory")
     environ = environment(call, None, *((caches.hf_home, caches.evals_cache) if caches else ()))
+    try:  # humaneval's: the model's code runs in its answer sandbox, never in the evaluation's process
+        sandbox = answer_sandbox.attempt_prefix(checkout, call, answer_sandbox.runtime_kind_of(caches), environ)
+    except ValueError as exc:
+        raise CheckoutEvalError(str(exc)) from None
     model, out = Path(model_path).resolve(), Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     decided = decoding(checkout, model, out, environ, log) if start.first else None
@@ -145,7 +153,7 @@ def evaluate_seed(
                 raise OutOfJobTime(f"{eval_dir} seed {seed}: {max(int(left), 0)} s of this job left before attempt "
                                    f"{n}; the job's retry makes it")  # fmt: skip
             timeout = min(timeout, left)
-        argv = attempt_argv(call, model, args, metrics_file)
+        argv = [*sandbox, *attempt_argv(call, model, args, metrics_file)]
         log_file = out / f"final_eval_seed{seed}_{n}.txt"
         t0 = time.time()
         rc = one_shot._run(argv, cwd, environ, log_file, timeout)
