@@ -3,8 +3,10 @@ ptflow.stages.posttrainbench.final_eval), on the FIXTURE checkout with main's ev
 (tests/support/ptb_main.py ``commit_main_evaluation``) and a tiny random model, outside Snakemake: the seed's cascade
 with the per-stage arguments the checkout's run_final_eval.sh gives (4/3/2 attempts, any failure steps on), main's
 log names, a later seed from the first seed's stage, the greedy probe by the checkout's default_temperature.py, and
-the cell's mean equal to the checkout's own aggregate_seed_metrics.py over the seeds that succeeded. The Snakemake
-proof is tests/e2e/test_posttrainbench_final_eval.py."""
+the cell's mean equal to the checkout's own aggregate_seed_metrics.py over the seeds that succeeded; humaneval's
+seed in the checkout's answer sandbox (with_answer_sandbox_local.sh run for real; with_answer_sandbox.sh's command
+lines with an apptainer stand-in) and its refusals. The Snakemake proof is tests/e2e/test_posttrainbench_final_eval.py
+(gsm8k)."""
 
 from __future__ import annotations
 
@@ -306,12 +308,27 @@ def test_humaneval_is_never_scored_outside_its_sandbox(sandboxed):
     assert not (cwd / "m.json").exists()
 
 
+def test_a_sandbox_that_does_not_start_fails_the_seed_in_one_line_before_any_attempt(sandboxed, tmp_path):
+    """An image without unshare (or user namespaces) fails the seed's job in one line, not each attempt into a
+    baseline fallback; in an apptainer site's image, a socket that is not there does too."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "bash").symlink_to(shutil.which("bash"))
+    call = _he_call(sandboxed["final"])
+    with pytest.raises(ValueError, match=r"does not start here: ERROR: unshare not found") as failed:
+        answer_sandbox.attempt_prefix(sandboxed["checkout"], call, "pyxis", {"PATH": str(bindir)})
+    assert "\n" not in str(failed.value)
+    with pytest.raises(ValueError, match="started without the checkout's answer sandbox"):
+        answer_sandbox.attempt_prefix(sandboxed["checkout"], call, "apptainer", {"ANSWER_SANDBOX_SOCKET": "/no.sock"})
+
+
 def test_a_site_without_the_checkouts_sandbox_for_it_is_refused_in_one_line(tmp_path):
     """13a49a0's checkout has with_answer_sandbox.sh only: an apptainer site runs it, a site without apptainer
     (venv, pyxis, enroot-edf, this machine) is refused when the jobs are built and before any attempt."""
     checkout = tmp_path / "PostTrainBench"
     make_fixture_checkout(checkout, evals=("humaneval",), agents=("codex",))
     only = ("src/eval/tasks/humaneval/answer_sandbox.py", "src/eval/tasks/humaneval/with_answer_sandbox.sh")
+    local_sh = "src/eval/tasks/humaneval/with_answer_sandbox_local.sh"
     commit = commit_main_evaluation(checkout, evals=("humaneval",), answer_sandbox=only)
     final = ptb.final_eval(str(checkout), commit, "humaneval")
     assert final.sandbox == ("apptainer",)
@@ -322,6 +339,12 @@ def test_a_site_without_the_checkouts_sandbox_for_it_is_refused_in_one_line(tmp_
     line = str(refused.value)
     assert "\n" not in line and "site jrc (runtime.kind pyxis) has no apptainer" in line
     assert "src/eval/tasks/humaneval/with_answer_sandbox_local.sh" in line
+    local_only = tmp_path / "local-only"  # the other way round: a site with apptainer needs with_answer_sandbox.sh
+    make_fixture_checkout(local_only, evals=("humaneval",), agents=("codex",))
+    at = commit_main_evaluation(local_only, evals=("humaneval",), answer_sandbox=(only[0], local_sh))
+    assert ptb.final_eval(str(local_only), at, "humaneval").sandbox == ("local",)
+    why = answer_sandbox.refusal(_he_call(ptb.final_eval(str(local_only), at, "humaneval")), "apptainer")
+    assert "runs its evaluation in apptainer" in why and "with_answer_sandbox.sh:" in why
     marker = tmp_path / "checkout.json"
     marker.write_text(json.dumps({"path": str(checkout), "commit": commit}))
     out, model = tmp_path / "seed", tmp_path / "model"

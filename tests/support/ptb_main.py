@@ -16,7 +16,12 @@ layout, the interfaces and the facts below, each read at the index commit named 
   puts stand-ins for apptainer, nvidia-smi, fuse-overlayfs on PATH; test hook ``PTB_FIXTURE_SLEEP`` (seconds, default
   the real 5) shortens the waits.
 - ``src/eval/tasks/<eval>/evaluate_final_eval.py``: the fixture's tiny CPU evaluation (``evaluate_py``) plus main's
-  ``--seed`` (STAND-IN: its generation is greedy, the seed only goes into the call record).
+  ``--seed`` (STAND-IN: its generation is greedy, the seed only goes into the call record); humaneval's scores each
+  sample through the answer sandbox's socket and refuses without ANSWER_SANDBOX_SOCKET (``_HUMANEVAL_SCORER``).
+- ``src/eval/tasks/humaneval/answer_sandbox.py``, ``with_answer_sandbox.sh`` (apptainer: a second container of the
+  eval sif, the socket handed over by APPTAINER_BIND/APPTAINERENV_ANSWER_SANDBOX_SOCKET) and
+  ``with_answer_sandbox_local.sh`` (namespaces, chroot, nobody when root): main's roles, protocol, steps, order and
+  command lines (``SANDBOX_FILES``; ``commit_main_evaluation(answer_sandbox=...)`` leaves some out).
 - ``src/utils/aggregate_seed_metrics.py``: the mean of each numeric metric over the seeds that succeeded,
   ``num_seeds``, ``num_seeds_succeeded``, ``per_seed`` ({seed: {max_tokens_stage, metrics}}); ``accuracy`` required.
 - ``src/judges/``: ``judge_lib.sh``'s four judges in order (data_contamination, api_usage, ptb_lookup, general), the

@@ -20,12 +20,14 @@ again before a seed's first attempt; an attempt never runs without its sandbox.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from ptflow.config import answer_sandbox as facts
 from ptflow.specs import CheckoutCall
 
 SOCKET_ENV = "ANSWER_SANDBOX_SOCKET"
+START_TIMEOUT_S = 180  # with_answer_sandbox_local.sh waits 120 s for its socket, then 30 s for the server to end
 
 
 def kinds(call) -> list[str]:
@@ -80,21 +82,33 @@ def attempt_prefix(checkout, call: CheckoutCall, runtime_kind: str | None, envir
     """What goes before one attempt's ``python evaluate_final_eval.py ...`` (``environ``: the attempt's, changed in
     place): nothing for a task without a sandbox, or in an apptainer site's image, which :func:`runtime_wrap`
     started beside the sandbox (its socket in ``environ``); else the checkout's with_answer_sandbox_local.sh, which
-    sets the socket (an inherited one is dropped). ValueError (one line) where the sandbox cannot be there."""
+    sets the socket (an inherited one is dropped). ValueError (one line) where the sandbox cannot be there or does
+    not start here (tried once, around ``true``: a site whose image lacks unshare or user namespaces fails the job
+    in one line, not every attempt into a baseline fallback)."""
     if not kinds(call):
         return []
     why = refusal(call, runtime_kind)
     if why:
         raise ValueError(why)
+    eval_dir = call.files.eval_dir
     if site_kind(runtime_kind) == "apptainer":
-        if not environ.get(SOCKET_ENV):
+        sock = environ.get(SOCKET_ENV)
+        if not sock or not Path(sock).is_socket():
             raise ValueError(
-                f"{call.files.eval_dir}: this job's evaluation image was started without the checkout's answer "
-                f"sandbox ({SOCKET_ENV} is not set); its answers never run without it"
+                f"{eval_dir}: this job's evaluation image was started without the checkout's answer sandbox "
+                f"({SOCKET_ENV}: {sock or 'not set'}); its answers never run bare"
             )
         return []
     environ.pop(SOCKET_ENV, None)
-    return ["bash", script(checkout, call, "local")]
+    prefix = ["bash", script(checkout, call, "local")]
+    try:
+        tried = subprocess.run([*prefix, "true"], env=environ, capture_output=True, text=True, timeout=START_TIMEOUT_S)
+        said = (tried.stderr.strip().splitlines() or [f"exit {tried.returncode}"])[-1]
+    except subprocess.TimeoutExpired:
+        tried, said = None, f"no answer after {START_TIMEOUT_S} s"
+    if tried is None or tried.returncode != 0:
+        raise ValueError(f"{eval_dir}: the checkout's answer sandbox ({prefix[1]}) does not start here: {said}")
+    return prefix
 
 
 def runtime_kind_of(job) -> str | None:
