@@ -120,6 +120,8 @@ LONG_FIRST = (
     # after the status test has made its queue: its "Pending" wait timed out once beside this module's jobs
     "tests/slurm/test_real_agent_clis_on_slurm.py",
     "tests/slurm/test_posttrainbench_checkout_on_slurm.py",
+    # issue 58: a main checkout end to end (22 jobs, 19 of them on Slurm; ~165 s alone, mostly waiting on them)
+    "tests/slurm/test_posttrainbench_main_on_slurm.py",
     # issues 48 and 50: 2.5-4 minutes each, mostly waiting on their Slurm jobs (a repeated cell's seeds, five cells
     # failing for their causes and one rerun); in the tail they ran alone
     "tests/slurm/test_repeats_and_seeds_on_slurm.py",
