@@ -149,6 +149,15 @@ def check_agent_budgets(cfg: Config, site: Site, notes: list[str] | None = None)
     return problems
 
 
+def _checkout_on_disk(cfg: Config, layout: Layout) -> Path | None:
+    """Where the run's PostTrainBench checkout is, if it is on this filesystem already (a given path, or the rule's
+    clone from an earlier run); None otherwise (the rule clones it, and its cells check what preflight cannot)."""
+    if cfg.posttrainbench is None:
+        return None
+    where = Path(cfg.posttrainbench.location(layout.scratch))
+    return where if (where / ".git").exists() else None
+
+
 def check_solve_homes(cfg: Config, site: Site, layout: Layout) -> list[str]:
     """A checkout agent whose solve.sh writes under PostTrainBench's container home (/home/ben) needs a runtime that
     puts the agent's home there (apptainer, pyxis). Read here when the checkout is on this filesystem (a given path,
@@ -158,11 +167,8 @@ def check_solve_homes(cfg: Config, site: Site, layout: Layout) -> list[str]:
     from ptflow.cluster.runtime import home_problem
     from ptflow.config import posttrainbench as ptb
 
-    checkout = cfg.posttrainbench
-    if checkout is None:
-        return []
-    where = Path(checkout.location(layout.scratch))
-    if not (where / ".git").exists():
+    checkout, where = cfg.posttrainbench, _checkout_on_disk(cfg, layout)
+    if where is None:
         return []
     problems = []
     for agent_id in sorted({c.agent_id for c in cfg.training_cells()}):
@@ -345,11 +351,8 @@ def check_checkout_keys(cfg: Config, layout: Layout, env: dict | None = None) ->
     from ptflow.config import ptb_keys
 
     env = os.environ if env is None else env
-    checkout = cfg.posttrainbench
-    if checkout is None:
-        return []
-    where = Path(checkout.location(layout.scratch))
-    if not (where / ".git").exists():
+    checkout, where = cfg.posttrainbench, _checkout_on_disk(cfg, layout)
+    if where is None:
         return []
     try:
         part = ptb.checkout_protocol(str(where), checkout.commit).part("sandbox keys")

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -212,13 +211,8 @@ def checkout_paths(eval_dir: str) -> list[str]:
 def judge_prompt(checkout: str | Path, judge: MainJudge, eval_dir: str, model_id: str, vote: dict, env=None) -> str:
     """The judge's prompt from the checkout's get_judge_prompt.py, as ``JUDGE_PROMPT=$(build_judge_prompt ...)``
     holds it; ``vote``'s ``agent`` and ``agent_config`` are run_task.sh's ``$AGENT`` and ``$AGENT_CONFIG``."""
-    base = env if env is not None else {}
-    keep = {k: v for k, v in base.items() if k in ("PATH", "LANG", "LC_ALL", "POST_TRAIN_BENCH_PROMPT")}
     argv = judge.prompt_argv(eval_dir, model_id, vote.get("agent", ""), vote.get("agent_config", ""), sys.executable)
-    proc = subprocess.run(argv, cwd=checkout, env=keep, capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        raise PtbVerdictError(f"{PROMPT_SCRIPT} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    return proc.stdout.rstrip("\n")
+    return v11.run_prompt_script(argv, checkout, env, PROMPT_SCRIPT)
 
 
 def judge_home_entries(

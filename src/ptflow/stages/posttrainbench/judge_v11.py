@@ -166,14 +166,19 @@ def checkout_paths(eval_dir: str) -> list[str]:
 
 
 def judge_prompt(checkout: str | Path, judge: PtbPanelJudge, eval_dir: str, model_id: str, env=None) -> str:
-    """The judge's prompt from the checkout's get_judge_prompt.py, as ``JUDGE_PROMPT=$(...)`` holds it (the
-    command substitution drops trailing newlines); PtbVerdictError names the script's failure."""
-    base = env if env is not None else {}
-    keep = {k: v for k, v in base.items() if k in ("PATH", "LANG", "LC_ALL", "POST_TRAIN_BENCH_PROMPT")}
-    argv = judge.prompt_argv(eval_dir, model_id, python=sys.executable)
+    """The judge's prompt from the checkout's get_judge_prompt.py, as ``JUDGE_PROMPT=$(...)`` holds it."""
+    return run_prompt_script(judge.prompt_argv(eval_dir, model_id, python=sys.executable), checkout, env,
+                             ptb.JUDGE_SCRIPT)  # fmt: skip
+
+
+def run_prompt_script(argv: list[str], checkout: str | Path, env: dict | None, script: str) -> str:
+    """A checkout's judge-prompt script run in the checkout with only the locale, PATH and the prompt override of
+    ``env``; its stdout as a command substitution holds it (trailing newlines dropped). PtbVerdictError names the
+    script's failure."""
+    keep = {k: v for k, v in (env or {}).items() if k in ("PATH", "LANG", "LC_ALL", "POST_TRAIN_BENCH_PROMPT")}
     proc = subprocess.run(argv, cwd=checkout, env=keep, capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
-        raise PtbVerdictError(f"{ptb.JUDGE_SCRIPT} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        raise PtbVerdictError(f"{script} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
     return proc.stdout.rstrip("\n")
 
 
